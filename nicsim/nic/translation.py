@@ -1,0 +1,133 @@
+"""Address translation: key -> MPT -> MTT -> physical pages, with an on-NIC cache.
+
+The MPT and MTT tables live in host memory (set up by INIT_HCA, written by WRITE_MPT and
+WRITE_MTT). The NIC keeps a small cache of entries; a miss fetches the entry by a DMA read and
+costs that read's time. `check_and_split` is the pure rule the RTL translation unit is held to.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import OrderedDict
+from collections.abc import Callable
+
+from nicsim.hwif import (
+    MPT_SIZE,
+    MTT_ENTRY_SIZE,
+    Mpt,
+    MptFlags,
+    XlateStatus,
+    key_index,
+)
+
+Segments = list[tuple[int, int]]  # (physical address, length)
+
+
+def check(mpt: Mpt | None, key: int, pd: int, access: int, va: int, length: int) -> XlateStatus:
+    """The protection checks, in hardware order: key, PD, access rights, bounds."""
+    if mpt is None or not (mpt.flags & MptFlags.VALID) or mpt.key != key:
+        return XlateStatus.BAD_KEY
+    if mpt.pd != pd:
+        return XlateStatus.PD_MISMATCH
+    if access & ~mpt.access:
+        return XlateStatus.ACCESS
+    if va < mpt.start or va + length > mpt.start + mpt.length or length < 0:
+        return XlateStatus.BOUNDS
+    return XlateStatus.OK
+
+
+def split(mpt: Mpt, mtt: Callable[[int], int], va: int, length: int) -> Segments:
+    """Physical segments for [va, va+length) of an MR, split at page boundaries and merged
+    where consecutive pages are physically contiguous. `mtt(i)` gives MTT entry i."""
+    shift = mpt.page_shift
+    psize = 1 << shift
+    base_page = mpt.start >> shift
+    out: Segments = []
+    while length > 0:
+        page = va >> shift
+        off = va & (psize - 1)
+        n = min(psize - off, length)
+        pa = mtt(mpt.mtt_index + page - base_page) + off
+        if out and out[-1][0] + out[-1][1] == pa:
+            out[-1] = (out[-1][0], out[-1][1] + n)
+        else:
+            out.append((pa, n))
+        va += n
+        length -= n
+    return out
+
+
+def check_and_split(mpt: Mpt | None, mtt: Callable[[int], int], key: int, pd: int,
+                    access: int, va: int, length: int) -> tuple[XlateStatus, Segments]:
+    st = check(mpt, key, pd, access, va, length)
+    if st is not XlateStatus.OK:
+        return st, []
+    assert mpt is not None
+    return st, split(mpt, mtt, va, length)
+
+
+class TranslationCache:
+    """LRU caches of MPT and MTT entries in front of the tables in host memory.
+
+    `read(pa, n) -> bytes` fetches from host memory; the caller charges the DMA time for
+    every miss reported in the returned miss count.
+    """
+
+    def __init__(self, read: Callable[[int, int], bytes], mpt_entries: int,
+                 mtt_entries: int) -> None:
+        self._read = read
+        self.mpt_base = 0
+        self.mtt_base = 0
+        self.mpt_capacity = mpt_entries
+        self.mtt_capacity = mtt_entries
+        self._mpt: OrderedDict[int, Mpt] = OrderedDict()
+        self._mtt: OrderedDict[int, int] = OrderedDict()
+        self.mpt_hits = self.mpt_misses = self.mtt_hits = self.mtt_misses = 0
+
+    def invalidate_mpt(self, index: int) -> None:
+        self._mpt.pop(index, None)
+
+    def invalidate_mtt(self, first: int, count: int) -> None:
+        for i in range(first, first + count):
+            self._mtt.pop(i, None)
+
+    def mpt(self, key: int) -> tuple[Mpt, int]:
+        """The MPT entry for `key`'s index, and 1 if it was a miss."""
+        idx = key_index(key)
+        e = self._mpt.get(idx)
+        if e is not None:
+            self._mpt.move_to_end(idx)
+            self.mpt_hits += 1
+            return e, 0
+        self.mpt_misses += 1
+        e = Mpt.unpack(self._read(self.mpt_base + idx * MPT_SIZE, MPT_SIZE))
+        self._mpt[idx] = e
+        if len(self._mpt) > self.mpt_capacity:
+            self._mpt.popitem(last=False)
+        return e, 1
+
+    def translate(self, key: int, pd: int, access: int, va: int,
+                  length: int) -> tuple[XlateStatus, Segments, int]:
+        """Check and translate; returns (status, segments, number of cache misses)."""
+        mpt, misses = self.mpt(key)
+        st = check(mpt, key, pd, access, va, length)
+        if st is not XlateStatus.OK:
+            return st, [], misses
+        miss = [0]
+
+        def mtt(i: int) -> int:
+            pa = self._mtt.get(i)
+            if pa is not None:
+                self.mtt_hits += 1
+                return pa
+            self.mtt_misses += 1
+            miss[0] += 1
+            (pa,) = struct.unpack("<Q", self._read(self.mtt_base + i * MTT_ENTRY_SIZE,
+                                                   MTT_ENTRY_SIZE))
+            self._mtt[i] = pa
+            if len(self._mtt) > self.mtt_capacity:
+                self._mtt.popitem(last=False)
+            return pa
+
+        segs = split(mpt, mtt, va, length) if length else []
+        return st, segs, misses + miss[0]
