@@ -22,20 +22,23 @@ class Transport(IntEnum):
 
 
 class Ext(Enum):
-    """Extension headers that may follow BTH, with their sizes in bytes (IBA 9.3)."""
+    """Extension headers that may follow BTH (IBA 9.3); the value is (order, size in bytes).
 
-    RETH = 16  # virtual address 8, R_Key 4, DMA length 4
-    AETH = 4  # syndrome 1, MSN 3
-    ATOMIC_ETH = 28  # virtual address 8, R_Key 4, swap/add 8, compare 8
-    ATOMIC_ACK_ETH = 8  # original remote data 8
-    IMMDT = 4
-    IETH = 4  # R_Key to invalidate
-    DETH = 8  # Q_Key 4, reserved 1, source QP 3
-    CNP_PAD = 16  # reserved bytes of a CNP (Annex A17.9.3)
+    The order is the order they appear in on the wire when several follow one BTH.
+    """
+
+    RETH = (0, 16)  # virtual address 8, R_Key 4, DMA length 4
+    AETH = (1, 4)  # syndrome 1, MSN 3
+    ATOMIC_ETH = (2, 28)  # virtual address 8, R_Key 4, swap/add 8, compare 8
+    ATOMIC_ACK_ETH = (3, 8)  # original remote data 8
+    DETH = (4, 8)  # Q_Key 4, reserved 1, source QP 3
+    IMMDT = (5, 4)
+    IETH = (6, 4)  # R_Key to invalidate
+    CNP_PAD = (7, 16)  # reserved bytes of a CNP (Annex A17.9.3)
 
     @property
     def size(self) -> int:
-        return int(self.value)
+        return self.value[1]
 
 
 class Kind(Enum):
