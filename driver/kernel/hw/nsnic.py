@@ -1,0 +1,322 @@
+"""nsnic: the vendor hardware driver. Programs the NIC only through its BAR and host memory.
+
+Like mlx4/mlx5, it owns the device's resources: QP and CQ numbers, MPT indices and their key
+variants, MTT ranges, and the host memory the device uses for its tables (set up once with
+INIT_HCA, like ICM). Every object change is a mailbox command (hwif.CmdOpcode).
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+from collections import deque
+from dataclasses import dataclass, field
+
+from nicsim.host.host import Host, PciFunction
+from nicsim.host.memory import AddressSpace
+from nicsim.hwif import (
+    CMD_BUSY,
+    CQE_SIZE,
+    DEV_ID,
+    MPT_SIZE,
+    MTT_ENTRY_SIZE,
+    PAGE_SHIFT,
+    PAGE_SIZE,
+    CmdOpcode,
+    CmdStatus,
+    Cqc,
+    DeviceCaps,
+    HcaInit,
+    Mpt,
+    MptFlags,
+    Qpc,
+    Reg,
+    pack_mtt,
+    recv_wqe_stride,
+    send_wqe_stride,
+)
+
+# Command status -> errno, as mlx5's cmd_status_to_err maps firmware statuses.
+_CMD_ERRNO = {
+    CmdStatus.BAD_OPCODE: errno.EINVAL,
+    CmdStatus.BAD_PARAM: errno.EINVAL,
+    CmdStatus.BAD_RESOURCE: errno.EINVAL,
+    CmdStatus.BAD_STATE: errno.EINVAL,
+    CmdStatus.BUSY: errno.EBUSY,
+    CmdStatus.EXCEED_LIM: errno.ENOMEM,
+}
+# Freed QPNs and MPT indices wait in quarantine before reuse, so a packet or rkey still in
+# flight for the old object can never reach a new one.
+QUARANTINE = 64
+
+
+class HwError(Exception):
+    def __init__(self, msg: str, errno_: int) -> None:
+        super().__init__(msg)
+        self.errno = errno_
+
+
+class Allocator:
+    """Numbers from [lo, hi), recycled only after QUARANTINE others were freed."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        self._next = lo
+        self._hi = hi
+        self._free: deque[int] = deque()
+
+    def alloc(self) -> int:
+        if len(self._free) > QUARANTINE:
+            return self._free.popleft()
+        if self._next >= self._hi:
+            if self._free:
+                return self._free.popleft()
+            raise HwError("resource exhausted", errno.ENOMEM)
+        n = self._next
+        self._next += 1
+        return n
+
+    def free(self, n: int) -> None:
+        self._free.append(n)
+
+
+class RangeAllocator:
+    """First-fit ranges of MTT entries."""
+
+    def __init__(self, size: int) -> None:
+        self._free: list[tuple[int, int]] = [(0, size)]
+
+    def alloc(self, n: int) -> int:
+        for i, (start, ln) in enumerate(self._free):
+            if ln >= n:
+                self._free[i] = (start + n, ln - n)
+                return start
+        raise HwError("out of MTT entries", errno.ENOMEM)
+
+    def free(self, start: int, n: int) -> None:
+        self._free.append((start, n))
+        self._free.sort()
+        merged: list[tuple[int, int]] = []
+        for s, ln in self._free:
+            if merged and merged[-1][0] + merged[-1][1] == s:
+                merged[-1] = (merged[-1][0], merged[-1][1] + ln)
+            else:
+                merged.append((s, ln))
+        self._free = merged
+
+
+@dataclass
+class HwMr:
+    key: int
+    index: int
+    mtt_start: int
+    npages: int
+    va: int
+    length: int
+    pages: list[int]  # the pinned physical pages handed to the NIC
+    aspace: AddressSpace
+
+
+@dataclass
+class HwCq:
+    cqn: int
+    log_size: int
+    ring_pa: int
+    ring_bytes: int
+    dbrec_pa: int
+
+
+@dataclass
+class HwQp:
+    qpn: int
+    sq_pa: int
+    sq_bytes: int
+    sq_log_size: int
+    sq_log_stride: int
+    rq_pa: int
+    rq_bytes: int
+    rq_log_size: int
+    rq_log_stride: int
+    qpc: Qpc | None = None
+
+
+@dataclass
+class Limits:
+    log_mpt: int = 14
+    log_mtt: int = 16
+    commands: int = 0
+    command_log: list[str] = field(default_factory=list)
+
+
+class NsnicDriver:
+    """One bound device (the `probe` of a PCI driver)."""
+
+    def __init__(self, host: Host, fn: PciFunction, name: str) -> None:
+        self.host = host
+        self.fn = fn
+        self.bar = fn.bar
+        self.name = name
+        self.lim = Limits()
+        if self.bar.read64(Reg.DEV_ID) != DEV_ID:
+            raise HwError(f"{name}: not an nsnic device", errno.ENODEV)
+        mem = host.mem
+        self._cmd_in = mem.alloc_contig(PAGE_SIZE * 16)
+        self._cmd_out = mem.alloc_contig(PAGE_SIZE)
+        self.caps = DeviceCaps.unpack(self.cmd(CmdOpcode.QUERY_DEVICE, out_size=DeviceCaps.size()))
+        log_mpt = min(self.lim.log_mpt, (self.caps.max_mpt - 1).bit_length())
+        log_mtt = min(self.lim.log_mtt, (self.caps.max_mtt - 1).bit_length())
+        self.mpt_pa = mem.alloc_contig(MPT_SIZE << log_mpt)
+        self.mtt_pa = mem.alloc_contig(MTT_ENTRY_SIZE << log_mtt)
+        self.cmd(CmdOpcode.INIT_HCA, HcaInit(self.mpt_pa, self.mtt_pa, log_mpt, log_mtt).pack())
+        self.qpns = Allocator(0x11, self.caps.max_qp)  # QPNs 0 and 1 are special (IBA 10.2.4)
+        self.cqns = Allocator(1, self.caps.max_cq)
+        self.mpts = Allocator(1, 1 << log_mpt)
+        self.mtt = RangeAllocator(1 << log_mtt)
+        self._variant: dict[int, int] = {}
+
+    # -- command mailbox --------------------------------------------------------------------
+
+    def cmd(self, op: CmdOpcode, data: bytes = b"", mod: int = 0, out_size: int = 0) -> bytes:
+        """Run one mailbox command and wait for it (the driver polls CMD_STATUS over MMIO)."""
+        mem = self.host.mem
+        if len(data) > PAGE_SIZE * 16:
+            raise HwError("command input too large", errno.EINVAL)
+        mem.write(self._cmd_in, data)
+        bar = self.bar
+        bar.write64(Reg.CMD_OPCODE, op)
+        bar.write64(Reg.CMD_IN, self._cmd_in)
+        bar.write64(Reg.CMD_OUT, self._cmd_out)
+        bar.write64(Reg.CMD_MOD, mod)
+        bar.write64(Reg.CMD_GO, 1)
+        self.host.spend(self.fn.pcie.cfg.latency_ns)  # let GO reach the device
+        while True:
+            st = bar.read64(Reg.CMD_STATUS)
+            if not st & CMD_BUSY:
+                break
+            self.host.spend(500.0)
+        self.lim.commands += 1
+        self.lim.command_log.append(op.name)
+        status = CmdStatus(st & 0xFF)
+        if status is not CmdStatus.OK:
+            raise HwError(f"{op.name} failed: {status.name}", _CMD_ERRNO[status])
+        return mem.read(self._cmd_out, out_size) if out_size else b""
+
+    # -- memory registration ----------------------------------------------------------------
+
+    def reg_mr(self, aspace: AddressSpace, va: int, length: int, access: int, pd: int) -> HwMr:
+        if length <= 0:
+            raise HwError("zero-length MR", errno.EINVAL)
+        pages = aspace.pin(va, length)  # get_user_pages: fails with EFAULT if unmapped
+        idx = self.mpts.alloc()
+        try:
+            mtt_start = self.mtt.alloc(len(pages))
+        except HwError:
+            self.mpts.free(idx)
+            aspace.unpin(va, length)
+            raise
+        variant = (self._variant.get(idx, 0) + 1) & 0xFF
+        self._variant[idx] = variant
+        key = (idx << 8) | variant
+        for i in range(0, len(pages), 500):
+            chunk = pages[i:i + 500]
+            self.cmd(CmdOpcode.WRITE_MTT, pack_mtt(chunk), mod=mtt_start + i)
+        mpt = Mpt(key, pd, va, length, mtt_start, access, MptFlags.VALID, PAGE_SHIFT)
+        self.cmd(CmdOpcode.WRITE_MPT, mpt.pack(), mod=idx)
+        return HwMr(key, idx, mtt_start, len(pages), va, length, pages, aspace)
+
+    def dereg_mr(self, mr: HwMr) -> None:
+        self.cmd(CmdOpcode.INVALIDATE_MPT, mod=mr.index)
+        self.mtt.free(mr.mtt_start, mr.npages)
+        self.mpts.free(mr.index)
+        mr.aspace.unpin(mr.va, mr.length)
+
+    # -- CQ ---------------------------------------------------------------------------------
+
+    def create_cq(self, cqe: int) -> HwCq:
+        if cqe < 1 or cqe > self.caps.max_cqe:
+            raise HwError(f"CQ size {cqe} out of range", errno.EINVAL)
+        log = max(1, (cqe - 1).bit_length())
+        mem = self.host.mem
+        ring_bytes = CQE_SIZE << log
+        ring = mem.alloc_contig(ring_bytes)
+        dbrec = mem.alloc_contig(64)
+        cqn = self.cqns.alloc()
+        try:
+            self.cmd(CmdOpcode.CREATE_CQ, Cqc(cqn, log, ring, dbrec, 0).pack())
+        except HwError:
+            self.cqns.free(cqn)
+            mem.free_contig(ring, ring_bytes)
+            mem.free_contig(dbrec, 64)
+            raise
+        return HwCq(cqn, log, ring, ring_bytes, dbrec)
+
+    def destroy_cq(self, cq: HwCq) -> None:
+        self.cmd(CmdOpcode.DESTROY_CQ, mod=cq.cqn)
+        self.cqns.free(cq.cqn)
+        self.host.mem.free_contig(cq.ring_pa, cq.ring_bytes)
+        self.host.mem.free_contig(cq.dbrec_pa, 64)
+
+    # -- QP ---------------------------------------------------------------------------------
+
+    def create_qp(self, qp_type: int, pd: int, send_cqn: int, recv_cqn: int, max_send_wr: int,
+                  max_recv_wr: int, max_send_sge: int, max_recv_sge: int,
+                  max_inline: int) -> HwQp:
+        c = self.caps
+        if (max_send_wr > c.max_qp_wr or max_recv_wr > c.max_qp_wr or max_send_sge > c.max_sge
+                or max_recv_sge > c.max_sge or max_inline > c.max_inline):
+            raise HwError("QP capabilities beyond the device's", errno.EINVAL)
+        sq_log = max(1, (max(max_send_wr, 1) - 1).bit_length())
+        rq_log = max(1, (max(max_recv_wr, 1) - 1).bit_length())
+        sq_stride = send_wqe_stride(max_send_sge, max_inline)
+        rq_stride = recv_wqe_stride(max_recv_sge)
+        mem = self.host.mem
+        sq_bytes, rq_bytes = sq_stride << sq_log, rq_stride << rq_log
+        sq = mem.alloc_contig(sq_bytes)
+        rq = mem.alloc_contig(rq_bytes)
+        qpn = self.qpns.alloc()
+        qpc = Qpc.unpack(bytes(Qpc.size()))
+        qpc.qpn, qpc.type, qpc.pd = qpn, qp_type, pd
+        qpc.send_cqn, qpc.recv_cqn = send_cqn, recv_cqn
+        qpc.sq_base, qpc.rq_base = sq, rq
+        qpc.sq_log_size, qpc.sq_log_stride = sq_log, sq_stride.bit_length() - 1
+        qpc.rq_log_size, qpc.rq_log_stride = rq_log, rq_stride.bit_length() - 1
+        try:
+            self.cmd(CmdOpcode.CREATE_QP, qpc.pack())
+        except HwError:
+            self.qpns.free(qpn)
+            mem.free_contig(sq, sq_bytes)
+            mem.free_contig(rq, rq_bytes)
+            raise
+        return HwQp(qpn, sq, sq_bytes, sq_log, qpc.sq_log_stride, rq, rq_bytes, rq_log,
+                    qpc.rq_log_stride, qpc)
+
+    def modify_qp(self, qpc: Qpc) -> None:
+        self.cmd(CmdOpcode.MODIFY_QP, qpc.pack())
+
+    def query_qp(self, qpn: int) -> Qpc:
+        return Qpc.unpack(self.cmd(CmdOpcode.QUERY_QP, mod=qpn, out_size=Qpc.size()))
+
+    def destroy_qp(self, qp: HwQp) -> None:
+        self.cmd(CmdOpcode.DESTROY_QP, mod=qp.qpn)
+        self.qpns.free(qp.qpn)
+        self.host.mem.free_contig(qp.sq_pa, qp.sq_bytes)
+        self.host.mem.free_contig(qp.rq_pa, qp.rq_bytes)
+
+    # -- addressing -------------------------------------------------------------------------
+
+    def gid(self, index: int = 0) -> bytes:
+        """GID table: entry 0 is the netdev's IPv4 address, IPv4-mapped (RoCEv2)."""
+        if index != 0:
+            raise HwError(f"no GID at index {index}", errno.EINVAL)
+        ip = ipaddress.ip_address(self.fn.netdev.ip)
+        if ip.version == 4:
+            return bytes(10) + b"\xff\xff" + ip.packed
+        return ip.packed
+
+    def resolve_dmac(self, dgid: bytes) -> bytes:
+        """The neighbour table lookup ib_resolve_eth_dmac does at RTR."""
+        ip = ipaddress.IPv6Address(dgid)
+        addr = str(ip.ipv4_mapped) if ip.ipv4_mapped else str(ip)
+        mac = self.host.neighbours.get(addr)
+        if mac is None:
+            raise HwError(f"no neighbour entry for {addr}", errno.EHOSTUNREACH)
+        return bytes(int(x, 16) for x in mac.split(":"))

@@ -1,0 +1,167 @@
+"""uverbs: the command ABI between the user-space verbs library and the kernel.
+
+A process opens a device (`open`), gets a file, and issues commands through `write`, each a
+typed request answered by a typed response, as ib_uverbs_write() does with its command
+structs. Every command is a user/kernel crossing and costs a syscall of CPU time; the file
+counts them, which is how tests show the data path never comes here.
+"""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from enum import IntEnum
+
+from driver.kernel.ib_core import IbCq, IbMr, IbPd, IbQp, Kernel, KernelError, Ucontext
+from nicsim.host.host import Host
+from nicsim.host.memory import AddressSpace
+from nicsim.hwif import Qpc, Reg
+
+
+class Cmd(IntEnum):
+    """The subset of IB_USER_VERBS_CMD_* nsnic implements."""
+
+    GET_CONTEXT = 0
+    QUERY_DEVICE = 1
+    QUERY_PORT = 2
+    ALLOC_PD = 3
+    DEALLOC_PD = 4
+    REG_MR = 9
+    DEREG_MR = 13
+    CREATE_CQ = 18
+    DESTROY_CQ = 23
+    CREATE_QP = 24
+    QUERY_QP = 25
+    MODIFY_QP = 26
+    DESTROY_QP = 27
+
+
+@dataclass
+class CreateQpResp:
+    handle: int
+    qpn: int
+    sq_va: int
+    sq_log_size: int
+    sq_log_stride: int
+    rq_va: int
+    rq_log_size: int
+    rq_log_stride: int
+
+
+@dataclass
+class CreateCqResp:
+    handle: int
+    cqn: int
+    ring_va: int
+    log_size: int
+    dbrec_va: int
+
+
+class UverbsError(Exception):
+    def __init__(self, msg: str, errno_: int) -> None:
+        super().__init__(msg)
+        self.errno = errno_
+
+
+class DoorbellPage:
+    """The doorbell registers mmap'ed into a process (the UAR page): SQ/RQ doorbells and CQ
+    arm only. Writes go straight to the device; nothing here enters the kernel."""
+
+    _ALLOWED = (Reg.SQ_DB, Reg.RQ_DB, Reg.CQ_ARM)
+
+    def __init__(self, bar: object) -> None:
+        self._bar = bar
+
+    def write64(self, reg: Reg, value: int) -> None:
+        if reg not in self._ALLOWED:
+            raise UverbsError(f"register {reg!r} is not on the doorbell page", errno.EFAULT)
+        self._bar.write64(reg, value)  # type: ignore[attr-defined]
+
+
+class UverbsFile:
+    """An open /dev/infiniband/uverbsN."""
+
+    def __init__(self, host: Host, kernel: Kernel, dev_name: str, aspace: AddressSpace) -> None:
+        dev = kernel.devices.get(dev_name)
+        if dev is None:
+            raise UverbsError(f"no RDMA device {dev_name!r}", errno.ENODEV)
+        self.host = host
+        self.dev = dev
+        self.uctx = Ucontext(dev, aspace)
+        self.commands = 0
+        self.doorbells = DoorbellPage(dev.hw.bar)
+
+    def _enter(self) -> None:
+        if self.uctx.closed:
+            raise UverbsError("device file is closed", errno.EBADF)
+        self.commands += 1
+        self.host.spend(self.host.costs.syscall)
+
+    def write(self, cmd: Cmd, **args: object) -> object:
+        """Execute one command. Errors come back as UverbsError with the kernel's errno."""
+        self._enter()
+        try:
+            return self._dispatch(cmd, args)
+        except KernelError as e:
+            raise UverbsError(str(e), e.errno) from None
+
+    def _dispatch(self, cmd: Cmd, a: dict) -> object:  # noqa: C901
+        dev, u = self.dev, self.uctx
+        aspace = u.aspace
+        if cmd is Cmd.QUERY_DEVICE:
+            return dev.hw.caps
+        if cmd is Cmd.QUERY_PORT:
+            return dev.hw.gid(int(a.get("gid_index", 0)))
+        if cmd is Cmd.ALLOC_PD:
+            return dev.alloc_pd(u).handle
+        if cmd is Cmd.DEALLOC_PD:
+            dev.dealloc_pd(u, u.get(a["pd"], IbPd))  # type: ignore[arg-type]
+            return None
+        if cmd is Cmd.REG_MR:
+            mr = dev.reg_mr(u, u.get(a["pd"], IbPd), a["va"], a["length"],  # type: ignore
+                            a["access"])
+            return mr.handle, mr.hw.key
+        if cmd is Cmd.DEREG_MR:
+            dev.dereg_mr(u, u.get(a["mr"], IbMr))  # type: ignore[arg-type]
+            return None
+        if cmd is Cmd.CREATE_CQ:
+            cq = dev.create_cq(u, a["cqe"])  # type: ignore[arg-type]
+            hw = cq.hw
+            return CreateCqResp(cq.handle, hw.cqn, aspace.map_phys(hw.ring_pa, hw.ring_bytes),
+                                hw.log_size, aspace.map_phys(hw.dbrec_pa, 64))
+        if cmd is Cmd.DESTROY_CQ:
+            dev.destroy_cq(u, u.get(a["cq"], IbCq))  # type: ignore[arg-type]
+            return None
+        if cmd is Cmd.CREATE_QP:
+            qp = dev.create_qp(u, u.get(a["pd"], IbPd), a["qp_type"],  # type: ignore
+                               u.get(a["send_cq"], IbCq), u.get(a["recv_cq"], IbCq),
+                               a["cap"])
+            hw = qp.hw
+            return CreateQpResp(qp.handle, hw.qpn, aspace.map_phys(hw.sq_pa, hw.sq_bytes),
+                                hw.sq_log_size, hw.sq_log_stride,
+                                aspace.map_phys(hw.rq_pa, hw.rq_bytes), hw.rq_log_size,
+                                hw.rq_log_stride)
+        if cmd is Cmd.MODIFY_QP:
+            qp = u.get(a["qp"], IbQp)
+            attrs: Qpc = a["attrs"]  # type: ignore[assignment]
+            dev.modify_qp(qp, attrs, a["mask"])  # type: ignore[arg-type]
+            return None
+        if cmd is Cmd.QUERY_QP:
+            return dev.query_qp(u.get(a["qp"], IbQp))  # type: ignore[arg-type]
+        if cmd is Cmd.DESTROY_QP:
+            dev.destroy_qp(u, u.get(a["qp"], IbQp))  # type: ignore[arg-type]
+            return None
+        raise UverbsError(f"command {cmd!r} not supported", errno.EOPNOTSUPP)
+
+    def close(self) -> None:
+        if not self.uctx.closed:
+            self.host.spend(self.host.costs.syscall)
+            self.dev.close(self.uctx)
+
+
+def open_device(host: Host, dev_name: str, aspace: AddressSpace) -> UverbsFile:
+    kernel = host.kernel
+    if not isinstance(kernel, Kernel):
+        raise UverbsError(f"host {host.name} has no RDMA kernel stack", errno.ENODEV)
+    host.spend(host.costs.syscall)
+    return UverbsFile(host, kernel, dev_name, aspace)

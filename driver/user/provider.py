@@ -1,0 +1,225 @@
+"""The nsnic user-space provider (like rdma-core's providers/mlx5): the data path.
+
+post_send writes WQEs into the SQ ring in the process's memory and rings the doorbell with one
+MMIO write; post_recv does the same for the RQ; poll_cq reads CQEs out of the CQ ring,
+recognising new ones by the owner bit, and publishes the consumer index in the CQ's doorbell
+record in host memory. None of it enters the kernel.
+"""
+
+from __future__ import annotations
+
+import errno
+import struct
+from dataclasses import dataclass, field
+
+from driver.kernel.uverbs import CreateCqResp, CreateQpResp, DoorbellPage
+from driver.user.enums import ibv_qp_state, ibv_send_flags, ibv_wc_flags, ibv_wr_opcode
+from nicsim.host.host import Host
+from nicsim.host.memory import AddressSpace
+from nicsim.hwif import (
+    CQE_OWNER_OFFSET,
+    CQE_SIZE,
+    RECV_WQE_CTRL_SIZE,
+    SEND_WQE_CTRL_SIZE,
+    Cqe,
+    CqeFlags,
+    CqeOpcode,
+    RecvWqeCtrl,
+    Reg,
+    SendWqeCtrl,
+    Sge,
+    WqeFlags,
+)
+
+_WR_OPCODES = {int(o) for o in ibv_wr_opcode}
+_ATOMICS = (ibv_wr_opcode.IBV_WR_ATOMIC_CMP_AND_SWP, ibv_wr_opcode.IBV_WR_ATOMIC_FETCH_AND_ADD)
+
+
+class ProviderError(Exception):
+    def __init__(self, msg: str, errno_: int) -> None:
+        super().__init__(msg)
+        self.errno = errno_
+
+
+@dataclass
+class RawWc:
+    """A decoded CQE before the verbs layer turns it into a WC."""
+
+    wr_id: int
+    status: int
+    opcode: int
+    vendor_err: int
+    byte_len: int
+    qp_num: int
+    imm_data: int
+    wc_flags: int
+
+
+@dataclass
+class ProviderQp:
+    host: Host
+    aspace: AddressSpace
+    db: DoorbellPage
+    r: CreateQpResp
+    max_send_sge: int
+    max_recv_sge: int
+    max_inline: int
+    sq_sig_all: bool
+    state: int = ibv_qp_state.IBV_QPS_RESET
+    sq_head: int = 0  # WQEs posted (not wrapped)
+    sq_tail: int = 0  # WQEs completed
+    rq_head: int = 0
+    rq_tail: int = 0
+    sq_wrid: list[int] = field(default_factory=list)
+    rq_wrid: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.sq_size = 1 << self.r.sq_log_size
+        self.rq_size = 1 << self.r.rq_log_size
+        self.sq_stride = 1 << self.r.sq_log_stride
+        self.rq_stride = 1 << self.r.rq_log_stride
+        self.sq_wrid = [0] * self.sq_size
+        self.rq_wrid = [0] * self.rq_size
+
+    def post_send(self, wr: object) -> None:
+        """Post a chain of send WRs (via .next_wr). Raises ProviderError at the first bad WR;
+        the WRs before it stay posted (ibv_post_send's bad_wr contract)."""
+        if self.state not in (ibv_qp_state.IBV_QPS_RTS, ibv_qp_state.IBV_QPS_SQD,
+                              ibv_qp_state.IBV_QPS_ERR):
+            raise ProviderError("post_send on a QP that is not in RTS", errno.EINVAL)
+        n = 0
+        try:
+            while wr is not None:
+                self._write_send_wqe(wr)
+                n += 1
+                wr = getattr(wr, "next_wr", None)
+        finally:
+            if n:
+                self.host.spend(self.host.costs.post_send * n)
+                self.db.write64(Reg.SQ_DB, (self.r.qpn << 32) | (self.sq_head & 0xFFFF))
+
+    def _write_send_wqe(self, wr: object) -> None:
+        op = int(wr.opcode)  # type: ignore[attr-defined]
+        if op not in _WR_OPCODES:
+            raise ProviderError(f"unsupported send opcode {op}", errno.EINVAL)
+        if self.sq_head - self.sq_tail >= self.sq_size:
+            raise ProviderError("send queue is full", errno.ENOMEM)
+        sges = list(wr.sg or [])[:wr.num_sge]  # type: ignore[attr-defined]
+        if len(sges) > self.max_send_sge:
+            raise ProviderError(f"{len(sges)} SGEs > max_send_sge {self.max_send_sge}",
+                                errno.EINVAL)
+        flags = 0
+        sf = int(wr.send_flags)  # type: ignore[attr-defined]
+        if sf & ibv_send_flags.IBV_SEND_SIGNALED or self.sq_sig_all:
+            flags |= WqeFlags.SIGNALED
+        if sf & ibv_send_flags.IBV_SEND_FENCE:
+            flags |= WqeFlags.FENCE
+        if sf & ibv_send_flags.IBV_SEND_SOLICITED:
+            flags |= WqeFlags.SOLICITED
+        body = b""
+        inline_len = 0
+        if sf & ibv_send_flags.IBV_SEND_INLINE:
+            if op in _ATOMICS or op == ibv_wr_opcode.IBV_WR_RDMA_READ:
+                raise ProviderError("inline data on a READ or atomic", errno.EINVAL)
+            body = b"".join(self.aspace.read(s.addr, s.length) for s in sges)
+            inline_len = len(body)
+            if inline_len > self.max_inline:
+                raise ProviderError(f"inline data {inline_len} > max_inline_data "
+                                    f"{self.max_inline}", errno.EINVAL)
+            flags |= WqeFlags.INLINE
+        else:
+            body = b"".join(Sge(s.addr, s.length, s.lkey).pack() for s in sges)
+        imm = wr.imm_data if op != ibv_wr_opcode.IBV_WR_SEND_WITH_INV \
+            else wr.invalidate_rkey  # type: ignore[attr-defined]
+        ctrl = SendWqeCtrl(op, flags, len(sges) if not inline_len else 0, imm & 0xFFFFFFFF,
+                           wr.remote_addr, wr.rkey, inline_len,  # type: ignore[attr-defined]
+                           wr.compare_add, wr.swap)  # type: ignore[attr-defined]
+        slot = self.sq_head & (self.sq_size - 1)
+        data = ctrl.pack() + body
+        assert len(data) <= self.sq_stride, "stride computed by the kernel from the caps"
+        self.aspace.write(self.r.sq_va + slot * self.sq_stride, data)
+        self.sq_wrid[slot] = wr.wr_id  # type: ignore[attr-defined]
+        self.sq_head += 1
+
+    def post_recv(self, wr: object) -> None:
+        if self.state == ibv_qp_state.IBV_QPS_RESET:
+            raise ProviderError("post_recv on a QP in RESET", errno.EINVAL)
+        n = 0
+        try:
+            while wr is not None:
+                if self.rq_head - self.rq_tail >= self.rq_size:
+                    raise ProviderError("receive queue is full", errno.ENOMEM)
+                sges = list(wr.sg or [])[:wr.num_sge]  # type: ignore[attr-defined]
+                if len(sges) > self.max_recv_sge:
+                    raise ProviderError(f"{len(sges)} SGEs > max_recv_sge {self.max_recv_sge}",
+                                        errno.EINVAL)
+                data = RecvWqeCtrl(len(sges)).pack() + b"".join(
+                    Sge(s.addr, s.length, s.lkey).pack() for s in sges)
+                slot = self.rq_head & (self.rq_size - 1)
+                self.aspace.write(self.r.rq_va + slot * self.rq_stride, data)
+                self.rq_wrid[slot] = wr.wr_id  # type: ignore[attr-defined]
+                self.rq_head += 1
+                n += 1
+                wr = getattr(wr, "next_wr", None)
+        finally:
+            if n:
+                self.host.spend(self.host.costs.post_recv * n)
+                self.db.write64(Reg.RQ_DB, (self.r.qpn << 32) | (self.rq_head & 0xFFFF))
+
+
+_FLAG_MAP = ((CqeFlags.WITH_IMM, ibv_wc_flags.IBV_WC_WITH_IMM),
+             (CqeFlags.WITH_INV, ibv_wc_flags.IBV_WC_WITH_INV),
+             (CqeFlags.GRH, ibv_wc_flags.IBV_WC_GRH))
+
+
+class ProviderCq:
+    def __init__(self, host: Host, aspace: AddressSpace, r: CreateCqResp,
+                 qps: dict[int, ProviderQp]) -> None:
+        self.host = host
+        self.aspace = aspace
+        self.r = r
+        self.size = 1 << r.log_size
+        self.ci = 0
+        self.qps = qps  # QPs of the context, by QPN
+
+    def poll(self, num_entries: int) -> list[RawWc]:
+        out: list[RawWc] = []
+        a = self.aspace
+        log = self.r.log_size
+        while len(out) < num_entries:
+            va = self.r.ring_va + (self.ci & (self.size - 1)) * CQE_SIZE
+            owner = a.read(va + CQE_OWNER_OFFSET, 1)[0] & 1
+            if owner != ((self.ci >> log) & 1) ^ 1:
+                break
+            cqe = Cqe.unpack(a.read(va, CQE_SIZE))
+            self.ci += 1
+            out.append(self._to_wc(cqe))
+        if out:
+            a.write(self.r.dbrec_va, struct.pack("<I", self.ci & 0xFFFFFFFF))
+            self.host.spend(self.host.costs.poll_cqe * len(out))
+        else:
+            self.host.poll_wait(self.host.costs.poll_empty)
+        return out
+
+    def _to_wc(self, c: Cqe) -> RawWc:
+        qp = self.qps.get(c.qpn)
+        wr_id = 0
+        if qp is not None:
+            if c.opcode >= CqeOpcode.RECV:
+                wr_id = qp.rq_wrid[c.wqe_index & (qp.rq_size - 1)]
+                qp.rq_tail += 1
+            else:
+                wr_id = qp.sq_wrid[c.wqe_index & (qp.sq_size - 1)]
+                # Unsignaled WQEs before this one are complete too (mlx5's wqe_counter).
+                done = (c.wqe_index - qp.sq_tail + 1) & 0xFFFF
+                qp.sq_tail += done
+        flags = 0
+        for hw, verbs in _FLAG_MAP:
+            if c.flags & hw:
+                flags |= verbs
+        return RawWc(wr_id, c.status, c.opcode, c.vendor_err, c.byte_len, c.qpn, c.imm_inv,
+                     flags)
+
+
+__all__ = ["RECV_WQE_CTRL_SIZE", "SEND_WQE_CTRL_SIZE", "ProviderCq", "ProviderError",
+           "ProviderQp", "RawWc"]

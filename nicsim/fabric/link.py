@@ -1,0 +1,64 @@
+"""Ethernet links: serialization at the line rate, propagation delay, pcap taps.
+
+Serialization is charged at the sending port (see nicsim.nic.port); the link carries the frame
+for its propagation delay and hands it to the port at the far end when its last bit arrives.
+That moment is also when the tap records the frame, so a capture's timestamps are the times of
+reception and always in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import simpy
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    rate_gbps: float = 100.0
+    prop_ns: float = 50.0  # about 10 m of fibre
+
+
+class Tap(Protocol):
+    def write(self, frame: bytes, t_ns: int) -> None: ...
+
+
+class Link:
+    """A full-duplex point-to-point link between two receivers (ports)."""
+
+    def __init__(self, env: simpy.Environment, cfg: LinkConfig, name: str = "link") -> None:
+        self.env = env
+        self.cfg = cfg
+        self.name = name
+        self.ends: list[Callable[[bytes], None]] = []
+        self.taps: list[Tap] = []
+        self.counters = {"frames": 0, "bytes": 0}
+
+    def attach(self, receive: Callable[[bytes], None]) -> int:
+        """Attach a receiver; returns the end index that the sender passes to `carry`."""
+        if len(self.ends) == 2:
+            raise ValueError(f"{self.name} already has two ends")
+        self.ends.append(receive)
+        return len(self.ends) - 1
+
+    def carry(self, frame: bytes, from_end: int, t_last_bit_out: float) -> None:
+        """Deliver `frame`, whose last bit leaves end `from_end` at `t_last_bit_out`."""
+        receive = self.ends[1 - from_end]
+        c = self.counters
+        c["frames"] += 1
+        c["bytes"] += len(frame)
+        env = self.env
+        ev = env.timeout(t_last_bit_out + self.cfg.prop_ns - env.now)
+        taps = self.taps
+        if taps:
+            def deliver(_e: simpy.Event) -> None:
+                t = int(round(env.now))
+                for tap in taps:
+                    tap.write(frame, t)
+                receive(frame)
+        else:
+            def deliver(_e: simpy.Event) -> None:
+                receive(frame)
+        ev.callbacks.append(deliver)

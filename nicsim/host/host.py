@@ -1,0 +1,83 @@
+"""A host: physical memory, CPU time, and the PCIe functions (BARs) plugged into it.
+
+Host software is ordinary sequential Python. Every call it makes costs modelled CPU time,
+and spending that time runs the shared simulation forward: this is the synchronous facade
+that lets a pyverbs-style program drive a discrete-event world. Nothing uses wall-clock time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import simpy
+
+from nicsim.host.memory import AddressSpace, PhysMem
+from nicsim.host.pcie import Bar, MmioDevice, Pcie
+
+
+@dataclass(frozen=True)
+class CpuCosts:
+    """CPU time of host operations, in ns (rough figures for a modern x86 core)."""
+
+    post_send: float = 60.0  # build a WQE and ring the doorbell (plus the MMIO write)
+    post_recv: float = 30.0
+    poll_empty: float = 20.0
+    poll_cqe: float = 40.0
+    syscall: float = 700.0  # a uverbs command's user/kernel crossing
+    mmio_write: float = 20.0
+
+
+@dataclass
+class NetDev:
+    """What the kernel knows of a NIC's Ethernet side (its netdev): addresses for GIDs."""
+
+    name: str
+    mac: str
+    ip: str
+
+
+@dataclass
+class PciFunction:
+    bar: Bar
+    pcie: Pcie
+    netdev: NetDev
+
+
+@dataclass
+class Host:
+    env: simpy.Environment
+    name: str
+    mem_size: int = 64 << 20
+    seed: int = 0
+    costs: CpuCosts = field(default_factory=CpuCosts)
+
+    def __post_init__(self) -> None:
+        self.mem = PhysMem(self.mem_size, seed=self.seed)
+        self.functions: dict[str, PciFunction] = {}
+        self.neighbours: dict[str, str] = {}  # IP -> MAC (static ARP/ND table)
+        self.kernel: object | None = None  # set by driver.kernel when it boots on this host
+
+    def spend(self, ns: float) -> None:
+        """The CPU is busy for `ns`: the rest of the world runs meanwhile."""
+        if ns > 0:
+            self.env.run(until=self.env.now + ns)
+
+    def poll_wait(self, cost: float) -> None:
+        """One empty poll of host memory. Nothing in host memory can change between events,
+        so the time skips to the first poll at or after the next event (exactly what a
+        spinning CPU would observe, polling every `cost` ns)."""
+        env = self.env
+        nxt = env.peek()
+        step = cost
+        if nxt != math.inf and nxt > env.now + cost:
+            step = cost * (math.floor((nxt - env.now) / cost) + 1)
+        env.run(until=env.now + step)
+
+    def plug(self, name: str, device: MmioDevice, pcie: Pcie, netdev: NetDev) -> None:
+        """Plug a PCIe device in: the host gets a BAR mapping of it."""
+        bar = Bar(self.env, pcie, device, self.spend, self.costs.mmio_write)
+        self.functions[name] = PciFunction(bar, pcie, netdev)
+
+    def new_address_space(self) -> AddressSpace:
+        return AddressSpace(self.mem)

@@ -1,0 +1,167 @@
+"""Host memory: numpy-backed physical memory, a page allocator and per-process address spaces.
+
+Physical pages are handed out in a shuffled order, so a buffer that is contiguous in a
+process's virtual address space is scattered in physical memory, as it is on a real host: the
+NIC must walk the MTT to find it. Rings and other DMA-coherent buffers come from a separate
+physically contiguous region (dma_alloc_coherent).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from nicsim.hwif import PAGE_SHIFT, PAGE_SIZE
+
+
+class MemoryError_(Exception):
+    """Out of physical memory or a bad address: carries an errno for the verbs layer."""
+
+    def __init__(self, msg: str, errno_: int) -> None:
+        super().__init__(msg)
+        self.errno = errno_
+
+
+class PhysMem:
+    """Physical memory of one host. `dma_fraction` of it is reserved for contiguous allocations."""
+
+    def __init__(self, size: int = 64 << 20, seed: int = 0, dma_fraction: float = 0.25) -> None:
+        if size % PAGE_SIZE:
+            raise ValueError("physical memory size must be a multiple of the page size")
+        self.size = size
+        self.buf = np.zeros(size, dtype=np.uint8)
+        npages = size >> PAGE_SHIFT
+        ndma = max(16, int(npages * dma_fraction))
+        # Page 0 is never handed out, so physical address 0 can mean "none".
+        self._dma_next = 1 << PAGE_SHIFT
+        self._dma_end = ndma << PAGE_SHIFT
+        self._dma_free: list[tuple[int, int]] = []
+        pages = list(range(ndma, npages))
+        random.Random(seed).shuffle(pages)
+        self._free_pages = pages
+
+    # -- allocation ------------------------------------------------------------------------------
+
+    def alloc_page(self) -> int:
+        import errno
+
+        if not self._free_pages:
+            raise MemoryError_("out of physical pages", errno.ENOMEM)
+        return self._free_pages.pop() << PAGE_SHIFT
+
+    def free_page(self, pa: int) -> None:
+        self.buf[pa:pa + PAGE_SIZE] = 0
+        self._free_pages.append(pa >> PAGE_SHIFT)
+
+    def alloc_contig(self, size: int) -> int:
+        """Physically contiguous, page-aligned, zeroed memory (for rings and tables)."""
+        import errno
+
+        size = (size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
+        for i, (pa, n) in enumerate(self._dma_free):
+            if n == size:
+                del self._dma_free[i]
+                return pa
+        if self._dma_next + size > self._dma_end:
+            raise MemoryError_("out of DMA-coherent memory", errno.ENOMEM)
+        pa = self._dma_next
+        self._dma_next += size
+        return pa
+
+    def free_contig(self, pa: int, size: int) -> None:
+        size = (size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
+        self.buf[pa:pa + size] = 0
+        self._dma_free.append((pa, size))
+
+    # -- access ----------------------------------------------------------------------------------
+
+    def read(self, pa: int, n: int) -> bytes:
+        return self.buf[pa:pa + n].tobytes()
+
+    def write(self, pa: int, data: bytes | memoryview) -> None:
+        self.buf[pa:pa + len(data)] = np.frombuffer(data, dtype=np.uint8)
+
+
+class AddressSpace:
+    """A process's virtual memory: a page table from virtual page number to physical address."""
+
+    def __init__(self, mem: PhysMem, base: int = 0x7F0000000000) -> None:
+        self.mem = mem
+        self.pages: dict[int, int] = {}
+        self._next = base
+        self.pinned: dict[int, int] = {}  # vpn -> pin count
+
+    def mmap(self, size: int) -> int:
+        """Anonymous memory backed by scattered physical pages; returns a page-aligned VA."""
+        npages = max(1, (size + PAGE_SIZE - 1) >> PAGE_SHIFT)
+        va = self._next
+        self._next += (npages + 1) << PAGE_SHIFT  # leave a guard page
+        for i in range(npages):
+            self.pages[(va >> PAGE_SHIFT) + i] = self.mem.alloc_page()
+        return va
+
+    def map_phys(self, pa: int, size: int) -> int:
+        """Map physically contiguous memory (a ring the kernel allocated) into the process."""
+        npages = max(1, (size + PAGE_SIZE - 1) >> PAGE_SHIFT)
+        va = self._next
+        self._next += (npages + 1) << PAGE_SHIFT
+        for i in range(npages):
+            self.pages[(va >> PAGE_SHIFT) + i] = pa + (i << PAGE_SHIFT)
+        return va
+
+    def munmap(self, va: int, size: int, *, free_phys: bool = True) -> None:
+        npages = max(1, (size + PAGE_SIZE - 1) >> PAGE_SHIFT)
+        for i in range(npages):
+            vpn = (va >> PAGE_SHIFT) + i
+            pa = self.pages.pop(vpn, None)
+            # A pinned page stays allocated until unpinned (get_user_pages semantics).
+            if pa is not None and free_phys and not self.pinned.get(vpn):
+                self.mem.free_page(pa)
+
+    def translate(self, va: int) -> int:
+        import errno
+
+        pa = self.pages.get(va >> PAGE_SHIFT)
+        if pa is None:
+            raise MemoryError_(f"address 0x{va:x} is not mapped", errno.EFAULT)
+        return pa + (va & (PAGE_SIZE - 1))
+
+    def pin(self, va: int, length: int) -> list[int]:
+        """Pin the pages under [va, va+length) and return their physical addresses in order."""
+        first = va >> PAGE_SHIFT
+        last = (va + max(length, 1) - 1) >> PAGE_SHIFT
+        out = []
+        for vpn in range(first, last + 1):
+            out.append(self.translate(vpn << PAGE_SHIFT))
+        for vpn in range(first, last + 1):
+            self.pinned[vpn] = self.pinned.get(vpn, 0) + 1
+        return out
+
+    def unpin(self, va: int, length: int) -> None:
+        first = va >> PAGE_SHIFT
+        last = (va + max(length, 1) - 1) >> PAGE_SHIFT
+        for vpn in range(first, last + 1):
+            c = self.pinned.get(vpn, 0) - 1
+            if c <= 0:
+                self.pinned.pop(vpn, None)
+            else:
+                self.pinned[vpn] = c
+
+    def _chunks(self, va: int, n: int):  # noqa: ANN202
+        while n > 0:
+            off = va & (PAGE_SIZE - 1)
+            k = min(PAGE_SIZE - off, n)
+            yield self.translate(va), k
+            va += k
+            n -= k
+
+    def read(self, va: int, n: int) -> bytes:
+        return b"".join(self.mem.read(pa, k) for pa, k in self._chunks(va, n))
+
+    def write(self, va: int, data: bytes | memoryview) -> None:
+        mv = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+        pos = 0
+        for pa, k in self._chunks(va, len(mv)):
+            self.mem.write(pa, mv[pos:pos + k])
+            pos += k

@@ -1,0 +1,144 @@
+"""PCIe between a host and its NIC: a timing model for DMA and MMIO.
+
+Each direction of the link is a resource busy until a time (a calendar, not a process): a
+transfer starts when the direction is free and occupies it for its bytes on the wire, payload
+plus per-TLP overhead. Writes are split into MPS-sized TLPs; reads into MRRS-sized requests
+whose completions come back in MPS-sized TLPs after the round-trip latency. Posted writes in
+one direction complete in order, which is what lets the NIC write data and then the CQE and
+know the CQE is seen last (PCIe ordering rules, PCIe base spec 2.4.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+
+import simpy
+
+
+class PcieGen(IntEnum):
+    GEN1 = 1
+    GEN2 = 2
+    GEN3 = 3
+    GEN4 = 4
+    GEN5 = 5
+
+
+_GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}
+_ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130}
+
+
+@dataclass(frozen=True)
+class PcieConfig:
+    gen: int = 3
+    lanes: int = 16
+    mps: int = 256  # max payload size of a TLP
+    mrrs: int = 512  # max read request size
+    tlp_overhead: int = 24  # framing 2 + sequence 2 + 4DW header 16 + LCRC 4
+    latency_ns: float = 200.0  # one-way, device <-> root complex
+    host_mem_ns: float = 80.0  # root complex to memory and back, for reads
+
+    @property
+    def bytes_per_ns(self) -> float:
+        """Raw data rate of one direction after line encoding, in bytes per nanosecond."""
+        return self.lanes * _GT_PER_S[self.gen] * _ENCODING[self.gen] / 8
+
+
+class Pcie:
+    """One device's PCIe link; `up` is device-to-host, `down` host-to-device."""
+
+    def __init__(self, env: simpy.Environment, cfg: PcieConfig) -> None:
+        self.env = env
+        self.cfg = cfg
+        self._bpns = cfg.bytes_per_ns
+        self.up_free = 0.0
+        self.down_free = 0.0
+        self.last_write_start = 0.0  # when the most recent posted write began
+        self.counters = {"dma_read_bytes": 0, "dma_reads": 0, "dma_write_bytes": 0,
+                         "dma_writes": 0, "tlps_up": 0, "tlps_down": 0, "mmio_writes": 0,
+                         "mmio_reads": 0}
+
+    def _tlps(self, n: int, size: int) -> int:
+        return max(1, -(-n // size))
+
+    def dma_write(self, nbytes: int, not_before: float = 0.0) -> float:
+        """Reserve the upstream link for a posted write; returns when it is in host memory."""
+        c = self.cfg
+        ntlp = self._tlps(nbytes, c.mps)
+        start = max(self.env.now, self.up_free, not_before)
+        self.up_free = start + (nbytes + ntlp * c.tlp_overhead) / self._bpns
+        self.last_write_start = start
+        k = self.counters
+        k["dma_writes"] += 1
+        k["dma_write_bytes"] += nbytes
+        k["tlps_up"] += ntlp
+        return self.up_free + c.latency_ns
+
+    def dma_read(self, nbytes: int, not_before: float = 0.0) -> float:
+        """Read requests upstream, completions downstream; returns when the data is in the NIC."""
+        c = self.cfg
+        nreq = self._tlps(nbytes, c.mrrs)
+        start = max(self.env.now, self.up_free, not_before)
+        self.up_free = start + nreq * c.tlp_overhead / self._bpns
+        ncpl = self._tlps(nbytes, c.mps)
+        first = self.up_free + 2 * c.latency_ns + c.host_mem_ns
+        cstart = max(first, self.down_free)
+        self.down_free = cstart + (nbytes + ncpl * c.tlp_overhead) / self._bpns
+        k = self.counters
+        k["dma_reads"] += 1
+        k["dma_read_bytes"] += nbytes
+        k["tlps_up"] += nreq
+        k["tlps_down"] += ncpl
+        return self.down_free
+
+    def mmio_write_arrival(self, nbytes: int = 8) -> float:
+        """A posted MMIO write from the CPU: when it reaches the device."""
+        c = self.cfg
+        start = max(self.env.now, self.down_free)
+        self.down_free = start + (nbytes + c.tlp_overhead) / self._bpns
+        self.counters["mmio_writes"] += 1
+        self.counters["tlps_down"] += 1
+        return self.down_free + c.latency_ns
+
+    def mmio_read_roundtrip(self) -> float:
+        """A non-posted MMIO read: request down, completion up. Returns the round-trip time."""
+        self.counters["mmio_reads"] += 1
+        return 2 * self.cfg.latency_ns + 2 * (8 + self.cfg.tlp_overhead) / self._bpns
+
+
+class MmioDevice:
+    """What a PCIe function exposes on its BAR."""
+
+    def mmio_write(self, offset: int, value: int) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def mmio_read(self, offset: int) -> int:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class Bar:
+    """The CPU's view of a device BAR: 64-bit MMIO writes (posted) and reads (non-posted).
+
+    This is all the driver gets of the device, besides host memory. A write reaches the device
+    after the PCIe latency, in order; a read stalls the CPU for the round trip.
+    """
+
+    def __init__(self, env: simpy.Environment, pcie: Pcie, device: MmioDevice,
+                 cpu_spend: Callable[[float], None], write_cost_ns: float = 20.0) -> None:
+        self._env = env
+        self._pcie = pcie
+        self._dev = device
+        self._spend = cpu_spend
+        self._write_cost = write_cost_ns
+
+    def write64(self, offset: int, value: int) -> None:
+        at = self._pcie.mmio_write_arrival()
+        dev = self._dev
+        ev = self._env.timeout(at - self._env.now)
+        ev.callbacks.append(lambda _e: dev.mmio_write(offset, value))
+        self._spend(self._write_cost)
+
+    def read64(self, offset: int) -> int:
+        self._spend(self._pcie.mmio_read_roundtrip())
+        return self._dev.mmio_read(offset)

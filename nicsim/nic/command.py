@@ -1,0 +1,284 @@
+"""The command processor: the NIC's firmware side of the command mailbox.
+
+The driver writes an input block to host memory, programs CMD_OPCODE/CMD_IN/CMD_OUT/CMD_MOD
+and writes CMD_GO. The NIC reads the input by DMA, executes after a firmware latency, writes
+the output by DMA and clears the busy bit in CMD_STATUS with a status code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING
+
+import simpy
+
+from nicsim.hwif import (
+    CMD_BUSY,
+    CQC_SIZE,
+    MPT_SIZE,
+    MTT_ENTRY_SIZE,
+    QPC_SIZE,
+    CmdOpcode,
+    CmdStatus,
+    Cqc,
+    DeviceCaps,
+    HcaInit,
+    Mpt,
+    QpAttrMask,
+    Qpc,
+    QpState,
+    QpType,
+    blank_qpc,
+    unpack_mtt,
+)
+from nicsim.nic.cq import CqCtx
+from nicsim.nic.counters import Counters
+from nicsim.nic.qp import QpCtx, RespCtx
+
+if TYPE_CHECKING:
+    from nicsim.nic.nic import Nic
+
+_IN_SIZE = {
+    CmdOpcode.INIT_HCA: HcaInit.size(),
+    CmdOpcode.CREATE_CQ: CQC_SIZE,
+    CmdOpcode.CREATE_QP: QPC_SIZE,
+    CmdOpcode.MODIFY_QP: QPC_SIZE,
+    CmdOpcode.WRITE_MPT: MPT_SIZE,
+}
+
+# Transitions the hardware accepts (IBA 10.3.1, figure 124); the kernel checks attributes.
+_LEGAL = {
+    (QpState.RESET, QpState.INIT), (QpState.INIT, QpState.INIT), (QpState.INIT, QpState.RTR),
+    (QpState.RTR, QpState.RTS), (QpState.RTS, QpState.RTS), (QpState.RTS, QpState.SQD),
+    (QpState.SQD, QpState.SQD), (QpState.SQD, QpState.RTS), (QpState.SQE, QpState.RTS),
+}
+
+
+class CommandError(Exception):
+    def __init__(self, status: CmdStatus) -> None:
+        super().__init__(status.name)
+        self.status = status
+
+
+class CommandProcessor:
+    def __init__(self, nic: Nic) -> None:
+        self.nic = nic
+        self.env: simpy.Environment = nic.env
+        self.status = 0
+        self.counters = Counters("commands", "command_errors")
+
+    def go(self, opcode: int, pa_in: int, pa_out: int, mod: int) -> None:
+        if self.status & CMD_BUSY:
+            return  # a GO while busy is ignored, as the register spec says
+        self.status = CMD_BUSY
+        self.env.process(self._run(opcode, pa_in, pa_out, mod))
+
+    def _run(self, opcode: int, pa_in: int, pa_out: int,
+             mod: int) -> Generator[simpy.Event, None, None]:
+        nic = self.nic
+        env = self.env
+        self.counters["commands"] += 1
+        try:
+            op = CmdOpcode(opcode)
+        except ValueError:
+            yield env.timeout(nic.cfg.firmware_ns)
+            self._done(CmdStatus.BAD_OPCODE)
+            return
+        n_in = _IN_SIZE.get(op, 0)
+        if op is CmdOpcode.WRITE_MTT:
+            n_in = 8 + 8 * int.from_bytes(nic.dma.mem.read(pa_in, 4), "little")
+        raw = b""
+        if n_in:
+            raw, t = nic.dma.read(pa_in, n_in)
+            yield env.timeout(t - env.now)
+        yield env.timeout(nic.cfg.firmware_ns)
+        try:
+            out = self._execute(op, raw, mod)
+        except CommandError as e:
+            self.counters["command_errors"] += 1
+            self._done(e.status)
+            return
+        if out:
+            t = nic.dma.write(pa_out, out)
+            yield env.timeout(t - env.now)
+        self._done(CmdStatus.OK)
+
+    def _done(self, status: CmdStatus) -> None:
+        self.status = int(status)
+        self.nic.trace("command_done", status=status.name)
+
+    def read_status(self) -> int:
+        return self.status
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def _execute(self, op: CmdOpcode, raw: bytes, mod: int) -> bytes:
+        nic = self.nic
+        cfg = nic.cfg
+        if op is CmdOpcode.QUERY_DEVICE:
+            return DeviceCaps(cfg.max_qp, cfg.max_cq, 1 << cfg.log_mpt_entries,
+                              1 << cfg.log_mtt_entries, cfg.max_qp_wr, cfg.max_sge,
+                              cfg.max_cqe, cfg.max_qp_rd_atom, cfg.max_inline).pack()
+        if op is CmdOpcode.INIT_HCA:
+            h = HcaInit.unpack(raw)
+            if h.log_mpt_entries > cfg.log_mpt_entries or h.log_mtt_entries > cfg.log_mtt_entries:
+                raise CommandError(CmdStatus.EXCEED_LIM)
+            x = nic.xlate
+            x.mpt_base, x.mtt_base = h.mpt_base, h.mtt_base
+            nic.mpt_entries, nic.mtt_entries = 1 << h.log_mpt_entries, 1 << h.log_mtt_entries
+            return b""
+        if op is CmdOpcode.WRITE_MPT:
+            self._check_index(mod, nic.mpt_entries)
+            Mpt.unpack(raw)  # must decode
+            nic.dma.write(nic.xlate.mpt_base + mod * MPT_SIZE, raw)
+            nic.xlate.invalidate_mpt(mod)
+            return b""
+        if op is CmdOpcode.INVALIDATE_MPT:
+            self._check_index(mod, nic.mpt_entries)
+            nic.dma.write(nic.xlate.mpt_base + mod * MPT_SIZE, bytes(MPT_SIZE))
+            nic.xlate.invalidate_mpt(mod)
+            return b""
+        if op is CmdOpcode.WRITE_MTT:
+            pas = unpack_mtt(raw)
+            if mod + len(pas) > nic.mtt_entries:
+                raise CommandError(CmdStatus.EXCEED_LIM)
+            nic.dma.write(nic.xlate.mtt_base + mod * MTT_ENTRY_SIZE, raw[8:])
+            nic.xlate.invalidate_mtt(mod, len(pas))
+            return b""
+        if op is CmdOpcode.CREATE_CQ:
+            c = Cqc.unpack(raw)
+            if c.cqn in nic.cq.cqs or c.cqn >= cfg.max_cq:
+                raise CommandError(CmdStatus.BAD_PARAM)
+            if (1 << c.log_size) > cfg.max_cqe:
+                raise CommandError(CmdStatus.EXCEED_LIM)
+            nic.cq.cqs[c.cqn] = CqCtx(c.cqn, c.log_size, c.base, c.dbrec, c.eqn)
+            return b""
+        if op is CmdOpcode.DESTROY_CQ:
+            cq = nic.cq.cqs.get(mod)
+            if cq is None:
+                raise CommandError(CmdStatus.BAD_RESOURCE)
+            if cq.refs:
+                raise CommandError(CmdStatus.BUSY)
+            del nic.cq.cqs[mod]
+            return b""
+        if op is CmdOpcode.CREATE_QP:
+            return self._create_qp(Qpc.unpack(raw))
+        if op is CmdOpcode.MODIFY_QP:
+            return self._modify_qp(Qpc.unpack(raw))
+        if op is CmdOpcode.QUERY_QP:
+            qp = nic.qps.get(mod)
+            if qp is None:
+                raise CommandError(CmdStatus.BAD_RESOURCE)
+            return self._qpc_of(qp).pack()
+        if op is CmdOpcode.DESTROY_QP:
+            qp = nic.qps.pop(mod, None)
+            if qp is None:
+                raise CommandError(CmdStatus.BAD_RESOURCE)
+            for cqn in (qp.send_cqn, qp.recv_cqn):
+                if cqn in nic.cq.cqs:
+                    nic.cq.cqs[cqn].refs -= 1
+            qp.state = QpState.RESET
+            return b""
+        raise CommandError(CmdStatus.BAD_OPCODE)
+
+    @staticmethod
+    def _check_index(i: int, n: int) -> None:
+        if not 0 <= i < n:
+            raise CommandError(CmdStatus.EXCEED_LIM)
+
+    def _create_qp(self, c: Qpc) -> bytes:
+        nic = self.nic
+        if c.qpn in nic.qps or not 0 < c.qpn < nic.cfg.max_qp:
+            raise CommandError(CmdStatus.BAD_PARAM)
+        try:
+            qtype = QpType(c.type)
+        except ValueError:
+            raise CommandError(CmdStatus.BAD_PARAM) from None
+        for cqn in (c.send_cqn, c.recv_cqn):
+            if cqn not in nic.cq.cqs:
+                raise CommandError(CmdStatus.BAD_RESOURCE)
+        for cqn in (c.send_cqn, c.recv_cqn):
+            nic.cq.cqs[cqn].refs += 1
+        nic.qps[c.qpn] = QpCtx(c.qpn, qtype, c.pd, c.send_cqn, c.recv_cqn, c.sq_base,
+                               c.sq_log_size, c.sq_log_stride, c.rq_base, c.rq_log_size,
+                               c.rq_log_stride)
+        return b""
+
+    def _modify_qp(self, c: Qpc) -> bytes:
+        nic = self.nic
+        qp = nic.qps.get(c.qpn)
+        if qp is None:
+            raise CommandError(CmdStatus.BAD_RESOURCE)
+        m = QpAttrMask(c.attr_mask)
+        new = QpState(c.state) if m & QpAttrMask.STATE else qp.state
+        old = qp.state
+        if new is QpState.RESET:
+            self._reset(qp)
+        elif new is QpState.ERR:
+            nic.completer.qp_error(qp)
+        elif (old, new) not in _LEGAL:
+            raise CommandError(CmdStatus.BAD_STATE)
+        if new not in (QpState.RESET, QpState.ERR):
+            self._apply(qp, c, m)
+            qp.state = new
+            if new is QpState.RTS and ((qp.sq_pi - qp.sq_fetch) & 0xFFFF or qp.fetched):
+                nic.engine.kick(qp)
+        if old is not new:
+            nic.trace("qp_state", qpn=qp.qpn, old=old.name, new=new.name)
+        return b""
+
+    def _reset(self, qp: QpCtx) -> None:
+        qp.state = QpState.RESET
+        qp.sq_pi = qp.sq_fetch = qp.rq_pi = qp.rq_ci = 0
+        qp.fetched.clear()
+        qp.outstanding.clear()
+        qp.resp = RespCtx()
+        qp.builder = None
+
+    def _apply(self, qp: QpCtx, c: Qpc, m: QpAttrMask) -> None:
+        M = QpAttrMask
+        if m & M.ACCESS_FLAGS:
+            qp.access = c.access
+        if m & M.PATH_MTU:
+            qp.mtu = 128 << c.path_mtu
+        if m & M.DEST_QPN:
+            qp.dest_qpn = c.dest_qpn
+        if m & M.RQ_PSN:
+            qp.epsn = c.rq_psn & 0xFFFFFF
+        if m & M.SQ_PSN:
+            qp.sq_psn = c.sq_psn & 0xFFFFFF
+        if m & M.TIMEOUT:
+            qp.timeout = c.timeout
+        if m & M.RETRY_CNT:
+            qp.retry_cnt = c.retry_cnt
+        if m & M.RNR_RETRY:
+            qp.rnr_retry = c.rnr_retry
+        if m & M.MIN_RNR_TIMER:
+            qp.min_rnr_timer = c.min_rnr_timer
+        if m & M.MAX_QP_RD_ATOMIC:
+            qp.max_rd_atomic = c.max_rd_atomic
+        if m & M.MAX_DEST_RD_ATOMIC:
+            qp.max_dest_rd_atomic = c.max_dest_rd_atomic
+        if m & M.QKEY:
+            qp.qkey = c.qkey
+        if m & M.AV:
+            qp.dmac, qp.smac, qp.sgid, qp.dgid = c.dmac, c.smac, c.sgid, c.dgid
+            qp.traffic_class = c.traffic_class
+        if m & (M.AV | M.DEST_QPN) and qp.dest_qpn and any(qp.dgid):
+            qp.builder = self.nic.builder_for(qp)
+
+    def _qpc_of(self, qp: QpCtx) -> Qpc:
+        c = blank_qpc(qp.qpn)
+        c.state, c.type, c.pd, c.access = qp.state, qp.type, qp.pd, qp.access
+        c.path_mtu = qp.mtu.bit_length() - 8
+        c.send_cqn, c.recv_cqn = qp.send_cqn, qp.recv_cqn
+        c.sq_base, c.rq_base = qp.sq_base, qp.rq_base
+        c.sq_log_size, c.sq_log_stride = qp.sq_log_size, qp.sq_log_stride
+        c.rq_log_size, c.rq_log_stride = qp.rq_log_size, qp.rq_log_stride
+        c.timeout, c.retry_cnt, c.rnr_retry = qp.timeout, qp.retry_cnt, qp.rnr_retry
+        c.min_rnr_timer, c.dest_qpn = qp.min_rnr_timer, qp.dest_qpn
+        c.sq_psn, c.rq_psn, c.qkey = qp.sq_psn, qp.epsn, qp.qkey
+        c.dmac, c.smac, c.sgid, c.dgid = qp.dmac, qp.smac, qp.sgid, qp.dgid
+        c.pkey, c.max_rd_atomic = qp.pkey, qp.max_rd_atomic
+        c.max_dest_rd_atomic, c.traffic_class = qp.max_dest_rd_atomic, qp.traffic_class
+        return c

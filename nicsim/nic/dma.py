@@ -1,0 +1,76 @@
+"""The NIC's DMA engine: reads and writes of host memory with PCIe timing.
+
+A read returns the bytes and the time they are in the NIC. A write is applied to host memory
+at the time the PCIe model says it lands there (one event per write), so software polling host
+memory sees data no earlier than the hardware would deliver it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from nicsim.host.memory import PhysMem
+from nicsim.host.pcie import Pcie
+
+Segs = list[tuple[int, int]]
+
+
+class Dma:
+    def __init__(self, env: simpy.Environment, mem: PhysMem, pcie: Pcie) -> None:
+        self.env = env
+        self.mem = mem
+        self.pcie = pcie
+
+    def read(self, pa: int, n: int, not_before: float = 0.0) -> tuple[bytes, float]:
+        return self.mem.buf[pa:pa + n].tobytes(), self.pcie.dma_read(n, not_before)
+
+    def gather(self, segs: Segs, not_before: float = 0.0) -> tuple[bytes, float]:
+        buf = self.mem.buf
+        data = b"".join(buf[pa:pa + n].tobytes() for pa, n in segs)
+        return data, self.pcie.dma_read(len(data), not_before)
+
+    def write(self, pa: int, data: bytes | memoryview, not_before: float = 0.0) -> float:
+        done = self.pcie.dma_write(len(data), not_before)
+        env = self.env
+        buf = self.mem.buf
+
+        def land(_e: simpy.Event) -> None:
+            buf[pa:pa + len(data)] = np.frombuffer(data, dtype=np.uint8)
+
+        env.timeout(done - env.now).callbacks.append(land)
+        return done
+
+    def scatter(self, parts: list[tuple[int, memoryview]], nbytes: int,
+                not_before: float = 0.0) -> float:
+        """Write several (physical address, data) pieces as one transfer of `nbytes`."""
+        done = self.pcie.dma_write(nbytes, not_before)
+        env = self.env
+        buf = self.mem.buf
+
+        def land(_e: simpy.Event) -> None:
+            for pa, d in parts:
+                buf[pa:pa + len(d)] = np.frombuffer(d, dtype=np.uint8)
+
+        env.timeout(done - env.now).callbacks.append(land)
+        return done
+
+
+def take(segs: Segs, pos: tuple[int, int], n: int) -> tuple[Segs, tuple[int, int]]:
+    """The next `n` bytes of a segment list from position (segment index, offset in it).
+
+    Returns the physical pieces and the new position. Running off the end returns fewer bytes;
+    the caller has checked lengths.
+    """
+    i, off = pos
+    out: Segs = []
+    while n > 0 and i < len(segs):
+        pa, ln = segs[i]
+        k = min(ln - off, n)
+        out.append((pa + off, k))
+        n -= k
+        off += k
+        if off == ln:
+            i += 1
+            off = 0
+    return out, (i, off)

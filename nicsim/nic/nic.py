@@ -1,0 +1,196 @@
+"""The NIC: BAR registers, and the blocks wired together.
+
+    doorbell -> SendEngine (scheduler) -> WqeFetch -> Requester -> Port ==link==> Port
+    Port -> parse/ICRC -> Responder (requests) | Completer (responses) -> CqWriter
+
+The host reaches the NIC only through `mmio_write`/`mmio_read` (its BAR) and the NIC reaches
+the host only through its DMA engine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import simpy
+
+from nicsim.hwif import DEV_ID, QpState, Reg, XlateStatus
+from nicsim.host.memory import PhysMem
+from nicsim.host.pcie import MmioDevice, Pcie
+from nicsim.nic.command import CommandProcessor
+from nicsim.nic.completer import Completer
+from nicsim.nic.config import NicConfig
+from nicsim.nic.counters import Counters
+from nicsim.nic.cq import CqWriter
+from nicsim.nic.dma import Dma
+from nicsim.nic.port import Port
+from nicsim.nic.qp import QpCtx
+from nicsim.nic.requester import Requester
+from nicsim.nic.responder import Responder
+from nicsim.nic.scheduler import SendEngine
+from nicsim.nic.translation import TranslationCache
+from nicsim.nic.wqe_fetch import WqeFetch
+from nicsim.wire import Ecn, FrameBuilder, Kind, Path, WireError, mac_bytes, parse, roce_udp_sport
+
+
+def gid_to_ip(gid: bytes) -> bytes:
+    """The IP address a RoCEv2 GID stands for: IPv4-mapped GIDs give 4 bytes."""
+    if gid[:12] == b"\0" * 10 + b"\xff\xff":
+        return gid[12:]
+    return gid
+
+
+class Nic(MmioDevice):
+    def __init__(self, env: simpy.Environment, name: str, cfg: NicConfig, mem: PhysMem) -> None:
+        self.env = env
+        self.name = name
+        self.cfg = cfg
+        self.mac = mac_bytes(cfg.mac)
+        self.ip = ipaddress.ip_address(cfg.ip)
+        self.pcie = Pcie(env, cfg.pcie)
+        self.dma = Dma(env, mem, self.pcie)
+        self.port = Port(env, self.receive)
+        self.xlate = TranslationCache(lambda pa, n: mem.read(pa, n), cfg.mpt_cache_entries,
+                                      cfg.mtt_cache_entries)
+        self.mpt_entries = 0
+        self.mtt_entries = 0
+        self.qps: dict[int, QpCtx] = {}
+        self.cq = CqWriter(self.dma)
+        self.engine = SendEngine(env, self.port, cfg.tx_readahead)
+        self.fetch = WqeFetch(env, cfg, self.dma)
+        self.requester = Requester(self)
+        self.responder = Responder(self)
+        self.completer = Completer(self)
+        self.commands = CommandProcessor(self)
+        self.engine.start(self.requester, self.fetch)
+        self.regs: dict[int, int] = {}
+        self.rx = Counters("packets", "roce_packets", "not_for_us", "unknown_qpn",
+                           "qp_type_mismatch", "bad_pkey", "cnp")
+        self.drops: Counters = Counters()  # parse drops by ParseError reason
+        self.trace_log: list[tuple[float, str, dict[str, Any]]] = []
+        self.tracing = False
+
+    # -- tracing ----------------------------------------------------------------------------
+
+    def trace(self, event: str, **kw: Any) -> None:
+        if self.tracing:
+            self.trace_log.append((self.env.now, event, kw))
+
+    # -- BAR --------------------------------------------------------------------------------
+
+    def mmio_write(self, offset: int, value: int) -> None:
+        if offset == Reg.SQ_DB:
+            qp = self.qps.get(value >> 32)
+            self.engine.counters["doorbells"] += 1
+            if qp is None:
+                self.engine.counters.bump("doorbell_bad_qpn")
+                return
+            qp.sq_pi = value & 0xFFFF
+            if qp.state is QpState.RTS or qp.state is QpState.ERR:
+                self.engine.kick(qp)
+        elif offset == Reg.RQ_DB:
+            qp = self.qps.get(value >> 32)
+            if qp is None:
+                self.engine.counters.bump("doorbell_bad_qpn")
+                return
+            qp.rq_pi = value & 0xFFFF
+            if qp.state is QpState.ERR:
+                self.completer.flush_recv(qp)
+        elif offset == Reg.CMD_GO:
+            r = self.regs
+            self.commands.go(r.get(Reg.CMD_OPCODE, 0), r.get(Reg.CMD_IN, 0),
+                             r.get(Reg.CMD_OUT, 0), r.get(Reg.CMD_MOD, 0))
+        elif offset == Reg.CQ_ARM:
+            cq = self.cq.cqs.get(value >> 32)
+            if cq is not None:
+                cq.armed = True
+        else:
+            self.regs[offset] = value
+
+    def mmio_read(self, offset: int) -> int:
+        if offset == Reg.DEV_ID:
+            return DEV_ID
+        if offset == Reg.CMD_STATUS:
+            return self.commands.read_status()
+        return self.regs.get(offset, 0)
+
+    # -- shared services --------------------------------------------------------------------
+
+    def translate(self, key: int, pd: int, access: int, va: int, length: int,
+                  t: float) -> tuple[XlateStatus, list[tuple[int, int]], float]:
+        """Check and translate through the cache; each miss costs a DMA read after `t`."""
+        st, segs, misses = self.xlate.translate(key, pd, access, va, length)
+        pcie = self.pcie
+        for _ in range(misses):
+            t = pcie.dma_read(32, t)
+        return st, segs, t
+
+    def builder_for(self, qp: QpCtx) -> FrameBuilder:
+        tc = qp.traffic_class
+        dscp = (tc & 0xFF) >> 2
+        ecn = Ecn.ECT0 if self.cfg.ecn_capable else Ecn.NOT_ECT
+        sip = self.ip.packed
+        dip = gid_to_ip(qp.dgid)
+        if len(dip) != len(sip):
+            dip = ipaddress.IPv6Address(bytes(10) + b"\xff\xff" + dip).packed \
+                if len(dip) == 4 else dip
+            sip = ipaddress.IPv6Address(bytes(10) + b"\xff\xff" + sip).packed \
+                if len(sip) == 4 else sip
+        return FrameBuilder(Path(self.mac, qp.dmac, sip, dip,
+                                 roce_udp_sport(qp.qpn, qp.dest_qpn), dscp, ecn,
+                                 (tc >> 8) or 64))
+
+    # -- receive ----------------------------------------------------------------------------
+
+    def receive(self, frame: bytes) -> None:
+        rx = self.rx
+        rx["packets"] += 1
+        try:
+            p = parse(frame)
+        except WireError as e:
+            self.drops.bump(e.reason.value)
+            return
+        rx["roce_packets"] += 1
+        if p.dmac != self.mac:
+            rx["not_for_us"] += 1
+            return
+        kind = p.info.kind
+        if kind is Kind.CNP:
+            rx["cnp"] += 1
+            return
+        qp = self.qps.get(p.dqpn)
+        if qp is None:
+            rx["unknown_qpn"] += 1
+            return
+        if p.info.transport.value != 0 or qp.type.name != "RC":
+            rx["qp_type_mismatch"] += 1
+            return
+        if p.pkey != qp.pkey:
+            rx["bad_pkey"] += 1
+            return
+        if p.info.is_request:
+            self.responder.request(qp, p)
+        else:
+            self.completer.response(qp, p)
+
+    # -- reporting --------------------------------------------------------------------------
+
+    def counters(self) -> dict[str, int]:
+        """Every counter of every block, as 'block.name'."""
+        out: dict[str, int] = {}
+        blocks = {
+            "rx": self.rx, "rx_drop": self.drops, "port": self.port.counters,
+            "pcie": self.pcie.counters, "sched": self.engine.counters,
+            "wqe_fetch": self.fetch.counters, "requester": self.requester.counters,
+            "responder": self.responder.counters, "completer": self.completer.counters,
+            "cq": self.cq.counters, "cmd": self.commands.counters,
+            "xlate": {"mpt_hits": self.xlate.mpt_hits, "mpt_misses": self.xlate.mpt_misses,
+                      "mtt_hits": self.xlate.mtt_hits, "mtt_misses": self.xlate.mtt_misses},
+        }
+        for b, cs in blocks.items():
+            for k, v in cs.items():
+                out[f"{b}.{k}"] = int(v)
+        return out
+
+
+__all__ = ["Nic", "NicConfig"]

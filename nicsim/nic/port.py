@@ -1,0 +1,53 @@
+"""The NIC's Ethernet port: transmit serialization (a calendar) and the receive entry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import simpy
+
+from nicsim.fabric.link import Link
+from nicsim.wire import wire_bytes
+from nicsim.wire.packet import ETH_IFG
+
+
+class Port:
+    def __init__(self, env: simpy.Environment, receive: Callable[[bytes], None]) -> None:
+        self.env = env
+        self._receive = receive
+        self.link: Link | None = None
+        self._end = 0
+        self._ns_per_byte = 0.08
+        self.free = 0.0  # when the transmitter is next idle
+        self.counters = {"tx_frames": 0, "tx_bytes": 0, "rx_frames": 0, "rx_bytes": 0,
+                         "tx_busy_ns": 0}
+
+    def connect(self, link: Link) -> None:
+        self.link = link
+        self._end = link.attach(self._on_rx)
+        self._ns_per_byte = 8.0 / link.cfg.rate_gbps
+
+    def send(self, frame: bytes, ready_at: float = 0.0) -> float:
+        """Queue `frame` for transmission no earlier than `ready_at`; returns its start time.
+
+        Frames go out in the order they are handed over (one FIFO), back to back with the
+        inter-frame gap; `wire_bytes` counts preamble, FCS and IFG.
+        """
+        if self.link is None:
+            raise RuntimeError("port is not connected to a link")
+        start = max(self.env.now, ready_at, self.free)
+        dur = wire_bytes(len(frame)) * self._ns_per_byte
+        self.free = end = start + dur
+        c = self.counters
+        c["tx_frames"] += 1
+        c["tx_bytes"] += len(frame)
+        c["tx_busy_ns"] += dur
+        # The last bit leaves before the inter-frame gap that follows it.
+        self.link.carry(frame, self._end, end - ETH_IFG * self._ns_per_byte)
+        return start
+
+    def _on_rx(self, frame: bytes) -> None:
+        c = self.counters
+        c["rx_frames"] += 1
+        c["rx_bytes"] += len(frame)
+        self._receive(frame)

@@ -1,0 +1,111 @@
+"""Per-QP state held by the NIC: the QPC fields plus the runtime state of the three engines."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+
+from nicsim.hwif import QpState, QpType, WqeOpcode
+from nicsim.wire import FrameBuilder
+
+PSN_MASK = 0xFFFFFF
+
+
+def psn_diff(a: int, b: int) -> int:
+    """a - b in 24-bit serial-number arithmetic (IBA 9.7.1: PSNs wrap modulo 2^24)."""
+    return ((a - b + 0x800000) & PSN_MASK) - 0x800000
+
+
+class RespState(Enum):
+    """Where the responder is inside a multi-packet request (IBA 9.7.4, opcode sequence)."""
+
+    IDLE = "idle"
+    IN_SEND = "in_send"
+    IN_WRITE = "in_write"
+
+
+@dataclass(slots=True)
+class SendOp:
+    """A WQE the requester has sent and not yet completed."""
+
+    wqe_index: int
+    opcode: WqeOpcode
+    signaled: bool
+    first_psn: int
+    last_psn: int
+    length: int
+    local: list[tuple[int, int]] = field(default_factory=list)  # READ/atomic destination
+    read_done: int = 0  # bytes of READ response placed so far
+    imm: int = 0
+
+
+@dataclass(slots=True)
+class RespCtx:
+    """Responder state of one QP."""
+
+    state: RespState = RespState.IDLE
+    segs: list[tuple[int, int]] = field(default_factory=list)
+    seg_i: int = 0
+    seg_off: int = 0
+    msg_len: int = 0  # bytes placed so far in the current message
+    rq_index: int = 0  # receive WQE being filled (SEND)
+    rq_cap: int = 0  # its total SGE length
+    data_ready_at: float = 0.0  # when the receive WQE's SGEs are known (RQ WQE fetch)
+    unacked: int = 0  # packets since the last ACK
+    nak_sent: bool = False  # one NAK per sequence error (IBA 9.7.5.2.2)
+    last_done_at: float = 0.0  # when the last payload write lands in host memory
+    posted_at: float = 0.0  # when the last payload write was posted to PCIe
+    error: bool = False
+
+
+@dataclass(slots=True)
+class QpCtx:
+    qpn: int
+    type: QpType
+    pd: int
+    send_cqn: int
+    recv_cqn: int
+    sq_base: int
+    sq_log_size: int
+    sq_log_stride: int
+    rq_base: int
+    rq_log_size: int
+    rq_log_stride: int
+    state: QpState = QpState.RESET
+    access: int = 0
+    mtu: int = 1024
+    dest_qpn: int = 0
+    sq_psn: int = 0  # next PSN the requester assigns
+    epsn: int = 0  # next PSN the responder expects
+    msn: int = 0  # responder's message sequence number
+    timeout: int = 14
+    retry_cnt: int = 7
+    rnr_retry: int = 7
+    min_rnr_timer: int = 0
+    max_rd_atomic: int = 1
+    max_dest_rd_atomic: int = 1
+    qkey: int = 0
+    pkey: int = 0xFFFF
+    dmac: bytes = bytes(6)
+    smac: bytes = bytes(6)
+    sgid: bytes = bytes(16)
+    dgid: bytes = bytes(16)
+    traffic_class: int = 64 << 8
+    builder: FrameBuilder | None = None
+    sq_pi: int = 0  # from the doorbell (16-bit)
+    sq_fetch: int = 0  # next WQE index to fetch (16-bit)
+    rq_pi: int = 0
+    rq_ci: int = 0
+    fetched: deque = field(default_factory=deque)  # decoded WQEs not yet executed
+    outstanding: deque = field(default_factory=deque)  # SendOps awaiting ACK/response
+    resp: RespCtx = field(default_factory=RespCtx)
+    scheduled: bool = False
+
+    @property
+    def sq_stride(self) -> int:
+        return 1 << self.sq_log_stride
+
+    @property
+    def rq_stride(self) -> int:
+        return 1 << self.rq_log_stride

@@ -1,0 +1,390 @@
+"""The responder: executes incoming requests (IBA 9.7.4-9.7.5).
+
+Per packet: PSN check against the expected PSN, opcode-sequence check, then by kind:
+SEND scatters into the receive WQE at the head of the RQ; RDMA WRITE checks the R_Key (MPT:
+key, PD, REMOTE_WRITE, bounds) and writes through the MTT; READ queues response packets read
+from memory; atomics execute on the 8 bytes in host memory and answer with ATOMIC ACKNOWLEDGE.
+ACKs are coalesced: one per `ack_coalesce` packets and one for every packet with AckReq set.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Generator
+from typing import TYPE_CHECKING
+
+import simpy
+
+from nicsim.hwif import (
+    Access,
+    Cqe,
+    CqeFlags,
+    CqeOpcode,
+    CqeStatus,
+    QpState,
+    VendorErr,
+    XlateStatus,
+)
+from nicsim.nic.counters import Counters
+from nicsim.nic.dma import take
+from nicsim.nic.qp import PSN_MASK, QpCtx, RespState, psn_diff
+from nicsim.wire import Kind, Packet, aeth, atomic_ack_eth
+from nicsim.wire.opcodes import Opcode
+
+if TYPE_CHECKING:
+    from nicsim.nic.nic import Nic
+
+
+class Syndrome:
+    """AETH syndromes (IBA 9.7.5.1.2, table 43)."""
+
+    ACK = 0x00  # | credit count
+    RNR_NAK = 0x20  # | RNR timer
+    NAK_PSN_SEQ = 0x60
+    NAK_INV_REQ = 0x61
+    NAK_REM_ACCESS = 0x62
+    NAK_REM_OP = 0x63
+    NAK_INV_RD_REQ = 0x64
+    CREDITS_UNLIMITED = 0x1F
+
+
+# Credit count encoding (IBA 9.7.5.1.2, table 44): AETH credit code -> receive WQEs.
+_CREDITS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
+            1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768)
+
+
+def credit_code(free: int) -> int:
+    code = 0
+    for i, v in enumerate(_CREDITS):
+        if v <= free:
+            code = i
+    return code
+
+
+_Q = struct.Struct("<Q")
+
+
+class Responder:
+    def __init__(self, nic: Nic) -> None:
+        self.nic = nic
+        self.env: simpy.Environment = nic.env
+        self.counters = Counters(
+            "requests", "send_packets", "write_packets", "read_requests", "atomics",
+            "read_response_packets", "bytes_placed", "acks_sent", "naks_sent", "rnr_naks_sent",
+            "duplicates", "out_of_sequence", "recv_completions", "drop_qp_state")
+
+    # -- ACK/NAK ----------------------------------------------------------------------------
+
+    def _send_ack(self, qp: QpCtx, psn: int, syndrome: int, t: float) -> None:
+        assert qp.builder is not None
+        frame = qp.builder.build(Opcode.RC_ACKNOWLEDGE, qp.dest_qpn, psn,
+                                 aeth(syndrome, qp.msn))
+        self.nic.port.send(frame, t)
+        qp.resp.unacked = 0
+        c = self.counters
+        if syndrome >> 5 == 0:
+            c["acks_sent"] += 1
+        elif syndrome >> 5 == 1:
+            c["rnr_naks_sent"] += 1
+        else:
+            c["naks_sent"] += 1
+
+    def _ack(self, qp: QpCtx, psn: int, t: float) -> None:
+        free = (qp.rq_pi - qp.rq_ci) & 0xFFFF
+        self._send_ack(qp, psn, Syndrome.ACK | credit_code(free), t)
+
+    def _fatal_nak(self, qp: QpCtx, p: Packet, syndrome: int, t: float,
+                   recv_status: CqeStatus | None = None) -> None:
+        """A class C/D error (IBA 9.9.3.1): NAK, and the responder QP goes to ERR."""
+        self._send_ack(qp, p.psn, syndrome, t)
+        r = qp.resp
+        if recv_status is not None and r.rq_cap:  # a receive WQE is being filled
+            self.nic.completer.post_recv(qp, r.rq_index, CqeOpcode.RECV, recv_status,
+                                         r.msg_len, 0, 0, t)
+            qp.rq_ci = (qp.rq_ci + 1) & 0xFFFF
+        r.state = RespState.IDLE
+        r.rq_cap = 0
+        self.nic.completer.qp_error(qp)
+
+    # -- entry ------------------------------------------------------------------------------
+
+    def request(self, qp: QpCtx, p: Packet) -> None:
+        c = self.counters
+        if qp.state is not QpState.RTR and qp.state is not QpState.RTS:
+            c["drop_qp_state"] += 1
+            return
+        c["requests"] += 1
+        t = self.env.now + self.nic.cfg.rx_pipeline_ns
+        r = qp.resp
+        d = psn_diff(p.psn, qp.epsn)
+        if d:
+            if d > 0:
+                # Sequence error: NAK once, then stay silent until the expected PSN arrives.
+                c["out_of_sequence"] += 1
+                if not r.nak_sent:
+                    r.nak_sent = True
+                    self._send_ack(qp, qp.epsn, Syndrome.NAK_PSN_SEQ, t)
+                return
+            c["duplicates"] += 1
+            self._duplicate(qp, p, t)
+            return
+        r.nak_sent = False
+        info = p.info
+        kind = info.kind
+        # Opcode sequence (IBA 9.7.4.1.3 / C9-29): a multi-packet message continues with the
+        # same kind, and nothing but FIRST or ONLY may start one.
+        if r.state is RespState.IDLE:
+            ok = info.is_first
+        elif r.state is RespState.IN_SEND:
+            ok = kind is Kind.SEND and not info.is_first
+        else:
+            ok = kind is Kind.WRITE and not info.is_first
+        plen = p.payload_len
+        if ok and info.has_payload:
+            # FIRST and MIDDLE carry exactly one MTU; LAST and ONLY at most one (C9-x).
+            ok = plen == qp.mtu if not info.is_last else plen <= qp.mtu
+            if ok and info.pos.name == "LAST" and plen == 0:
+                ok = False
+        if not ok:
+            self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t, CqeStatus.REM_INV_REQ_ERR)
+            return
+        if kind is Kind.SEND:
+            self._send(qp, p, t)
+        elif kind is Kind.WRITE:
+            self._write(qp, p, t)
+        elif kind is Kind.READ_REQ:
+            self._read(qp, p, t)
+        else:
+            self._atomic(qp, p, t)
+
+    def _advance(self, qp: QpCtx, p: Packet, t: float) -> None:
+        qp.epsn = (p.psn + 1) & PSN_MASK
+        r = qp.resp
+        r.unacked += 1
+        if p.ackreq or r.unacked >= self.nic.cfg.ack_coalesce:
+            self._ack(qp, p.psn, max(t, r.posted_at))
+
+    def _place(self, qp: QpCtx, p: Packet, t: float) -> float:
+        """Write the packet's payload at the current position of the message's segments."""
+        r = qp.resp
+        n = p.payload_len
+        if not n:
+            return t
+        pieces, (r.seg_i, r.seg_off) = take(r.segs, (r.seg_i, r.seg_off), n)
+        mv = p.payload
+        parts = []
+        o = 0
+        for pa, k in pieces:
+            parts.append((pa, mv[o:o + k]))
+            o += k
+        r.msg_len += n
+        self.counters["bytes_placed"] += n
+        done = self.nic.dma.scatter(parts, n, max(t, r.data_ready_at))
+        r.last_done_at = done
+        # The pipeline is in order: nothing about this packet (its ACK) leaves before its
+        # write is posted to PCIe, which orders it before anything the NIC writes later.
+        r.posted_at = self.nic.pcie.last_write_start
+        return done
+
+    # -- SEND -------------------------------------------------------------------------------
+
+    def _send(self, qp: QpCtx, p: Packet, t: float) -> None:
+        r = qp.resp
+        self.counters["send_packets"] += 1
+        if p.info.is_first:
+            if not self._take_recv_wqe(qp, p, t):
+                return
+        if r.msg_len + p.payload_len > r.rq_cap:
+            # Message longer than the receive buffers (IBA 9.7.5.2.4: invalid request).
+            self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t, CqeStatus.LOC_LEN_ERR)
+            return
+        self._place(qp, p, t)
+        if p.info.is_last:
+            flags, imm = 0, 0
+            if p.info.imm:
+                flags, imm = CqeFlags.WITH_IMM, p.imm
+            elif p.info.inv:
+                # Only memory windows and fast-registered MRs can be invalidated remotely; the
+                # model has neither yet, so the key is reported and left valid.
+                flags, imm = CqeFlags.WITH_INV, p.ieth_rkey
+                self.counters.bump("invalidate_not_modelled")
+            self._complete_recv(qp, CqeOpcode.RECV, flags, imm, t)
+        else:
+            r.state = RespState.IN_SEND
+        self._advance(qp, p, t)
+
+    def _take_recv_wqe(self, qp: QpCtx, p: Packet, t: float) -> bool:
+        """Start a message that consumes a receive WQE; RNR NAK if there is none."""
+        r = qp.resp
+        if qp.rq_ci == qp.rq_pi:
+            self._send_ack(qp, p.psn, Syndrome.RNR_NAK | (qp.min_rnr_timer & 0x1F), t)
+            return False
+        sges, ready = self.nic.fetch.fetch_rq(qp, t)
+        segs: list[tuple[int, int]] = []
+        cap = 0
+        for addr, length, lkey in sges:
+            if not length:
+                continue
+            st, s, ready = self.nic.translate(lkey, qp.pd, Access.LOCAL_WRITE, addr, length,
+                                              ready)
+            if st is not XlateStatus.OK:
+                r.rq_index, r.rq_cap, r.msg_len = qp.rq_ci, 1, 0
+                self._fatal_nak(qp, p, Syndrome.NAK_REM_OP, t, CqeStatus.LOC_PROT_ERR)
+                return False
+            segs += s
+            cap += length
+        r.segs, r.seg_i, r.seg_off = segs, 0, 0
+        r.rq_index, r.rq_cap, r.msg_len = qp.rq_ci, cap, 0
+        r.data_ready_at = ready
+        return True
+
+    def _complete_recv(self, qp: QpCtx, opcode: CqeOpcode, flags: int, imm: int,
+                       t: float) -> None:
+        r = qp.resp
+        self.nic.completer.post_recv(qp, r.rq_index, opcode, CqeStatus.SUCCESS, r.msg_len,
+                                     flags, imm, max(t, r.last_done_at))
+        self.counters["recv_completions"] += 1
+        qp.rq_ci = (qp.rq_ci + 1) & 0xFFFF
+        qp.msn = (qp.msn + 1) & 0xFFFFFF
+        r.state = RespState.IDLE
+        r.rq_cap = 0
+        r.msg_len = 0
+
+    # -- RDMA WRITE -------------------------------------------------------------------------
+
+    def _write(self, qp: QpCtx, p: Packet, t: float) -> None:
+        r = qp.resp
+        self.counters["write_packets"] += 1
+        info = p.info
+        if info.is_first:
+            if not qp.access & Access.REMOTE_WRITE:
+                self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
+                return
+            st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, Access.REMOTE_WRITE,
+                                                 p.reth_va, p.reth_len, t)
+            if st is not XlateStatus.OK:
+                self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
+                return
+            r.segs, r.seg_i, r.seg_off, r.msg_len = segs, 0, 0, 0
+            r.rq_cap = p.reth_len
+            r.data_ready_at = ready
+        if r.msg_len + p.payload_len > r.rq_cap:
+            self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t)
+            return
+        self._place(qp, p, t)
+        if info.is_last:
+            if info.imm:
+                length = r.msg_len
+                if not self._take_recv_wqe(qp, p, t):
+                    # RNR: the data stays placed; the retried packet rewrites the same bytes.
+                    r.msg_len = length - p.payload_len
+                    return
+                r.msg_len = length
+                self._complete_recv(qp, CqeOpcode.RECV_RDMA_WITH_IMM, CqeFlags.WITH_IMM, p.imm,
+                                    t)
+            else:
+                qp.msn = (qp.msn + 1) & 0xFFFFFF
+                r.state = RespState.IDLE
+                r.rq_cap = 0
+        else:
+            r.state = RespState.IN_WRITE
+        self._advance(qp, p, t)
+
+    # -- RDMA READ --------------------------------------------------------------------------
+
+    def _read(self, qp: QpCtx, p: Packet, t: float) -> None:
+        self.counters["read_requests"] += 1
+        if not qp.access & Access.REMOTE_READ:
+            self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
+            return
+        length = p.reth_len
+        st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, Access.REMOTE_READ,
+                                             p.reth_va, length, t)
+        if st is not XlateStatus.OK:
+            self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
+            return
+        npkts = max(1, -(-length // qp.mtu))
+        qp.epsn = (p.psn + npkts) & PSN_MASK
+        qp.msn = (qp.msn + 1) & 0xFFFFFF
+        qp.resp.unacked = 0
+        psn, msn = p.psn, qp.msn
+        self.nic.engine.add_job(lambda: self._read_response(qp, psn, msn, segs, length, ready))
+
+    def _read_response(self, qp: QpCtx, psn: int, msn: int, segs: list[tuple[int, int]],
+                       length: int, ready: float) -> Generator[simpy.Event, None, None]:
+        """Send the READ RESPONSE packets, payload read from host memory (IBA 9.7.4.1.4)."""
+        nic = self.nic
+        env = self.env
+        b = qp.builder
+        assert b is not None
+        mtu = qp.mtu
+        npkts = max(1, -(-length // mtu))
+        pos = (0, 0)
+        ack = aeth(Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, msn)
+        pipeline = nic.cfg.tx_pipeline_ns
+        self.counters["read_response_packets"] += npkts
+        for i in range(npkts):
+            n = min(mtu, length - i * mtu)
+            if n:
+                pieces, pos = take(segs, pos, n)
+                payload, t = nic.dma.gather(pieces, ready)
+            else:
+                payload, t = b"", max(ready, env.now)
+            if npkts == 1:
+                opc, ext = Opcode.RC_RDMA_READ_RESPONSE_ONLY, ack
+            elif i == 0:
+                opc, ext = Opcode.RC_RDMA_READ_RESPONSE_FIRST, ack
+            elif i == npkts - 1:
+                opc, ext = Opcode.RC_RDMA_READ_RESPONSE_LAST, ack
+            else:
+                opc, ext = Opcode.RC_RDMA_READ_RESPONSE_MIDDLE, b""
+            frame = b.build(opc, qp.dest_qpn, (psn + i) & PSN_MASK, ext, payload)
+            wait = nic.engine.emit(frame, t + pipeline)
+            if wait > env.now:
+                yield env.timeout(wait - env.now)
+
+    # -- atomics ----------------------------------------------------------------------------
+
+    def _atomic(self, qp: QpCtx, p: Packet, t: float) -> None:
+        """CMP_SWAP / FETCH_ADD on 8 aligned bytes (IBA 9.4.5): executed here, in one event,
+        so no other access to host memory through this NIC can interleave."""
+        self.counters["atomics"] += 1
+        va = p.atomic_va
+        if va & 7:
+            self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t)
+            return
+        if not qp.access & Access.REMOTE_ATOMIC:
+            self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
+            return
+        st, segs, ready = self.nic.translate(p.atomic_rkey, qp.pd, Access.REMOTE_ATOMIC, va, 8,
+                                             t)
+        if st is not XlateStatus.OK:
+            self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
+            return
+        pa = segs[0][0]
+        mem = self.nic.dma.mem
+        (orig,) = _Q.unpack(mem.read(pa, 8))
+        if p.opcode == Opcode.RC_COMPARE_SWAP:
+            new = p.atomic_swap_add if orig == p.atomic_compare else orig
+        else:
+            new = (orig + p.atomic_swap_add) & 0xFFFFFFFFFFFFFFFF
+        # The read-modify-write costs a DMA read round trip and a write.
+        t_read = self.nic.dma.pcie.dma_read(8, ready)
+        mem.write(pa, _Q.pack(new))
+        self.nic.dma.pcie.dma_write(8, t_read)
+        qp.epsn = (p.psn + 1) & PSN_MASK
+        qp.msn = (qp.msn + 1) & 0xFFFFFF
+        qp.resp.unacked = 0
+        assert qp.builder is not None
+        frame = qp.builder.build(Opcode.RC_ATOMIC_ACKNOWLEDGE, qp.dest_qpn, p.psn,
+                                 aeth(Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, qp.msn)
+                                 + atomic_ack_eth(orig))
+        self.nic.port.send(frame, t_read)
+
+    # -- duplicates -------------------------------------------------------------------------
+
+    def _duplicate(self, qp: QpCtx, p: Packet, t: float) -> None:
+        """A request already executed (IBA 9.7.5.1.1): acknowledge again, never re-execute a
+        SEND or WRITE. (READ re-execution and the atomic replay cache are not modelled yet.)"""
+        if p.info.kind in (Kind.SEND, Kind.WRITE):
+            self._ack(qp, (qp.epsn - 1) & PSN_MASK, t)

@@ -1,0 +1,101 @@
+"""Doorbells and the send scheduler: which QP's work goes to the wire next.
+
+One SimPy process per NIC serves, in order of priority, READ responses the responder has
+queued (a responder must not be starved by local requests), then QPs whose doorbell says they
+have WQEs, round-robin one WQE at a time. Transmission is read-ahead: the engine may have up to
+`tx_readahead` packets decided (their payload DMA reads issued) before the first of them is on
+the wire, which is how a NIC hides PCIe read latency behind the link.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING
+
+import simpy
+
+from nicsim.hwif import QpState
+from nicsim.nic.counters import Counters
+from nicsim.nic.port import Port
+from nicsim.nic.qp import QpCtx
+
+if TYPE_CHECKING:
+    from nicsim.nic.requester import Requester
+    from nicsim.nic.wqe_fetch import WqeFetch
+
+
+class SendEngine:
+    def __init__(self, env: simpy.Environment, port: Port, readahead: int) -> None:
+        self.env = env
+        self.port = port
+        self.k = readahead
+        self.ready: deque[QpCtx] = deque()
+        self.jobs: deque[Callable[[], Generator[simpy.Event, None, None]]] = deque()
+        self._inflight: deque[float] = deque()
+        self._wake: simpy.Event | None = None
+        self.requester: Requester
+        self.fetch: WqeFetch
+        self.counters = Counters("doorbells", "schedules", "jobs")
+
+    def start(self, requester: Requester, fetch: WqeFetch) -> None:
+        self.requester = requester
+        self.fetch = fetch
+        self.env.process(self._run())
+
+    def kick(self, qp: QpCtx) -> None:
+        """A doorbell (or leftover work) makes the QP eligible."""
+        if not qp.scheduled:
+            qp.scheduled = True
+            self.ready.append(qp)
+            self._poke()
+
+    def add_job(self, job: Callable[[], Generator[simpy.Event, None, None]]) -> None:
+        """Queue a transmit job (a READ response) ahead of requester work."""
+        self.jobs.append(job)
+        self._poke()
+
+    def _poke(self) -> None:
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    def emit(self, frame: bytes, ready_at: float) -> float:
+        """Hand a frame to the port. Returns a time the caller must wait until (0: no wait)
+        so that at most `k` packets are decided ahead of the wire."""
+        q = self._inflight
+        q.append(self.port.send(frame, ready_at))
+        if len(q) >= self.k:
+            return q.popleft()
+        return 0.0
+
+    def _run(self) -> Generator[simpy.Event, None, None]:
+        env = self.env
+        while True:
+            if self.jobs:
+                self.counters["jobs"] += 1
+                yield from self.jobs.popleft()()
+                continue
+            if not self.ready:
+                self._wake = env.event()
+                yield self._wake
+                self._wake = None
+                continue
+            qp = self.ready.popleft()
+            qp.scheduled = False
+            if qp.state is QpState.ERR:
+                self.requester.flush_sq(qp)
+                continue
+            if qp.state is not QpState.RTS:
+                continue  # the doorbell is remembered; work starts when the QP reaches RTS
+            if not qp.fetched:
+                if not (qp.sq_pi - qp.sq_fetch) & 0xFFFF:
+                    continue
+                yield from self.fetch.fetch_sq(qp)
+                if qp.state is not QpState.RTS:
+                    self.ready.append(qp)
+                    qp.scheduled = True
+                    continue
+            self.counters["schedules"] += 1
+            yield from self.requester.execute(qp, qp.fetched.popleft())
+            if qp.fetched or (qp.sq_pi - qp.sq_fetch) & 0xFFFF:
+                self.kick(qp)

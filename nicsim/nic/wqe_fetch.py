@@ -1,0 +1,85 @@
+"""WQE fetch: DMA-read send WQEs out of the SQ ring and decode them.
+
+When several WQEs are pending the NIC reads up to `max_wqe_prefetch` of them with one DMA
+read (they are contiguous in the ring unless it wraps), as real NICs batch descriptor reads.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Generator
+from dataclasses import dataclass
+
+import simpy
+
+from nicsim.hwif import (
+    RECV_WQE_CTRL_SIZE,
+    SEND_WQE_CTRL_SIZE,
+    SGE_SIZE,
+    RecvWqeCtrl,
+    SendWqeCtrl,
+    WqeFlags,
+)
+from nicsim.nic.config import NicConfig
+from nicsim.nic.counters import Counters
+from nicsim.nic.dma import Dma
+from nicsim.nic.qp import QpCtx
+
+_SGE = struct.Struct("<QII")
+
+
+@dataclass(slots=True)
+class SendWqe:
+    index: int  # 16-bit SQ index
+    ctrl: SendWqeCtrl
+    sges: list[tuple[int, int, int]]  # (addr, length, lkey)
+    inline: bytes = b""
+
+
+def decode_send_wqe(index: int, raw: bytes, stride: int) -> SendWqe:
+    ctrl = SendWqeCtrl.unpack(raw)
+    if ctrl.flags & WqeFlags.INLINE:
+        n = min(ctrl.inline_len, stride - SEND_WQE_CTRL_SIZE)
+        return SendWqe(index, ctrl, [], raw[SEND_WQE_CTRL_SIZE:SEND_WQE_CTRL_SIZE + n])
+    nsge = min(ctrl.num_sge, (stride - SEND_WQE_CTRL_SIZE) // SGE_SIZE)
+    sges = [_SGE.unpack_from(raw, SEND_WQE_CTRL_SIZE + i * SGE_SIZE) for i in range(nsge)]
+    return SendWqe(index, ctrl, sges)
+
+
+def decode_recv_wqe(raw: bytes, stride: int) -> list[tuple[int, int, int]]:
+    ctrl = RecvWqeCtrl.unpack(raw)
+    nsge = min(ctrl.num_sge, (stride - RECV_WQE_CTRL_SIZE) // SGE_SIZE)
+    return [_SGE.unpack_from(raw, RECV_WQE_CTRL_SIZE + i * SGE_SIZE) for i in range(nsge)]
+
+
+class WqeFetch:
+    def __init__(self, env: simpy.Environment, cfg: NicConfig, dma: Dma) -> None:
+        self.env = env
+        self.cfg = cfg
+        self.dma = dma
+        self.counters = Counters("sq_dma_reads", "sq_wqes", "rq_wqes")
+
+    def fetch_sq(self, qp: QpCtx) -> Generator[simpy.Event, None, None]:
+        """Fetch the next batch of pending send WQEs into qp.fetched."""
+        pending = (qp.sq_pi - qp.sq_fetch) & 0xFFFF
+        size = 1 << qp.sq_log_size
+        first = qp.sq_fetch & (size - 1)
+        n = min(pending, self.cfg.max_wqe_prefetch, size - first)
+        stride = qp.sq_stride
+        raw, done = self.dma.read(qp.sq_base + first * stride, n * stride)
+        self.counters["sq_dma_reads"] += 1
+        self.counters["sq_wqes"] += n
+        yield self.env.timeout(done + self.cfg.wqe_decode_ns - self.env.now)
+        for i in range(n):
+            qp.fetched.append(decode_send_wqe((qp.sq_fetch + i) & 0xFFFF,
+                                              raw[i * stride:(i + 1) * stride], stride))
+        qp.sq_fetch = (qp.sq_fetch + n) & 0xFFFF
+
+    def fetch_rq(self, qp: QpCtx, not_before: float) -> tuple[list[tuple[int, int, int]], float]:
+        """Read the receive WQE at qp.rq_ci; returns its SGEs and when they are known."""
+        size = 1 << qp.rq_log_size
+        stride = qp.rq_stride
+        raw, done = self.dma.read(qp.rq_base + (qp.rq_ci & (size - 1)) * stride, stride,
+                                  not_before)
+        self.counters["rq_wqes"] += 1
+        return decode_recv_wqe(raw, stride), done + self.cfg.wqe_decode_ns
