@@ -31,8 +31,8 @@ from nicsim.hwif import (
     blank_qpc,
     unpack_mtt,
 )
-from nicsim.nic.cq import CqCtx
 from nicsim.nic.counters import Counters
+from nicsim.nic.cq import CqCtx
 from nicsim.nic.qp import QpCtx, RespCtx
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from typing import Any
 
 import simpy
 
-from nicsim.hwif import DEV_ID, QpState, Reg, XlateStatus
 from nicsim.host.memory import PhysMem
 from nicsim.host.pcie import MmioDevice, Pcie
+from nicsim.hwif import DEV_ID, QpState, Reg, XlateStatus
 from nicsim.nic.command import CommandProcessor
 from nicsim.nic.completer import Completer
 from nicsim.nic.config import NicConfig
@@ -122,7 +122,7 @@ class Nic(MmioDevice):
         st, segs, misses = self.xlate.translate(key, pd, access, va, length)
         pcie = self.pcie
         for _ in range(misses):
-            t = pcie.dma_read(32, t)
+            t = pcie.dma_read(64, t)  # an MPT entry or a line of MTT entries
         return st, segs, t
 
     def builder_for(self, qp: QpCtx) -> FrameBuilder:

@@ -17,12 +17,10 @@ import simpy
 
 from nicsim.hwif import (
     Access,
-    Cqe,
     CqeFlags,
     CqeOpcode,
     CqeStatus,
     QpState,
-    VendorErr,
     XlateStatus,
 )
 from nicsim.nic.counters import Counters

@@ -21,6 +21,8 @@ from nicsim.hwif import (
 )
 
 Segments = list[tuple[int, int]]  # (physical address, length)
+MTT_LINE = 8  # MTT entries fetched per miss: one 64-byte line
+_MTT_LINE_FMT = struct.Struct(f"<{MTT_LINE}Q")
 
 
 def check(mpt: Mpt | None, key: int, pd: int, access: int, va: int, length: int) -> XlateStatus:
@@ -120,14 +122,16 @@ class TranslationCache:
             if pa is not None:
                 self.mtt_hits += 1
                 return pa
+            # A miss fetches the whole aligned line of MTT_LINE entries in one DMA read.
             self.mtt_misses += 1
             miss[0] += 1
-            (pa,) = struct.unpack("<Q", self._read(self.mtt_base + i * MTT_ENTRY_SIZE,
-                                                   MTT_ENTRY_SIZE))
-            self._mtt[i] = pa
-            if len(self._mtt) > self.mtt_capacity:
+            first = i & ~(MTT_LINE - 1)
+            raw = self._read(self.mtt_base + first * MTT_ENTRY_SIZE, MTT_LINE * MTT_ENTRY_SIZE)
+            for j, v in enumerate(_MTT_LINE_FMT.unpack(raw)):
+                self._mtt[first + j] = v
+            while len(self._mtt) > self.mtt_capacity:
                 self._mtt.popitem(last=False)
-            return pa
+            return self._mtt.get(i, 0)
 
         segs = split(mpt, mtt, va, length) if length else []
         return st, segs, misses + miss[0]

@@ -194,7 +194,8 @@ class FrameBuilder:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._v6 = path.ipv6
-        self._eth = path.dmac + path.smac + struct.pack("!H", ETH_P_IPV6 if self._v6 else ETH_P_IPV4)
+        etype = ETH_P_IPV6 if self._v6 else ETH_P_IPV4
+        self._eth = path.dmac + path.smac + struct.pack("!H", etype)
         self._sip, self._dip = path.sip, path.dip
         self._tos = (path.dscp << 2) | path.ecn.value
         self._ttl = path.ttl
