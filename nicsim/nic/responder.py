@@ -189,9 +189,8 @@ class Responder:
     def _send(self, qp: QpCtx, p: Packet, t: float) -> None:
         r = qp.resp
         self.counters["send_packets"] += 1
-        if p.info.is_first:
-            if not self._take_recv_wqe(qp, p, t):
-                return
+        if p.info.is_first and not self._take_recv_wqe(qp, p, t):
+            return
         if r.msg_len + p.payload_len > r.rq_cap:
             # Message longer than the receive buffers (IBA 9.7.5.2.4: invalid request).
             self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t, CqeStatus.LOC_LEN_ERR)

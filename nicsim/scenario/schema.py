@@ -6,7 +6,7 @@ typo is caught rather than silently ignored.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -18,7 +18,7 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class OpKind(str, Enum):
+class OpKind(StrEnum):
     WRITE = "write"
     WRITE_IMM = "write_imm"
     READ = "read"

@@ -1,0 +1,318 @@
+"""Pcap taps and the pcap checker.
+
+`PcapTap` records the frames a link carries into a nanosecond-resolution pcap (magic 0xa1b23c4d,
+LINKTYPE_ETHERNET) that Wireshark/tshark decode as RoCEv2 on UDP 4791. `check_pcap` reads a
+capture back and validates every RoCEv2 frame in it: captured vs original length, IP/UDP lengths
+and checksums, the BTH opcode's extension headers and the ICRC (which Wireshark does not check).
+
+scapy does the pcap file I/O (RawPcapWriter / RawPcapReader); the frame checks use nicsim.wire,
+the same parser the NIC model uses, plus the UDP checksum that the model itself never verifies.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from scapy.error import Scapy_Exception
+from scapy.utils import RawPcapNgReader, RawPcapReader, RawPcapWriter
+
+from nicsim.wire.packet import (
+    ETH_HLEN,
+    ETH_P_IPV4,
+    ETH_P_IPV6,
+    IPV4_HLEN,
+    IPV6_HLEN,
+    ROCE_UDP_PORT,
+    ParseError,
+    WireError,
+    compute_icrc,
+    frame_end,
+    parse,
+)
+
+LINKTYPE_ETHERNET = 1
+PCAP_SNAPLEN = 0xFFFF
+_NS_PER_S = 1_000_000_000
+_PCAP_GLOBAL_HLEN = 24
+_PCAP_RECORD_HLEN = 16
+# scapy's reader reads at most this much of one record (MTU * 4) and silently skips the rest;
+# libpcap refuses records above 256 KiB as corrupt, so a larger caplen means a broken file.
+_MAX_CAPLEN = 0xFFFF * 4
+
+# Reasons check_pcap reports on top of nicsim.wire.ParseError's values.
+TRUNCATED_CAPTURE = "truncated_capture"
+BAD_CAPTURE_LENGTH = "bad_capture_length"
+
+
+class PcapError(Exception):
+    """The file is not a readable pcap capture; the message is one line for the user."""
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+class PcapTap:
+    """Writes every frame a tap sees to a nanosecond pcap; `t_ns` is simulated time.
+
+    Simulated time 0 is written as the Unix epoch, so Wireshark's relative times are the
+    simulator's times. Frames are written whole (caplen == wirelen, no FCS).
+    """
+
+    __slots__ = ("path", "frames", "_writer", "_write_record")
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.frames = 0
+        # A large buffer: the tap is on the simulator's hot path and one write per frame
+        # into a 4 KiB default buffer would mean a syscall every few frames.
+        self._writer: RawPcapWriter | None = RawPcapWriter(
+            str(self.path), linktype=LINKTYPE_ETHERNET, nano=True, snaplen=PCAP_SNAPLEN,
+            bufsz=1 << 20)
+        # The global header goes out now so that a capture with no frames is still valid.
+        self._writer.write_header(None)
+        # RawPcapWriter.write() re-checks the header, guesses a timestamp and link type and
+        # probes the packet for scapy attributes on every call; for bytes with a known time
+        # and length all that is overhead, so the tap calls the record writer directly
+        # (about twice as fast for small frames), falling back to the public method if a
+        # scapy release drops it.
+        self._write_record = getattr(self._writer, "_write_packet", None) or self._write_public
+
+    def _write_public(self, frame: bytes, _linktype: int, sec: int, nsec: int, caplen: int,
+                      wirelen: int) -> None:
+        assert self._writer is not None
+        self._writer.write_packet(frame, sec=sec, usec=nsec, caplen=caplen, wirelen=wirelen)
+
+    def write(self, frame: bytes, t_ns: int) -> None:
+        """Record one frame seen at simulated time `t_ns` (>= 0) nanoseconds."""
+        # round(): SimPy time computed from sizes over rates may arrive as a float.
+        sec, nsec = divmod(round(t_ns), _NS_PER_S)
+        n = len(frame)
+        self._write_record(frame, LINKTYPE_ETHERNET, sec, nsec, n, n)
+        self.frames += 1
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the file; closing twice is harmless."""
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.close()
+
+    def __enter__(self) -> PcapTap:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+# --- checking ---------------------------------------------------------------------------------
+
+
+@dataclass
+class PcapReport:
+    """What check_pcap found. Frame numbers are 1-based, as Wireshark numbers them."""
+
+    frames: int = 0
+    roce_frames: int = 0
+    bad: list[tuple[int, str, str]] = field(default_factory=list)  # (frame, reason, detail)
+    skipped_non_roce: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad
+
+
+def _is_other_traffic(frame: bytes) -> bool:
+    """True when the frame is recognisably not RoCEv2 (another EtherType, IP protocol or UDP
+    port). Anything that might be RoCEv2, including frames too broken to tell, is checked."""
+    n = len(frame)
+    if n < ETH_HLEN:
+        return False
+    etype = (frame[12] << 8) | frame[13]
+    if etype == ETH_P_IPV4:
+        if n < ETH_HLEN + IPV4_HLEN:
+            return False
+        ihl = (frame[ETH_HLEN] & 0xF) * 4
+        if ihl < IPV4_HLEN:
+            return False
+        proto_off, l4 = ETH_HLEN + 9, ETH_HLEN + ihl
+    elif etype == ETH_P_IPV6:
+        # IPv6 extension headers count as other traffic: RoCEv2 puts UDP right after IPv6.
+        proto_off, l4 = ETH_HLEN + 6, ETH_HLEN + IPV6_HLEN
+        if n <= proto_off:
+            return False
+    else:
+        return True
+    if frame[proto_off] != 17:
+        return True
+    return n >= l4 + 4 and ((frame[l4 + 2] << 8) | frame[l4 + 3]) != ROCE_UDP_PORT
+
+
+def _udp_checksum(frame: bytes, ipv6: bool, l4: int, end: int) -> tuple[int, int]:
+    """(stored, expected) UDP checksum of the datagram frame[l4:end] (RFC 768, RFC 8200 8.1)."""
+    udp = bytearray(frame[l4:end])
+    stored = (udp[6] << 8) | udp[7]
+    udp[6] = udp[7] = 0
+    if ipv6:
+        pseudo = frame[ETH_HLEN + 8:ETH_HLEN + 40] + struct.pack("!IxxxB", len(udp), 17)
+    else:
+        pseudo = frame[ETH_HLEN + 12:ETH_HLEN + 20] + struct.pack("!xBH", 17, len(udp))
+    if len(udp) & 1:
+        udp.append(0)
+    # The one's complement sum of 16-bit words is the big-endian integer mod 0xFFFF, since
+    # 2**16 == 1 (mod 0xFFFF); a zero residue is the sum 0xFFFF (the data is never all zero,
+    # the pseudo-header holds protocol 17).
+    s = int.from_bytes(pseudo + udp, "big") % 0xFFFF or 0xFFFF
+    csum = ~s & 0xFFFF
+    # A computed 0 is sent as 0xFFFF: 0 on the wire means "no checksum" (RFC 768).
+    return stored, csum or 0xFFFF
+
+
+def _ipv4_checksum_detail(frame: bytes) -> str:
+    ihl = (frame[ETH_HLEN] & 0xF) * 4
+    hdr = bytearray(frame[ETH_HLEN:ETH_HLEN + ihl])
+    stored = (hdr[10] << 8) | hdr[11]
+    hdr[10] = hdr[11] = 0
+    expected = ~(int.from_bytes(hdr, "big") % 0xFFFF or 0xFFFF) & 0xFFFF
+    return f"IPv4 header checksum 0x{stored:04x}, expected 0x{expected:04x}"
+
+
+def check_frame(frame: bytes) -> tuple[str, str] | None:
+    """Validate one RoCEv2 frame: (reason, detail) of the first problem, or None if it is good.
+
+    The order follows the layers: IP, UDP lengths, BTH and extension headers (nicsim.wire.parse),
+    then the UDP checksum when one was sent, then the ICRC.
+    """
+    try:
+        p = parse(frame, check_icrc=False)
+    except WireError as e:
+        if e.reason is ParseError.BAD_IP_CHECKSUM and not e.detail:
+            return e.reason.value, _ipv4_checksum_detail(frame)
+        return e.reason.value, e.detail
+    end = frame_end(frame)
+    if p.udp_csum:
+        l4 = p.bth_off - 8
+        stored, expected = _udp_checksum(frame, p.ipv6, l4, end)
+        if stored != expected:
+            return (ParseError.BAD_UDP_CHECKSUM.value,
+                    f"UDP checksum 0x{stored:04x}, expected 0x{expected:04x}")
+    icrc = compute_icrc(frame, p.l3_off, end)
+    if p.icrc != icrc:
+        return ParseError.BAD_ICRC.value, f"ICRC 0x{p.icrc:08x}, expected 0x{icrc:08x}"
+    return None
+
+
+@contextmanager
+def _quiet_scapy() -> Iterator[None]:
+    """scapy logs warnings about odd files on its own; the checker reports them itself."""
+    log = logging.getLogger("scapy.runtime")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _open_reader(path: str) -> RawPcapReader:
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        raise PcapError(f"{path}: cannot read: {e.strerror or e}") from None
+    if size == 0:
+        raise PcapError(f"{path}: empty file, not a pcap capture")
+    try:
+        reader = RawPcapReader(path)
+    except Scapy_Exception as e:
+        raise PcapError(f"{path}: not a pcap capture ({e})") from None
+    except (OSError, EOFError, ValueError, struct.error) as e:
+        raise PcapError(f"{path}: not a pcap capture ({e})") from None
+    if isinstance(reader, RawPcapNgReader):
+        reader.close()
+        raise PcapError(f"{path}: pcapng is not supported, only pcap "
+                        "(convert with: editcap -F pcap IN OUT)")
+    if reader.linktype != LINKTYPE_ETHERNET:
+        reader.close()
+        raise PcapError(f"{path}: link type {reader.linktype} is not Ethernet (1)")
+    return reader
+
+
+def check_pcap(path: str | Path) -> PcapReport:
+    """Read a pcap and validate every frame. Raises PcapError if the file itself is broken
+    (not a pcap, truncated global header, record header or record data, absurd lengths)."""
+    path = str(path)
+    rep = PcapReport()
+    with _quiet_scapy():
+        reader = _open_reader(path)
+        try:
+            consumed = _PCAP_GLOBAL_HLEN
+            while True:
+                try:
+                    # Read up to the largest sane record instead of scapy's default of 64 KiB,
+                    # so that an overlong record is seen (and reported) whole.
+                    data, meta = reader._read_packet(_MAX_CAPLEN)
+                except EOFError:
+                    break
+                num = rep.frames + 1
+                if meta.caplen > _MAX_CAPLEN:
+                    raise PcapError(f"{path}: record {num}: captured length {meta.caplen} is "
+                                    "not plausible, the file is corrupt")
+                if len(data) < meta.caplen:
+                    raise PcapError(f"{path}: record {num}: file ends inside the frame data "
+                                    f"({len(data)} of {meta.caplen} bytes)")
+                consumed += _PCAP_RECORD_HLEN + meta.caplen
+                rep.frames = num
+                _check_record(rep, num, data, meta.caplen, meta.wirelen)
+            # scapy treats a partial record header as a clean end of file; the file position
+            # (uncompressed, for gzip) past the last whole record says whether there was one.
+            tail = reader.f.tell() - consumed
+            if tail > 0:
+                raise PcapError(f"{path}: file ends inside record {rep.frames + 1} (only "
+                                f"{tail} bytes of it present)")
+        except (OSError, struct.error, ValueError) as e:
+            raise PcapError(f"{path}: unreadable capture ({e})") from None
+        finally:
+            reader.close()
+    return rep
+
+
+def _check_record(rep: PcapReport, num: int, data: bytes, caplen: int, wirelen: int) -> None:
+    if caplen < wirelen:
+        rep.bad.append((num, TRUNCATED_CAPTURE, f"captured {caplen} of {wirelen} bytes"))
+    elif caplen > wirelen:
+        rep.bad.append((num, BAD_CAPTURE_LENGTH,
+                        f"captured {caplen} bytes, more than the original {wirelen}"))
+    if _is_other_traffic(data):
+        rep.skipped_non_roce += 1
+        return
+    rep.roce_frames += 1
+    if caplen != wirelen:
+        return  # the frame's own checks would only repeat that bytes are missing
+    problem = check_frame(data)
+    if problem is not None:
+        rep.bad.append((num, problem[0], problem[1]))
+
+
+def pcap_check_main(path: str) -> int:
+    """`nicsim pcap check FILE`: one line per bad frame and a summary; exit 0 clean, 1 bad
+    frames, 2 unreadable file."""
+    try:
+        rep = check_pcap(path)
+    except PcapError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for num, reason, detail in rep.bad:
+        print(f"frame {num}: {reason}: {detail}" if detail else f"frame {num}: {reason}")
+    print(f"{rep.frames} frames, {rep.roce_frames} RoCEv2, {len(rep.bad)} bad")
+    return 1 if rep.bad else 0
