@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -62,8 +63,14 @@ def run(toplevel: str, sources: list[str], test_module: str,
         build_args = ["-Wno-fatal", "--no-timing"]
         if waves:
             build_args += ["--trace-fst", "--trace-structs"]
+    # cocotb's runner hands the simulator this process's sys.path as PYTHONPATH, so the test
+    # module's directory and the repository root must be on it.
+    for d in (str(HDL_TB), str(HDL_TB.parent)):
+        if d not in sys.path:
+            sys.path.insert(0, d)
     runner.build(
         sources=[RTL / s for s in sources],
+        includes=[RTL],
         hdl_toplevel=toplevel,
         parameters=parameters,
         build_dir=build_dir,
@@ -80,9 +87,7 @@ def run(toplevel: str, sources: list[str], test_module: str,
         build_dir=build_dir,
         test_dir=build_dir,
         waves=waves,
-        extra_env={"PYTHONPATH": os.pathsep.join([str(HDL_TB), str(HDL_TB.parent),
-                                                  os.environ.get("PYTHONPATH", "")]),
-                   **(extra_env or {})},
+        extra_env=dict(extra_env or {}),
     )
     _, failed = get_results(xml)
     assert failed == 0, f"{failed} cocotb test(s) failed in {test_module} ({sim}, {parameters})"

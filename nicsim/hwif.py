@@ -26,8 +26,10 @@ by DMA only when its own count says the CQ may be full.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import IntEnum, IntFlag
+from operator import attrgetter
 
 HWIF_VERSION = 1
 DEV_ID = (0x6E736E69 << 32) | HWIF_VERSION
@@ -188,9 +190,16 @@ class Record:
     """A dataclass with a fixed little-endian layout given by the class attribute FMT."""
 
     FMT: struct.Struct
+    _getter: Callable[[Record], tuple]
 
     def pack(self) -> bytes:
-        return self.FMT.pack(*(getattr(self, f.name) for f in fields(self)))  # type: ignore[arg-type]
+        cls = type(self)
+        g = cls.__dict__.get("_getter")
+        if g is None:
+            names = [f.name for f in fields(self)]  # type: ignore[arg-type]
+            g = attrgetter(*names) if len(names) > 1 else (lambda r, n=names[0]: (getattr(r, n),))
+            cls._getter = g
+        return self.FMT.pack(*g(self))
 
     @classmethod
     def unpack(cls, buf: bytes | memoryview, offset: int = 0):  # noqa: ANN206

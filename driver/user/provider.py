@@ -181,6 +181,7 @@ class ProviderCq:
         self.size = 1 << r.log_size
         self.ci = 0
         self.qps = qps  # QPs of the context, by QPN
+        self._ring_pa = aspace.translate(r.ring_va)  # the ring is physically contiguous
 
     def poll(self, num_entries: int) -> list[RawWc]:
         out: list[RawWc] = []
@@ -198,7 +199,8 @@ class ProviderCq:
             a.write(self.r.dbrec_va, struct.pack("<I", self.ci & 0xFFFFFFFF))
             self.host.spend(self.host.costs.poll_cqe * len(out))
         else:
-            self.host.poll_wait(self.host.costs.poll_empty)
+            self.host.poll_wait(self.host.costs.poll_empty, self._ring_pa,
+                                self._ring_pa + self.size * CQE_SIZE)
         return out
 
     def _to_wc(self, c: Cqe) -> RawWc:

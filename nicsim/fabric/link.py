@@ -34,6 +34,7 @@ class Link:
         self.name = name
         self.ends: list[Callable[[bytes], None]] = []
         self.taps: list[Tap] = []
+        self._arrive: list[Callable[[simpy.Event], None]] = []
         self.counters = {"frames": 0, "bytes": 0}
 
     def attach(self, receive: Callable[[bytes], None]) -> int:
@@ -41,24 +42,32 @@ class Link:
         if len(self.ends) == 2:
             raise ValueError(f"{self.name} already has two ends")
         self.ends.append(receive)
+        self._bind()
         return len(self.ends) - 1
 
     def carry(self, frame: bytes, from_end: int, t_last_bit_out: float) -> None:
         """Deliver `frame`, whose last bit leaves end `from_end` at `t_last_bit_out`."""
-        receive = self.ends[1 - from_end]
         c = self.counters
         c["frames"] += 1
         c["bytes"] += len(frame)
         env = self.env
-        ev = env.timeout(t_last_bit_out + self.cfg.prop_ns - env.now)
+        # The frame rides on the timeout as its value; the far end's handler is bound once.
+        env.timeout(t_last_bit_out + self.cfg.prop_ns - env.now, frame).callbacks.append(
+            self._arrive[1 - from_end])
+
+    def _bind(self) -> None:
+        self._arrive = [self._arrival(r) for r in self.ends]
+
+    def _arrival(self, receive: Callable[[bytes], None]) -> Callable[[simpy.Event], None]:
         taps = self.taps
-        if taps:
-            def deliver(_e: simpy.Event) -> None:
+        env = self.env
+
+        def arrive(ev: simpy.Event) -> None:
+            frame = ev.value  # the frame carry() put on the timeout
+            if taps:
                 t = int(round(env.now))
                 for tap in taps:
                     tap.write(frame, t)
-                receive(frame)
-        else:
-            def deliver(_e: simpy.Event) -> None:
-                receive(frame)
-        ev.callbacks.append(deliver)
+            receive(frame)
+
+        return arrive

@@ -53,7 +53,7 @@ class Host:
     costs: CpuCosts = field(default_factory=CpuCosts)
 
     def __post_init__(self) -> None:
-        self.mem = PhysMem(self.mem_size, seed=self.seed)
+        self.mem = PhysMem(self.mem_size, seed=self.seed, env=self.env)
         self.functions: dict[str, PciFunction] = {}
         self.neighbours: dict[str, str] = {}  # IP -> MAC (static ARP/ND table)
         self.kernel: object | None = None  # set by driver.kernel when it boots on this host
@@ -63,16 +63,23 @@ class Host:
         if ns > 0:
             self.env.run(until=self.env.now + ns)
 
-    def poll_wait(self, cost: float) -> None:
-        """One empty poll of host memory. Nothing in host memory can change between events,
-        so the time skips to the first poll at or after the next event (exactly what a
-        spinning CPU would observe, polling every `cost` ns)."""
+    def poll_wait(self, cost: float, lo: int, hi: int, cap_ns: float = 10_000.0) -> None:
+        """An empty poll of host memory [lo, hi) (physical). A polling CPU can observe nothing
+        new there until a device write lands in it, so time runs until the first such write
+        (as MONITOR/MWAIT would wake), at least `cost`, at most `cap_ns`, so callers with a
+        deadline in simulated time still get control back."""
         env = self.env
-        nxt = env.peek()
-        step = cost
-        if nxt != math.inf and nxt > env.now + cost:
-            step = cost * (math.floor((nxt - env.now) / cost) + 1)
-        env.run(until=env.now + step)
+        start = env.now
+        if env.peek() == math.inf:
+            self.spend(cost)
+            return
+        woke = env.event()
+        entry = self.mem.watch(lo, hi, lambda: woke.succeed() if not woke.triggered else None)
+        env.run(until=env.any_of([woke, env.timeout(cap_ns)]))
+        if entry in self.mem.watches:
+            self.mem.watches.remove(entry)
+        if env.now < start + cost:
+            env.run(until=start + cost)
 
     def plug(self, name: str, device: MmioDevice, pcie: Pcie, netdev: NetDev) -> None:
         """Plug a PCIe device in: the host gets a BAR mapping of it."""

@@ -9,8 +9,11 @@ physically contiguous region (dma_alloc_coherent).
 from __future__ import annotations
 
 import random
+from collections import deque
+from collections.abc import Callable
 
 import numpy as np
+import simpy
 
 from nicsim.hwif import PAGE_SHIFT, PAGE_SIZE
 
@@ -24,9 +27,17 @@ class MemoryError_(Exception):
 
 
 class PhysMem:
-    """Physical memory of one host. `dma_fraction` of it is reserved for contiguous allocations."""
+    """Physical memory of one host. `dma_fraction` of it is reserved for contiguous allocations.
 
-    def __init__(self, size: int = 64 << 20, seed: int = 0, dma_fraction: float = 0.25) -> None:
+    Device writes are posted: each lands at a time the PCIe model computes. Rather than one
+    simulation event per write, posted writes wait in a queue ordered by landing time and are
+    applied when anything observes memory (a CPU access, a device read) at or after that time,
+    and a CPU waiting on an address range (MONITOR/MWAIT) is woken at the landing time. Every
+    observer sees exactly what it would see if each write had its own event.
+    """
+
+    def __init__(self, size: int = 64 << 20, seed: int = 0, dma_fraction: float = 0.25,
+                 env: simpy.Environment | None = None) -> None:
         if size % PAGE_SIZE:
             raise ValueError("physical memory size must be a multiple of the page size")
         self.size = size
@@ -40,6 +51,11 @@ class PhysMem:
         pages = list(range(ndma, npages))
         random.Random(seed).shuffle(pages)
         self._free_pages = pages
+        self.env = env
+        # Address ranges a CPU is waiting on (MONITOR/MWAIT): [lo, hi) -> callback.
+        self.watches: list[tuple[int, int, Callable[[], None]]] = []
+        # Posted device writes not yet landed: (landing time, [(pa, data), ...]) in time order.
+        self.posted: deque[tuple[float, list[tuple[int, bytes | memoryview]]]] = deque()
 
     # -- allocation ------------------------------------------------------------------------------
 
@@ -77,10 +93,75 @@ class PhysMem:
     # -- access ----------------------------------------------------------------------------------
 
     def read(self, pa: int, n: int) -> bytes:
+        if self.posted:
+            self.sync()
         return self.buf[pa:pa + n].tobytes()
 
     def write(self, pa: int, data: bytes | memoryview) -> None:
+        if self.posted:
+            self.sync()
         self.buf[pa:pa + len(data)] = np.frombuffer(data, dtype=np.uint8)
+
+    # -- posted device writes --------------------------------------------------------------------
+
+    def post(self, t: float, parts: list[tuple[int, bytes | memoryview]]) -> None:
+        """A device write of `parts` that lands in memory at time `t`."""
+        q = self.posted
+        now = self.env.now if self.env is not None else t
+        if q and q[0][0] <= now:
+            buf = self.buf
+            while q and q[0][0] <= now:
+                for pa, d in q.popleft()[1]:
+                    buf[pa:pa + len(d)] = np.frombuffer(d, dtype=np.uint8)
+        if t <= now:
+            self._apply(parts)
+        elif not q or q[-1][0] <= t:
+            q.append((t, parts))
+        else:  # another device's writes land earlier: keep the queue in time order
+            i = len(q)
+            while i and q[i - 1][0] > t:
+                i -= 1
+            q.insert(i, (t, parts))
+        if self.watches:
+            self._wake_watchers(t, parts)
+
+    def sync(self) -> None:
+        """Apply every posted write that has landed by now."""
+        q = self.posted
+        now = self.env.now if self.env is not None else float("inf")
+        while q and q[0][0] <= now:
+            self._apply(q.popleft()[1])
+
+    def _apply(self, parts: list[tuple[int, bytes | memoryview]]) -> None:
+        buf = self.buf
+        for pa, d in parts:
+            buf[pa:pa + len(d)] = np.frombuffer(d, dtype=np.uint8)
+
+    def watch(self, lo: int, hi: int, cb: Callable[[], None]) -> tuple:
+        """Call `cb` when a device write to [lo, hi) lands, including one already posted."""
+        entry = (lo, hi, cb)
+        for t, parts in self.posted:
+            if any(lo < pa + len(d) and pa < hi for pa, d in parts):
+                self.watches.append(entry)
+                self._wake_watchers(t, parts)
+                return entry
+        self.watches.append(entry)
+        return entry
+
+    def _wake_watchers(self, t: float, parts: list[tuple[int, bytes | memoryview]]) -> None:
+        hit = [w for w in self.watches
+               if any(w[0] < pa + len(d) and pa < w[1] for pa, d in parts)]
+        if not hit or self.env is None:
+            return
+        for w in hit:
+            self.watches.remove(w)
+
+        def wake(_e: simpy.Event) -> None:
+            self.sync()
+            for w in hit:
+                w[2]()
+
+        self.env.timeout(max(0.0, t - self.env.now)).callbacks.append(wake)
 
 
 class AddressSpace:

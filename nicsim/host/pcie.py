@@ -55,6 +55,10 @@ class Pcie:
         self.up_free = 0.0
         self.down_free = 0.0
         self.last_write_start = 0.0  # when the most recent posted write began
+        self._lat = cfg.latency_ns
+        self._rtt = 2 * cfg.latency_ns + cfg.host_mem_ns  # request out, completion back
+        self._wcost: dict[int, tuple[int, float]] = {}
+        self._rcost: dict[int, tuple[int, int, float, float]] = {}
         self.counters = {"dma_read_bytes": 0, "dma_reads": 0, "dma_write_bytes": 0,
                          "dma_writes": 0, "tlps_up": 0, "tlps_down": 0, "mmio_writes": 0,
                          "mmio_reads": 0}
@@ -62,29 +66,52 @@ class Pcie:
     def _tlps(self, n: int, size: int) -> int:
         return max(1, -(-n // size))
 
-    def dma_write(self, nbytes: int, not_before: float = 0.0) -> float:
-        """Reserve the upstream link for a posted write; returns when it is in host memory."""
+    def _write_cost(self, nbytes: int) -> tuple[int, float]:
         c = self.cfg
         ntlp = self._tlps(nbytes, c.mps)
-        start = max(self.env.now, self.up_free, not_before)
-        self.up_free = start + (nbytes + ntlp * c.tlp_overhead) / self._bpns
+        v = (ntlp, (nbytes + ntlp * c.tlp_overhead) / self._bpns)
+        self._wcost[nbytes] = v
+        return v
+
+    def _read_cost(self, nbytes: int) -> tuple[int, int, float, float]:
+        c = self.cfg
+        nreq, ncpl = self._tlps(nbytes, c.mrrs), self._tlps(nbytes, c.mps)
+        v = (nreq, ncpl, nreq * c.tlp_overhead / self._bpns,
+             (nbytes + ncpl * c.tlp_overhead) / self._bpns)
+        self._rcost[nbytes] = v
+        return v
+
+    def dma_write(self, nbytes: int, not_before: float = 0.0) -> float:
+        """Reserve the upstream link for a posted write; returns when it is in host memory."""
+        ntlp, dur = self._wcost.get(nbytes) or self._write_cost(nbytes)
+        now = self.env.now
+        start = self.up_free
+        if start < now:
+            start = now
+        if start < not_before:
+            start = not_before
+        self.up_free = start + dur
         self.last_write_start = start
         k = self.counters
         k["dma_writes"] += 1
         k["dma_write_bytes"] += nbytes
         k["tlps_up"] += ntlp
-        return self.up_free + c.latency_ns
+        return start + dur + self._lat
 
     def dma_read(self, nbytes: int, not_before: float = 0.0) -> float:
         """Read requests upstream, completions downstream; returns when the data is in the NIC."""
-        c = self.cfg
-        nreq = self._tlps(nbytes, c.mrrs)
-        start = max(self.env.now, self.up_free, not_before)
-        self.up_free = start + nreq * c.tlp_overhead / self._bpns
-        ncpl = self._tlps(nbytes, c.mps)
-        first = self.up_free + 2 * c.latency_ns + c.host_mem_ns
-        cstart = max(first, self.down_free)
-        self.down_free = cstart + (nbytes + ncpl * c.tlp_overhead) / self._bpns
+        nreq, ncpl, req_dur, cpl_dur = self._rcost.get(nbytes) or self._read_cost(nbytes)
+        now = self.env.now
+        start = self.up_free
+        if start < now:
+            start = now
+        if start < not_before:
+            start = not_before
+        self.up_free = start + req_dur
+        cstart = start + req_dur + self._rtt
+        if cstart < self.down_free:
+            cstart = self.down_free
+        self.down_free = cstart + cpl_dur
         k = self.counters
         k["dma_reads"] += 1
         k["dma_read_bytes"] += nbytes

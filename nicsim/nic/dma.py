@@ -1,13 +1,12 @@
 """The NIC's DMA engine: reads and writes of host memory with PCIe timing.
 
-A read returns the bytes and the time they are in the NIC. A write is applied to host memory
-at the time the PCIe model says it lands there (one event per write), so software polling host
+A read returns the bytes and the time they are in the NIC. A write is posted to host memory
+with the time the PCIe model says it lands there (see PhysMem.post), so software observing host
 memory sees data no earlier than the hardware would deliver it.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import simpy
 
 from nicsim.host.memory import PhysMem
@@ -23,36 +22,34 @@ class Dma:
         self.pcie = pcie
 
     def read(self, pa: int, n: int, not_before: float = 0.0) -> tuple[bytes, float]:
-        return self.mem.buf[pa:pa + n].tobytes(), self.pcie.dma_read(n, not_before)
+        mem = self.mem
+        if mem.posted:
+            mem.sync()
+        return mem.buf[pa:pa + n].tobytes(), self.pcie.dma_read(n, not_before)
 
     def gather(self, segs: Segs, not_before: float = 0.0) -> tuple[bytes, float]:
-        buf = self.mem.buf
-        data = b"".join(buf[pa:pa + n].tobytes() for pa, n in segs)
+        mem = self.mem
+        if mem.posted:
+            mem.sync()
+        buf = mem.buf
+        if len(segs) == 1:
+            pa, n = segs[0]
+            data = buf[pa:pa + n].tobytes()
+        else:
+            data = b"".join(buf[pa:pa + n].tobytes() for pa, n in segs)
         return data, self.pcie.dma_read(len(data), not_before)
 
     def write(self, pa: int, data: bytes | memoryview, not_before: float = 0.0) -> float:
+        """A posted write; returns when it lands in host memory."""
         done = self.pcie.dma_write(len(data), not_before)
-        env = self.env
-        buf = self.mem.buf
-
-        def land(_e: simpy.Event) -> None:
-            buf[pa:pa + len(data)] = np.frombuffer(data, dtype=np.uint8)
-
-        env.timeout(done - env.now).callbacks.append(land)
+        self.mem.post(done, [(pa, data)])
         return done
 
-    def scatter(self, parts: list[tuple[int, memoryview]], nbytes: int,
+    def scatter(self, parts: list[tuple[int, bytes | memoryview]], nbytes: int,
                 not_before: float = 0.0) -> float:
         """Write several (physical address, data) pieces as one transfer of `nbytes`."""
         done = self.pcie.dma_write(nbytes, not_before)
-        env = self.env
-        buf = self.mem.buf
-
-        def land(_e: simpy.Event) -> None:
-            for pa, d in parts:
-                buf[pa:pa + len(d)] = np.frombuffer(d, dtype=np.uint8)
-
-        env.timeout(done - env.now).callbacks.append(land)
+        self.mem.post(done, parts)
         return done
 
 
@@ -63,6 +60,10 @@ def take(segs: Segs, pos: tuple[int, int], n: int) -> tuple[Segs, tuple[int, int
     the caller has checked lengths.
     """
     i, off = pos
+    if i < len(segs):
+        pa, ln = segs[i]
+        if off + n < ln:  # the common case: inside one segment
+            return [(pa + off, n)], (i, off + n)
     out: Segs = []
     while n > 0 and i < len(segs):
         pa, ln = segs[i]

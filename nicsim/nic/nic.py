@@ -16,7 +16,7 @@ import simpy
 
 from nicsim.host.memory import PhysMem
 from nicsim.host.pcie import MmioDevice, Pcie
-from nicsim.hwif import DEV_ID, QpState, Reg, XlateStatus
+from nicsim.hwif import DEV_ID, QpState, QpType, Reg, XlateStatus
 from nicsim.nic.command import CommandProcessor
 from nicsim.nic.completer import Completer
 from nicsim.nic.config import NicConfig
@@ -30,7 +30,17 @@ from nicsim.nic.responder import Responder
 from nicsim.nic.scheduler import SendEngine
 from nicsim.nic.translation import TranslationCache
 from nicsim.nic.wqe_fetch import WqeFetch
-from nicsim.wire import Ecn, FrameBuilder, Kind, Path, WireError, mac_bytes, parse, roce_udp_sport
+from nicsim.wire import (
+    Ecn,
+    FrameBuilder,
+    Kind,
+    Path,
+    Transport,
+    WireError,
+    mac_bytes,
+    parse,
+    roce_udp_sport,
+)
 
 
 def gid_to_ip(gid: bytes) -> bytes:
@@ -151,24 +161,24 @@ class Nic(MmioDevice):
             self.drops.bump(e.reason.value)
             return
         rx["roce_packets"] += 1
-        if p.dmac != self.mac:
+        if frame[0:6] != self.mac:
             rx["not_for_us"] += 1
             return
-        kind = p.info.kind
-        if kind is Kind.CNP:
+        info = p.info
+        if info.kind is Kind.CNP:
             rx["cnp"] += 1
             return
         qp = self.qps.get(p.dqpn)
         if qp is None:
             rx["unknown_qpn"] += 1
             return
-        if p.info.transport.value != 0 or qp.type.name != "RC":
+        if info.transport is not Transport.RC or qp.type is not QpType.RC:
             rx["qp_type_mismatch"] += 1
             return
         if p.pkey != qp.pkey:
             rx["bad_pkey"] += 1
             return
-        if p.info.is_request:
+        if info.is_request:
             self.responder.request(qp, p)
         else:
             self.completer.response(qp, p)

@@ -7,8 +7,9 @@ from collections.abc import Callable
 import simpy
 
 from nicsim.fabric.link import Link
-from nicsim.wire import wire_bytes
-from nicsim.wire.packet import ETH_IFG
+from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE
+
+_WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG  # see nicsim.wire.wire_bytes
 
 
 class Port:
@@ -35,12 +36,17 @@ class Port:
         """
         if self.link is None:
             raise RuntimeError("port is not connected to a link")
-        start = max(self.env.now, ready_at, self.free)
-        dur = wire_bytes(len(frame)) * self._ns_per_byte
+        start = self.env.now
+        if start < ready_at:
+            start = ready_at
+        if start < self.free:
+            start = self.free
+        n = len(frame)
+        dur = (_WIRE_EXTRA + (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)) * self._ns_per_byte
         self.free = end = start + dur
         c = self.counters
         c["tx_frames"] += 1
-        c["tx_bytes"] += len(frame)
+        c["tx_bytes"] += n
         c["tx_busy_ns"] += dur
         # The last bit leaves before the inter-frame gap that follows it.
         self.link.carry(frame, self._end, end - ETH_IFG * self._ns_per_byte)

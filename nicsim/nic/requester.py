@@ -15,7 +15,6 @@ import simpy
 
 from nicsim.hwif import Access, CqeStatus, QpType, VendorErr, WqeFlags, WqeOpcode, XlateStatus
 from nicsim.nic.counters import Counters
-from nicsim.nic.dma import take
 from nicsim.nic.qp import PSN_MASK, QpCtx, SendOp
 from nicsim.nic.wqe_fetch import SendWqe
 from nicsim.wire import Kind, Pos, Transport, atomic_eth, ieth, immdt, message_opcodes, reth
@@ -157,41 +156,60 @@ class Requester:
         assert b is not None
         build = b.build
         emit = nic.engine.emit
-        dma = nic.dma
-        pipeline = nic.cfg.tx_pipeline_ns
+        mem = nic.dma.mem
+        buf = mem.buf
+        dma_read = nic.dma.pcie.dma_read
+        ready_lag = nic.cfg.tx_pipeline_ns
         dqpn = qp.dest_qpn
         solicited = bool(ctrl.flags & WqeFlags.SOLICITED)
         inline = wqe.inline
-        pos = (0, 0)
         c = self.counters
         c["data_packets"] += npkts
         c["data_bytes"] += total
         last_i = npkts - 1
+        first_ext = reth(ctrl.remote_addr, ctrl.rkey, total) if is_write else b""
+        last_ext = immdt(ctrl.imm_inv) if has_imm else ieth(ctrl.imm_inv) if has_inv else b""
+        si = so = 0  # position in segs: segment index, offset within it
         for i in range(npkts):
-            off = i * mtu
-            n = min(mtu, total - off)
+            n = total - i * mtu
+            if n > mtu:
+                n = mtu
             if inline:
-                payload, ready = inline[off:off + n], t
+                payload, ready = inline[i * mtu:i * mtu + n], t
             elif n:
-                pieces, pos = take(segs, pos, n)
-                payload, ready = dma.gather(pieces, t)
+                if mem.posted:
+                    mem.sync()
+                # Gather n bytes from the physical segments (the MTT walk's result).
+                pa, ln = segs[si]
+                if so + n <= ln:
+                    payload = buf[pa + so:pa + so + n].tobytes()
+                    so += n
+                else:
+                    parts, k = [], n
+                    while k:
+                        pa, ln = segs[si]
+                        m = min(ln - so, k)
+                        parts.append(buf[pa + so:pa + so + m].tobytes())
+                        so += m
+                        k -= m
+                        if so == ln and k:
+                            si, so = si + 1, 0
+                    payload = b"".join(parts)
+                if so == ln and si + 1 < len(segs):
+                    si, so = si + 1, 0
+                ready = dma_read(n, t)
             else:
                 payload, ready = b"", t
-            if i == 0:
-                opc = only_op if i == last_i else first_op
-                ext = reth(ctrl.remote_addr, ctrl.rkey, total) if is_write else b""
-            else:
-                opc = last_op if i == last_i else mid_op
-                ext = b""
             if i == last_i:
-                if has_imm:
-                    ext += immdt(ctrl.imm_inv)
-                elif has_inv:
-                    ext += ieth(ctrl.imm_inv)
-            frame = build(opc, dqpn, (psn + i) & PSN_MASK, ext, payload, ackreq=i == last_i,
-                          solicited=solicited and i == last_i)
-            wait = emit(frame, ready + pipeline)
-            if wait > env.now:
+                ext = (first_ext + last_ext) if i == 0 else last_ext
+                frame = build(only_op if i == 0 else last_op, dqpn, (psn + i) & PSN_MASK, ext,
+                              payload, ackreq=True, solicited=solicited)
+            elif i == 0:
+                frame = build(first_op, dqpn, psn, first_ext, payload)
+            else:
+                frame = build(mid_op, dqpn, (psn + i) & PSN_MASK, b"", payload)
+            wait = emit(frame, ready + ready_lag)
+            if wait and wait > env.now:
                 yield env.timeout(wait - env.now)
 
     def flush_sq(self, qp: QpCtx) -> None:

@@ -141,8 +141,8 @@ class Responder:
         if ok and info.has_payload:
             # FIRST and MIDDLE carry exactly one MTU; LAST and ONLY at most one (C9-x).
             ok = plen == qp.mtu if not info.is_last else plen <= qp.mtu
-            if ok and info.pos.name == "LAST" and plen == 0:
-                ok = False
+            if ok and plen == 0 and info.is_last and not info.is_first:
+                ok = False  # a LAST packet carries at least one byte
         if not ok:
             self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t, CqeStatus.REM_INV_REQ_ERR)
             return
@@ -168,20 +168,29 @@ class Responder:
         n = p.payload_len
         if not n:
             return t
-        pieces, (r.seg_i, r.seg_off) = take(r.segs, (r.seg_i, r.seg_off), n)
-        mv = p.payload
-        parts = []
-        o = 0
-        for pa, k in pieces:
-            parts.append((pa, mv[o:o + k]))
-            o += k
+        mv = memoryview(p.frame)[p.payload_off:p.payload_off + n]
+        pa, ln = r.segs[r.seg_i]
+        off = r.seg_off
+        if off + n < ln:  # the common case: inside one physical segment
+            parts = [(pa + off, mv)]
+            r.seg_off = off + n
+        else:
+            pieces, (r.seg_i, r.seg_off) = take(r.segs, (r.seg_i, off), n)
+            parts = []
+            o = 0
+            for pa, k in pieces:
+                parts.append((pa, mv[o:o + k]))
+                o += k
         r.msg_len += n
         self.counters["bytes_placed"] += n
-        done = self.nic.dma.scatter(parts, n, max(t, r.data_ready_at))
+        nic = self.nic
+        pcie = nic.pcie
+        done = pcie.dma_write(n, t if t > r.data_ready_at else r.data_ready_at)
+        nic.dma.mem.post(done, parts)
         r.last_done_at = done
         # The pipeline is in order: nothing about this packet (its ACK) leaves before its
         # write is posted to PCIe, which orders it before anything the NIC writes later.
-        r.posted_at = self.nic.pcie.last_write_start
+        r.posted_at = pcie.last_write_start
         return done
 
     # -- SEND -------------------------------------------------------------------------------

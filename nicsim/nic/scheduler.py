@@ -33,6 +33,7 @@ class SendEngine:
         self.ready: deque[QpCtx] = deque()
         self.jobs: deque[Callable[[], Generator[simpy.Event, None, None]]] = deque()
         self._inflight: deque[float] = deque()
+        self._half = max(1, readahead // 2)
         self._wake: simpy.Event | None = None
         self.requester: Requester
         self.fetch: WqeFetch
@@ -61,10 +62,16 @@ class SendEngine:
 
     def emit(self, frame: bytes, ready_at: float) -> float:
         """Hand a frame to the port. Returns a time the caller must wait until (0: no wait)
-        so that at most `k` packets are decided ahead of the wire."""
+        so that at most `k` packets are decided ahead of the wire.
+
+        When the window is full the engine waits for the older half of it to start, then
+        decides the next half: reads are issued in bursts, and the lookahead stays between
+        k/2 and k packets."""
         q = self._inflight
         q.append(self.port.send(frame, ready_at))
         if len(q) >= self.k:
+            for _ in range(self._half - 1):
+                q.popleft()
             return q.popleft()
         return 0.0
 

@@ -43,19 +43,20 @@ def split(mpt: Mpt, mtt: Callable[[int], int], va: int, length: int) -> Segments
     where consecutive pages are physically contiguous. `mtt(i)` gives MTT entry i."""
     shift = mpt.page_shift
     psize = 1 << shift
-    base_page = mpt.start >> shift
+    first = mpt.mtt_index - (mpt.start >> shift)
     out: Segments = []
-    while length > 0:
-        page = va >> shift
+    end = va + length
+    last_pa = -1
+    while va < end:
         off = va & (psize - 1)
-        n = min(psize - off, length)
-        pa = mtt(mpt.mtt_index + page - base_page) + off
-        if out and out[-1][0] + out[-1][1] == pa:
+        n = min(psize - off, end - va)
+        pa = mtt(first + (va >> shift)) + off
+        if pa == last_pa:
             out[-1] = (out[-1][0], out[-1][1] + n)
         else:
             out.append((pa, n))
+        last_pa = pa + n
         va += n
-        length -= n
     return out
 
 
@@ -116,11 +117,11 @@ class TranslationCache:
         if st is not XlateStatus.OK:
             return st, [], misses
         miss = [0]
+        cache = self._mtt
 
         def mtt(i: int) -> int:
-            pa = self._mtt.get(i)
+            pa = cache.get(i)
             if pa is not None:
-                self.mtt_hits += 1
                 return pa
             # A miss fetches the whole aligned line of MTT_LINE entries in one DMA read.
             self.mtt_misses += 1
@@ -128,10 +129,14 @@ class TranslationCache:
             first = i & ~(MTT_LINE - 1)
             raw = self._read(self.mtt_base + first * MTT_ENTRY_SIZE, MTT_LINE * MTT_ENTRY_SIZE)
             for j, v in enumerate(_MTT_LINE_FMT.unpack(raw)):
-                self._mtt[first + j] = v
-            while len(self._mtt) > self.mtt_capacity:
-                self._mtt.popitem(last=False)
-            return self._mtt.get(i, 0)
+                cache[first + j] = v
+            while len(cache) > self.mtt_capacity:
+                cache.popitem(last=False)
+            return cache.get(i, 0)
 
         segs = split(mpt, mtt, va, length) if length else []
+        # Pages found without a miss were hits.
+        if segs:
+            shift = mpt.page_shift
+            self.mtt_hits += ((va + length - 1) >> shift) - (va >> shift) + 1 - miss[0]
         return st, segs, misses + miss[0]

@@ -7,7 +7,7 @@ Everything that builds, parses or names packets reads this table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 
 
@@ -115,22 +115,20 @@ class OpInfo:
     has_payload: bool
     imm: bool = False
     inv: bool = False
+    # Derived once, read per packet on the hot path.
+    ext_len: int = field(init=False)
+    is_first: bool = field(init=False)
+    is_last: bool = field(init=False)
+    is_request: bool = field(init=False)
+    ext_layout: tuple[tuple[Ext, int], ...] = field(init=False)  # (header, size) in order
 
-    @property
-    def ext_len(self) -> int:
-        return sum(e.size for e in self.exts)
-
-    @property
-    def is_first(self) -> bool:
-        return self.pos in (Pos.FIRST, Pos.ONLY)
-
-    @property
-    def is_last(self) -> bool:
-        return self.pos in (Pos.LAST, Pos.ONLY)
-
-    @property
-    def is_request(self) -> bool:
-        return self.kind in (Kind.SEND, Kind.WRITE, Kind.READ_REQ, Kind.CMP_SWAP, Kind.FETCH_ADD)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ext_len", sum(e.size for e in self.exts))
+        object.__setattr__(self, "ext_layout", tuple((e, e.size) for e in self.exts))
+        object.__setattr__(self, "is_first", self.pos in (Pos.FIRST, Pos.ONLY))
+        object.__setattr__(self, "is_last", self.pos in (Pos.LAST, Pos.ONLY))
+        object.__setattr__(self, "is_request", self.kind in (
+            Kind.SEND, Kind.WRITE, Kind.READ_REQ, Kind.CMP_SWAP, Kind.FETCH_ADD))
 
 
 def _rows() -> list[OpInfo]:

@@ -186,10 +186,15 @@ def ipv4_checksum(hdr: bytes) -> int:
 
 
 class FrameBuilder:
-    """Builds frames for one Path; the fixed parts of the headers are computed once."""
+    """Builds frames for one Path.
+
+    Everything below BTH depends only on the Path and the frame's length, so it is computed
+    once per length and kept: the Ethernet+IP+UDP header bytes and the ICRC's running CRC over
+    the masked pseudo-header up to BTH.
+    """
 
     __slots__ = ("path", "_eth", "_v6", "_sip", "_dip", "_tos", "_ttl", "_csum_base",
-                 "_v6_word0", "_v6_masked_word0", "_sport")
+                 "_v6_word0", "_sport", "_by_len")
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -200,27 +205,19 @@ class FrameBuilder:
         self._tos = (path.dscp << 2) | path.ecn.value
         self._ttl = path.ttl
         self._sport = path.sport
-        # IPv4 header checksum over every word but total length (added per packet).
+        # IPv4 header checksum over every word but total length (added per length).
         fixed = _IPV4.pack(0x45, self._tos, 0, 0, 0x4000, self._ttl, 17, 0, path.sip[:4],
                            path.dip[:4]) if not self._v6 else b""
         self._csum_base = sum(struct.unpack("!10H", fixed)) if fixed else 0
         self._v6_word0 = (6 << 28) | (self._tos << 20) | (path.flow_label & 0xFFFFF)
-        self._v6_masked_word0 = (6 << 28) | 0x0FFFFFFF
+        self._by_len: dict[int, tuple[bytes, int]] = {}
 
-    def build(self, opcode: int, dqpn: int, psn: int, ext: bytes = b"", payload: bytes = b"",
-              *, ackreq: bool = False, solicited: bool = False, becn: bool = False,
-              fecn: bool = False, pkey: int = PKEY_DEFAULT, migreq: bool = True) -> bytes:
-        """One complete frame (without FCS). `ext` is the packed extension headers in order."""
-        plen = len(payload)
-        pad = -plen & 3
-        bth1 = (0x80 if solicited else 0) | (0x40 if migreq else 0) | (pad << 4)
-        bth = _BTH.pack(opcode, bth1, pkey, ((0x80 if fecn else 0) | (0x40 if becn else 0)) << 24
-                        | (dqpn & 0xFFFFFF), (0x80000000 if ackreq else 0) | (psn & 0xFFFFFF))
-        udp_len = UDP_HLEN + BTH_LEN + len(ext) + plen + pad + ICRC_LEN
+    def _below_bth(self, udp_len: int) -> tuple[bytes, int]:
+        """Ethernet+IP+UDP header bytes, and the ICRC state after the masked IP and UDP."""
         udp = _UDP.pack(self._sport, ROCE_UDP_PORT, udp_len, 0)
         if self._v6:
             ip = _IPV6_FIRST.pack(self._v6_word0, udp_len, 17, self._ttl) + self._sip + self._dip
-            masked_ip = (_IPV6_FIRST.pack(self._v6_masked_word0, udp_len, 17, 0xFF) + self._sip
+            masked_ip = (_IPV6_FIRST.pack(0x6FFFFFFF, udp_len, 17, 0xFF) + self._sip
                          + self._dip)
         else:
             tot = IPV4_HLEN + udp_len
@@ -229,14 +226,38 @@ class FrameBuilder:
                             self._dip)
             masked_ip = _IPV4.pack(0x45, 0xFF, tot, 0, 0x4000, 0xFF, 17, 0xFFFF, self._sip,
                                    self._dip)
-        masked_udp = udp[:6] + b"\xff\xff"
-        masked_bth = bth[:4] + b"\xff" + bth[5:]
-        tail = ext + payload + (b"\0" * pad if pad else b"")
-        crc = zlib.crc32(tail, zlib.crc32(masked_bth, zlib.crc32(masked_udp, zlib.crc32(
-            masked_ip, _CRC_ONES8))))
-        return b"".join((self._eth, ip, udp, bth, tail, _ICRC.pack(crc)))
+        crc = zlib.crc32(udp[:6] + b"\xff\xff", zlib.crc32(masked_ip, _CRC_ONES8))
+        v = (self._eth + ip + udp, crc)
+        if len(self._by_len) < 4096:
+            self._by_len[udp_len] = v
+        return v
+
+    def build(self, opcode: int, dqpn: int, psn: int, ext: bytes = b"", payload: bytes = b"",
+              *, ackreq: bool = False, solicited: bool = False, becn: bool = False,
+              fecn: bool = False, pkey: int = PKEY_DEFAULT, migreq: bool = True) -> bytes:
+        """One complete frame (without FCS). `ext` is the packed extension headers in order."""
+        plen = len(payload)
+        pad = -plen & 3
+        udp_len = UDP_HLEN + BTH_LEN + len(ext) + plen + pad + ICRC_LEN
+        hdr, crc = self._by_len.get(udp_len) or self._below_bth(udp_len)
+        w0 = (opcode << 24) | ((0x80 if solicited else 0) | (0x40 if migreq else 0)
+                               | (pad << 4)) << 16 | pkey
+        w2 = (0x80000000 if ackreq else 0) | (psn & 0xFFFFFF)
+        dq = dqpn & 0xFFFFFF
+        bth = _BTH3.pack(w0, ((0x80 if fecn else 0) | (0x40 if becn else 0)) << 24 | dq, w2)
+        # The ICRC sees BTH byte 4 (FECN, BECN, resv6) as ones.
+        crc = zlib.crc32(_BTH3.pack(w0, 0xFF000000 | dq, w2), crc)
+        if pad:
+            tail = ext + payload + b"\0" * pad
+            crc = zlib.crc32(tail, crc)
+            return b"".join((hdr, bth, tail, _ICRC.pack(crc)))
+        if ext:
+            crc = zlib.crc32(ext, crc)
+        crc = zlib.crc32(payload, crc)
+        return b"".join((hdr, bth, ext, payload, _ICRC.pack(crc)))
 
 
+_BTH3 = struct.Struct("!III")
 _CRC_ONES8 = zlib.crc32(_ONES8)
 
 
@@ -256,17 +277,77 @@ def packet_overhead(ext_len: int, ipv6: bool = False) -> int:
 
 
 class Packet:
-    """A parsed RoCEv2 frame. Extension header fields are None when absent."""
+    """A parsed RoCEv2 frame. Extension header fields are None when absent (the class-level
+    defaults below; the parser sets only what the opcode carries). Ethernet, IP and UDP
+    fields are read from the frame when asked for: the NIC's hot path does not need them."""
 
+    # Slots for what every packet sets; extension header fields go in __dict__ when present.
     __slots__ = ("frame", "info", "opcode", "solicited", "migreq", "pad", "tver", "pkey",
-                 "fecn", "becn", "dqpn", "ackreq", "psn", "ipv6", "smac", "dmac", "sip", "dip",
-                 "tos", "sport", "udp_csum", "l3_off", "bth_off", "payload_off", "payload_len",
-                 "reth_va", "reth_rkey", "reth_len", "aeth_syndrome", "aeth_msn", "imm",
-                 "ieth_rkey", "atomic_va", "atomic_rkey", "atomic_swap_add", "atomic_compare",
-                 "atomic_orig", "deth_qkey", "deth_src_qp", "icrc")
+                 "fecn", "becn", "dqpn", "ackreq", "psn", "ipv6", "l3_off", "bth_off",
+                 "payload_off", "payload_len", "icrc", "__dict__")
 
     frame: bytes
     info: OpInfo
+    opcode: int
+    solicited: bool
+    migreq: bool
+    pad: int
+    tver: int
+    pkey: int
+    fecn: bool
+    becn: bool
+    dqpn: int
+    ackreq: bool
+    psn: int
+    ipv6: bool
+    l3_off: int
+    bth_off: int
+    payload_off: int
+    payload_len: int
+    icrc: int
+    reth_va: int | None = None
+    reth_rkey: int | None = None
+    reth_len: int | None = None
+    aeth_syndrome: int | None = None
+    aeth_msn: int | None = None
+    imm: int | None = None
+    ieth_rkey: int | None = None
+    atomic_va: int | None = None
+    atomic_rkey: int | None = None
+    atomic_swap_add: int | None = None
+    atomic_compare: int | None = None
+    atomic_orig: int | None = None
+    deth_qkey: int | None = None
+    deth_src_qp: int | None = None
+
+    @property
+    def dmac(self) -> bytes:
+        return self.frame[0:6]
+
+    @property
+    def smac(self) -> bytes:
+        return self.frame[6:12]
+
+    @property
+    def sip(self) -> bytes:
+        return self.frame[22:38] if self.ipv6 else self.frame[26:30]
+
+    @property
+    def dip(self) -> bytes:
+        return self.frame[38:54] if self.ipv6 else self.frame[30:34]
+
+    @property
+    def tos(self) -> int:
+        f = self.frame
+        return ((f[14] & 0xF) << 4 | f[15] >> 4) if self.ipv6 else f[15]
+
+    @property
+    def sport(self) -> int:
+        return int.from_bytes(self.frame[self.bth_off - 8:self.bth_off - 6], "big")
+
+    @property
+    def udp_csum(self) -> int:
+        return int.from_bytes(self.frame[self.bth_off - 2:self.bth_off], "big")
 
     @property
     def payload(self) -> memoryview:
@@ -289,57 +370,23 @@ def parse(frame: bytes, *, check_icrc: bool = True) -> Packet:
     well-formed RoCEv2 packet. Trailing bytes past the IP length (Ethernet padding) are ignored.
     """
     n = len(frame)
-    if n < ETH_HLEN:
-        raise WireError(ParseError.TRUNCATED, f"{n} bytes, shorter than an Ethernet header")
-    (etype,) = _ETH_TYPE.unpack_from(frame, 12)
+    # Whether a flow's Ethernet type + IP + UDP header bytes are valid, where the packet ends
+    # and the ICRC's state after them are pure functions of those bytes, which repeat for
+    # every packet of a flow: look them up before working them out.
+    key = frame[12:42] if n > 14 and frame[14] == 0x45 else frame[12:62]
+    hit = _L3.get(key)
+    if hit is None:
+        hit = _l3_slow(frame, n)
+        if len(_L3) > 8192:
+            _L3.clear()
+        _L3[frame[12:hit[1]]] = hit
+    end, b, prefix, ipv6 = hit
+    if end > n:
+        raise WireError(ParseError.BAD_IP_LENGTH, f"IP length says {end}, frame {n}")
     p = Packet()
     p.frame = frame
-    p.dmac = frame[0:6]
-    p.smac = frame[6:12]
     p.l3_off = ETH_HLEN
-    if etype == ETH_P_IPV4:
-        if n < ETH_HLEN + IPV4_HLEN:
-            raise WireError(ParseError.TRUNCATED, "IPv4 header")
-        vihl, tos, tot, _id, _frag, _ttl, proto, _csum, sip, dip = _IPV4.unpack_from(frame, 14)
-        if vihl >> 4 != 4:
-            raise WireError(ParseError.BAD_IP_VERSION, f"version {vihl >> 4} in an IPv4 frame")
-        ihl = (vihl & 0xF) * 4
-        if ihl < IPV4_HLEN or n < ETH_HLEN + ihl:
-            raise WireError(ParseError.BAD_IP_HEADER, f"IHL {ihl} bytes")
-        if _fold(sum(struct.unpack_from(f"!{ihl // 2}H", frame, 14))) != 0xFFFF:
-            raise WireError(ParseError.BAD_IP_CHECKSUM)
-        if tot < ihl + UDP_HLEN or ETH_HLEN + tot > n:
-            raise WireError(ParseError.BAD_IP_LENGTH, f"total length {tot}, frame {n}")
-        if proto != 17:
-            raise WireError(ParseError.NOT_UDP, f"IP protocol {proto}")
-        p.ipv6 = False
-        p.sip, p.dip, p.tos = sip, dip, tos
-        l4 = ETH_HLEN + ihl
-        end = ETH_HLEN + tot
-    elif etype == ETH_P_IPV6:
-        if n < ETH_HLEN + IPV6_HLEN:
-            raise WireError(ParseError.TRUNCATED, "IPv6 header")
-        w0, plen, nxt, _hl = _IPV6_FIRST.unpack_from(frame, 14)
-        if w0 >> 28 != 6:
-            raise WireError(ParseError.BAD_IP_VERSION, f"version {w0 >> 28} in an IPv6 frame")
-        if nxt != 17:
-            raise WireError(ParseError.NOT_UDP, f"IPv6 next header {nxt}")
-        l4 = ETH_HLEN + IPV6_HLEN
-        if plen < UDP_HLEN or l4 + plen > n:
-            raise WireError(ParseError.BAD_IP_LENGTH, f"payload length {plen}, frame {n}")
-        p.ipv6 = True
-        p.sip, p.dip = frame[22:38], frame[38:54]
-        p.tos = (w0 >> 20) & 0xFF
-        end = l4 + plen
-    else:
-        raise WireError(ParseError.NOT_IP, f"EtherType 0x{etype:04x}")
-    sport, dport, ulen, ucsum = _UDP.unpack_from(frame, l4)
-    if dport != ROCE_UDP_PORT:
-        raise WireError(ParseError.NOT_ROCE, f"UDP port {dport}")
-    if ulen != end - l4:
-        raise WireError(ParseError.BAD_UDP_LENGTH, f"UDP length {ulen}, IP says {end - l4}")
-    p.sport, p.udp_csum = sport, ucsum
-    b = l4 + UDP_HLEN
+    p.ipv6 = ipv6
     p.bth_off = b
     if end - b < BTH_LEN + ICRC_LEN:
         raise WireError(ParseError.TRUNCATED, "BTH")
@@ -368,10 +415,7 @@ def parse(frame: bytes, *, check_icrc: bool = True) -> Packet:
     if not info.has_payload and (payload_len or pad):
         raise WireError(ParseError.BAD_PADCOUNT if pad else ParseError.SHORT_HEADERS,
                         f"{info.opcode.name} carries no payload, found {payload_len} bytes")
-    p.reth_va = p.reth_rkey = p.reth_len = p.aeth_syndrome = p.aeth_msn = p.imm = None
-    p.ieth_rkey = p.atomic_va = p.atomic_rkey = p.atomic_swap_add = p.atomic_compare = None
-    p.atomic_orig = p.deth_qkey = p.deth_src_qp = None
-    for e in info.exts:
+    for e, size in info.ext_layout:
         if e is Ext.RETH:
             p.reth_va, p.reth_rkey, p.reth_len = _RETH.unpack_from(frame, x)
         elif e is Ext.AETH:
@@ -389,29 +433,99 @@ def parse(frame: bytes, *, check_icrc: bool = True) -> Packet:
         elif e is Ext.DETH:
             qkey, src = _DETH.unpack_from(frame, x)
             p.deth_qkey, p.deth_src_qp = qkey, src & 0xFFFFFF
-        x += e.size
+        x += size
     p.payload_off, p.payload_len = x, payload_len
     (p.icrc,) = _ICRC.unpack_from(frame, end - ICRC_LEN)
-    if check_icrc and p.icrc != compute_icrc(frame, p.l3_off, end):
-        raise WireError(ParseError.BAD_ICRC, f"ICRC 0x{p.icrc:08x}")
+    if check_icrc:
+        crc = zlib.crc32(memoryview(frame)[b + 5:end - ICRC_LEN],
+                         zlib.crc32(frame[b:b + 4] + b"\xff", prefix))
+        if crc != p.icrc:
+            raise WireError(ParseError.BAD_ICRC, f"ICRC 0x{p.icrc:08x}")
     return p
+
+
+_L3: dict[bytes, tuple[int, int, int, bool]] = {}
+
+
+def _l3_slow(frame: bytes, n: int) -> tuple[int, int, int, bool]:
+    """Validate Ethernet, IP and UDP; returns (end of the IP packet, BTH offset, ICRC state
+    after the masked IP and UDP headers, IPv6?)."""
+    if n < ETH_HLEN:
+        raise WireError(ParseError.TRUNCATED, f"{n} bytes, shorter than an Ethernet header")
+    (etype,) = _ETH_TYPE.unpack_from(frame, 12)
+    if etype == ETH_P_IPV4:
+        if n < ETH_HLEN + IPV4_HLEN:
+            raise WireError(ParseError.TRUNCATED, "IPv4 header")
+        vihl, _tos, tot, _id, _frag, _ttl, proto, _csum, _sip, _dip = _IPV4.unpack_from(frame,
+                                                                                         14)
+        if vihl >> 4 != 4:
+            raise WireError(ParseError.BAD_IP_VERSION, f"version {vihl >> 4} in an IPv4 frame")
+        ihl = (vihl & 0xF) * 4
+        if ihl < IPV4_HLEN or n < ETH_HLEN + ihl:
+            raise WireError(ParseError.BAD_IP_HEADER, f"IHL {ihl} bytes")
+        if _fold(sum(struct.unpack_from(f"!{ihl // 2}H", frame, 14))) != 0xFFFF:
+            raise WireError(ParseError.BAD_IP_CHECKSUM, "IPv4 header checksum")
+        if tot < ihl + UDP_HLEN or ETH_HLEN + tot > n:
+            raise WireError(ParseError.BAD_IP_LENGTH, f"total length {tot}, frame {n}")
+        if proto != 17:
+            raise WireError(ParseError.NOT_UDP, f"IP protocol {proto}")
+        l4 = ETH_HLEN + ihl
+        end = ETH_HLEN + tot
+        ipv6 = False
+    elif etype == ETH_P_IPV6:
+        if n < ETH_HLEN + IPV6_HLEN:
+            raise WireError(ParseError.TRUNCATED, "IPv6 header")
+        w0, plen, nxt, _hl = _IPV6_FIRST.unpack_from(frame, 14)
+        if w0 >> 28 != 6:
+            raise WireError(ParseError.BAD_IP_VERSION, f"version {w0 >> 28} in an IPv6 frame")
+        if nxt != 17:
+            raise WireError(ParseError.NOT_UDP, f"IPv6 next header {nxt}")
+        l4 = ETH_HLEN + IPV6_HLEN
+        if plen < UDP_HLEN or l4 + plen > n:
+            raise WireError(ParseError.BAD_IP_LENGTH, f"payload length {plen}, frame {n}")
+        end = l4 + plen
+        ipv6 = True
+    else:
+        raise WireError(ParseError.NOT_IP, f"EtherType 0x{etype:04x}")
+    _sport, dport, ulen, _ucsum = _UDP.unpack_from(frame, l4)
+    if dport != ROCE_UDP_PORT:
+        raise WireError(ParseError.NOT_ROCE, f"UDP port {dport}")
+    if ulen != end - l4:
+        raise WireError(ParseError.BAD_UDP_LENGTH, f"UDP length {ulen}, IP says {end - l4}")
+    b = l4 + UDP_HLEN
+    return end, b, _prefix_crc(frame, ETH_HLEN, b), ipv6
+
+
+_PREFIX: dict[bytes, int] = {}
+
+
+def _prefix_crc(frame: bytes, l3: int, b: int) -> int:
+    """The ICRC state after the 8 bytes of ones and the masked IP and UDP headers
+    frame[l3:b]; remembered per header bytes, like _check_v4."""
+    key = frame[l3:b]
+    crc = _PREFIX.get(key)
+    if crc is not None:
+        return crc
+    if frame[l3] >> 4 == 6:
+        ip = b"\x6f\xff\xff\xff" + key[4:7] + b"\xff" + key[8:40]
+    else:
+        n = (frame[l3] & 0xF) * 4
+        ip = key[0:1] + b"\xff" + key[2:8] + b"\xff" + key[9:10] + b"\xff\xff" + key[12:n]
+    crc = zlib.crc32(key[-8:-2] + b"\xff\xff", zlib.crc32(ip, _CRC_ONES8))
+    if len(_PREFIX) > 8192:
+        _PREFIX.clear()
+    _PREFIX[key] = crc
+    return crc
 
 
 def compute_icrc(frame: bytes, l3_off: int, end: int) -> int:
     """The ICRC of the frame's IP packet frame[l3_off:end] (the last 4 bytes are the ICRC)."""
-    mv = memoryview(frame)
     if frame[l3_off] >> 4 == 6:
-        l4 = l3_off + IPV6_HLEN
-        ip = b"\x6f\xff\xff\xff" + bytes(mv[l3_off + 4:l3_off + 7]) + b"\xff" + bytes(
-            mv[l3_off + 8:l4])
+        b = l3_off + IPV6_HLEN + UDP_HLEN
     else:
-        l4 = l3_off + (frame[l3_off] & 0xF) * 4
-        ip = (bytes(mv[l3_off:l3_off + 1]) + b"\xff" + bytes(mv[l3_off + 2:l3_off + 8]) + b"\xff"
-              + bytes(mv[l3_off + 9:l3_off + 10]) + b"\xff\xff" + bytes(mv[l3_off + 12:l4]))
-    b = l4 + UDP_HLEN
-    crc = zlib.crc32(ip, _CRC_ONES8)
-    crc = zlib.crc32(bytes(mv[l4:l4 + 6]) + b"\xff\xff" + bytes(mv[b:b + 4]) + b"\xff", crc)
-    return zlib.crc32(mv[b + 5:end - ICRC_LEN], crc)
+        b = l3_off + (frame[l3_off] & 0xF) * 4 + UDP_HLEN
+    crc = zlib.crc32(frame[b:b + 4] + b"\xff", _prefix_crc(frame, l3_off, b))
+    return zlib.crc32(memoryview(frame)[b + 5:end - ICRC_LEN], crc)
 
 
 def frame_end(frame: bytes) -> int:
