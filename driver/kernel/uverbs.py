@@ -75,7 +75,8 @@ class DoorbellPage:
     def write64(self, reg: Reg, value: int) -> None:
         if reg not in self._ALLOWED:
             raise UverbsError(f"register {reg!r} is not on the doorbell page", errno.EFAULT)
-        self._bar.write64(reg, value)  # type: ignore[attr-defined]
+        # The store's CPU time is part of the provider's per-post cost.
+        self._bar.write64(reg, value, cpu=False)  # type: ignore[attr-defined]
 
 
 class UverbsFile:

@@ -28,10 +28,14 @@ from nicsim.hwif import (
     Reg,
     SendWqeCtrl,
     Sge,
-    WqeFlags,
 )
 
 _WR_OPCODES = {int(o) for o in ibv_wr_opcode}
+_CTRL, _SGE = SendWqeCtrl.FMT, Sge.FMT  # the hwif layouts
+_SIGNALED = int(ibv_send_flags.IBV_SEND_SIGNALED)
+_FENCE = int(ibv_send_flags.IBV_SEND_FENCE)
+_SOLICITED = int(ibv_send_flags.IBV_SEND_SOLICITED)
+_INLINE = int(ibv_send_flags.IBV_SEND_INLINE)
 _ATOMICS = (ibv_wr_opcode.IBV_WR_ATOMIC_CMP_AND_SWP, ibv_wr_opcode.IBV_WR_ATOMIC_FETCH_AND_ADD)
 
 
@@ -110,15 +114,15 @@ class ProviderQp:
                                 errno.EINVAL)
         flags = 0
         sf = int(wr.send_flags)  # type: ignore[attr-defined]
-        if sf & ibv_send_flags.IBV_SEND_SIGNALED or self.sq_sig_all:
-            flags |= WqeFlags.SIGNALED
-        if sf & ibv_send_flags.IBV_SEND_FENCE:
-            flags |= WqeFlags.FENCE
-        if sf & ibv_send_flags.IBV_SEND_SOLICITED:
-            flags |= WqeFlags.SOLICITED
+        if sf & _SIGNALED or self.sq_sig_all:
+            flags |= 1  # WqeFlags.SIGNALED
+        if sf & _FENCE:
+            flags |= 2  # WqeFlags.FENCE
+        if sf & _SOLICITED:
+            flags |= 4  # WqeFlags.SOLICITED
         body = b""
         inline_len = 0
-        if sf & ibv_send_flags.IBV_SEND_INLINE:
+        if sf & _INLINE:
             if op in _ATOMICS or op == ibv_wr_opcode.IBV_WR_RDMA_READ:
                 raise ProviderError("inline data on a READ or atomic", errno.EINVAL)
             body = b"".join(self.aspace.read(s.addr, s.length) for s in sges)
@@ -126,16 +130,16 @@ class ProviderQp:
             if inline_len > self.max_inline:
                 raise ProviderError(f"inline data {inline_len} > max_inline_data "
                                     f"{self.max_inline}", errno.EINVAL)
-            flags |= WqeFlags.INLINE
+            flags |= 8  # WqeFlags.INLINE
         else:
-            body = b"".join(Sge(s.addr, s.length, s.lkey).pack() for s in sges)
+            body = b"".join(_SGE.pack(s.addr, s.length, s.lkey) for s in sges)
         imm = wr.imm_data if op != ibv_wr_opcode.IBV_WR_SEND_WITH_INV \
             else wr.invalidate_rkey  # type: ignore[attr-defined]
-        ctrl = SendWqeCtrl(op, flags, len(sges) if not inline_len else 0, imm & 0xFFFFFFFF,
-                           wr.remote_addr, wr.rkey, inline_len,  # type: ignore[attr-defined]
-                           wr.compare_add, wr.swap)  # type: ignore[attr-defined]
+        ctrl = _CTRL.pack(op, flags, len(sges) if not inline_len else 0, imm & 0xFFFFFFFF,
+                          wr.remote_addr, wr.rkey, inline_len,  # type: ignore[attr-defined]
+                          wr.compare_add, wr.swap, 0, 0)  # type: ignore[attr-defined]
         slot = self.sq_head & (self.sq_size - 1)
-        data = ctrl.pack() + body
+        data = ctrl + body
         assert len(data) <= self.sq_stride, "stride computed by the kernel from the caps"
         self.aspace.write(self.r.sq_va + slot * self.sq_stride, data)
         self.sq_wrid[slot] = wr.wr_id  # type: ignore[attr-defined]
@@ -167,9 +171,10 @@ class ProviderQp:
                 self.db.write64(Reg.RQ_DB, (self.r.qpn << 32) | (self.rq_head & 0xFFFF))
 
 
-_FLAG_MAP = ((CqeFlags.WITH_IMM, ibv_wc_flags.IBV_WC_WITH_IMM),
-             (CqeFlags.WITH_INV, ibv_wc_flags.IBV_WC_WITH_INV),
-             (CqeFlags.GRH, ibv_wc_flags.IBV_WC_GRH))
+_FLAG_MAP = tuple((int(a), int(b)) for a, b in (
+    (CqeFlags.WITH_IMM, ibv_wc_flags.IBV_WC_WITH_IMM),
+    (CqeFlags.WITH_INV, ibv_wc_flags.IBV_WC_WITH_INV),
+    (CqeFlags.GRH, ibv_wc_flags.IBV_WC_GRH)))
 
 
 class ProviderCq:
@@ -188,13 +193,11 @@ class ProviderCq:
         a = self.aspace
         log = self.r.log_size
         while len(out) < num_entries:
-            va = self.r.ring_va + (self.ci & (self.size - 1)) * CQE_SIZE
-            owner = a.read(va + CQE_OWNER_OFFSET, 1)[0] & 1
-            if owner != ((self.ci >> log) & 1) ^ 1:
-                break
-            cqe = Cqe.unpack(a.read(va, CQE_SIZE))
+            raw = a.read(self.r.ring_va + (self.ci & (self.size - 1)) * CQE_SIZE, CQE_SIZE)
+            if raw[CQE_OWNER_OFFSET] & 1 != ((self.ci >> log) & 1) ^ 1:
+                break  # not written by the NIC on this pass of the ring yet
             self.ci += 1
-            out.append(self._to_wc(cqe))
+            out.append(self._to_wc(Cqe.unpack(raw)))
         if out:
             a.write(self.r.dbrec_va, struct.pack("<I", self.ci & 0xFFFFFFFF))
             self.host.spend(self.host.costs.poll_cqe * len(out))

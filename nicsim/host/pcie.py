@@ -159,12 +159,15 @@ class Bar:
         self._spend = cpu_spend
         self._write_cost = write_cost_ns
 
-    def write64(self, offset: int, value: int) -> None:
+    def write64(self, offset: int, value: int, *, cpu: bool = True) -> None:
+        """A posted write. `cpu=False` when the caller has already counted the store's CPU
+        time in its own cost (the data path's doorbell)."""
         at = self._pcie.mmio_write_arrival()
         dev = self._dev
         ev = self._env.timeout(at - self._env.now)
         ev.callbacks.append(lambda _e: dev.mmio_write(offset, value))
-        self._spend(self._write_cost)
+        if cpu:
+            self._spend(self._write_cost)
 
     def read64(self, offset: int) -> int:
         self._spend(self._pcie.mmio_read_roundtrip())

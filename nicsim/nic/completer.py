@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from nicsim.hwif import Cqe, CqeOpcode, CqeStatus, QpState, VendorErr, WqeOpcode
+from nicsim.hwif import CqeOpcode, CqeStatus, QpState, VendorErr, WqeOpcode
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import take
 from nicsim.nic.qp import QpCtx, RespState, SendOp, psn_diff
@@ -54,8 +54,8 @@ class Completer:
 
     def _post_send(self, qp: QpCtx, op: SendOp, status: CqeStatus,
                    vendor: VendorErr = VendorErr.NONE, t: float = 0.0) -> None:
-        self.nic.cq.post(qp.send_cqn, Cqe(qp.qpn, op.wqe_index, _CQE_OPCODE[op.opcode],
-                                          status, op.length, 0, 0, 0, vendor), t)
+        self.nic.cq.post(qp.send_cqn, qp.qpn, op.wqe_index, _CQE_OPCODE[op.opcode], status,
+                         op.length, vendor_err=vendor, not_before=t)
         if status is CqeStatus.SUCCESS:
             self.counters["send_completions"] += 1
         else:
@@ -63,8 +63,8 @@ class Completer:
 
     def post_recv(self, qp: QpCtx, index: int, opcode: CqeOpcode, status: CqeStatus,
                   byte_len: int, flags: int, imm: int, t: float) -> None:
-        self.nic.cq.post(qp.recv_cqn, Cqe(qp.qpn, index, opcode, status, byte_len, imm, 0,
-                                          flags), t)
+        self.nic.cq.post(qp.recv_cqn, qp.qpn, index, opcode, status, byte_len, imm,
+                         flags=flags, not_before=t)
 
     def local_error(self, qp: QpCtx, index: int, op: WqeOpcode, status: CqeStatus,
                     vendor: VendorErr) -> None:
@@ -74,15 +74,14 @@ class Completer:
         self.qp_error(qp)
 
     def flush_send(self, qp: QpCtx, index: int) -> None:
-        self.nic.cq.post(qp.send_cqn, Cqe(qp.qpn, index, CqeOpcode.SEND, CqeStatus.WR_FLUSH_ERR,
-                                          0, 0, 0, 0, VendorErr.FLUSHED))
+        self.nic.cq.post(qp.send_cqn, qp.qpn, index, CqeOpcode.SEND, CqeStatus.WR_FLUSH_ERR,
+                         vendor_err=VendorErr.FLUSHED)
         self.counters["flush_completions"] += 1
 
     def flush_recv(self, qp: QpCtx) -> None:
         while qp.rq_ci != qp.rq_pi:
-            self.nic.cq.post(qp.recv_cqn, Cqe(qp.qpn, qp.rq_ci, CqeOpcode.RECV,
-                                              CqeStatus.WR_FLUSH_ERR, 0, 0, 0, 0,
-                                              VendorErr.FLUSHED))
+            self.nic.cq.post(qp.recv_cqn, qp.qpn, qp.rq_ci, CqeOpcode.RECV,
+                             CqeStatus.WR_FLUSH_ERR, vendor_err=VendorErr.FLUSHED)
             self.counters["flush_completions"] += 1
             qp.rq_ci = (qp.rq_ci + 1) & 0xFFFF
 

@@ -28,7 +28,7 @@ class NicConfig:
     tx_pipeline_ns: float = 40.0  # payload in NIC to first bit on the wire (framing, ICRC)
     rx_pipeline_ns: float = 60.0  # last bit in to the packet being acted on (parse, ICRC)
     # Transmit read-ahead: payload DMA reads in flight ahead of the wire (like read tags).
-    tx_readahead: int = 8
+    tx_readahead: int = 32
     max_wqe_prefetch: int = 8  # WQEs fetched by one DMA read when several are pending
     # Address translation cache.
     mpt_cache_entries: int = 512

@@ -16,6 +16,8 @@ from nicsim.hwif import CQE_SIZE, Cqe, cqe_owner
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import Dma
 
+_CQE = Cqe.FMT
+
 
 @dataclass(slots=True)
 class CqCtx:
@@ -41,8 +43,11 @@ class CqWriter:
         self.cqs: dict[int, CqCtx] = {}
         self.counters = Counters("cqes", "cqe_errors", "dbrec_reads", "overruns", "no_cq")
 
-    def post(self, cqn: int, cqe: Cqe, not_before: float = 0.0) -> float:
-        """Write one CQE; returns when it lands in host memory (or now if it was dropped)."""
+    def post(self, cqn: int, qpn: int, wqe_index: int, opcode: int, status: int,
+             byte_len: int = 0, imm_inv: int = 0, src_qp: int = 0, flags: int = 0,
+             vendor_err: int = 0, not_before: float = 0.0) -> float:
+        """Write one CQE (hwif.Cqe layout); returns when it lands in host memory (or now if
+        it was dropped)."""
         cq = self.cqs.get(cqn)
         c = self.counters
         if cq is None or cq.overrun:
@@ -58,10 +63,12 @@ class CqWriter:
                 cq.overrun = True
                 c["overruns"] += 1
                 return self.dma.env.now
-        cqe.owner = cqe_owner(cq.pi, cq.log_size)
+        owner = cqe_owner(cq.pi, cq.log_size)
         pa = cq.base + (cq.pi & (cq.size - 1)) * CQE_SIZE
         cq.pi += 1
         c["cqes"] += 1
-        if cqe.status:
+        if status:
             c["cqe_errors"] += 1
-        return self.dma.write(pa, cqe.pack(), not_before)
+        raw = _CQE.pack(qpn, wqe_index & 0xFFFF, opcode, status, byte_len, imm_inv, src_qp,
+                        flags, vendor_err, owner)
+        return self.dma.write(pa, raw, not_before)

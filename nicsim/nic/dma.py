@@ -25,13 +25,13 @@ class Dma:
         mem = self.mem
         if mem.posted:
             mem.sync()
-        return mem.buf[pa:pa + n].tobytes(), self.pcie.dma_read(n, not_before)
+        return mem.mv[pa:pa + n].tobytes(), self.pcie.dma_read(n, not_before)
 
     def gather(self, segs: Segs, not_before: float = 0.0) -> tuple[bytes, float]:
         mem = self.mem
         if mem.posted:
             mem.sync()
-        buf = mem.buf
+        buf = mem.mv
         if len(segs) == 1:
             pa, n = segs[0]
             data = buf[pa:pa + n].tobytes()

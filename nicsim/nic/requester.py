@@ -47,6 +47,9 @@ _MSG = {
 _RC_OPS = set(_MSG) | {WqeOpcode.RDMA_READ, WqeOpcode.ATOMIC_CMP_AND_SWP,
                        WqeOpcode.ATOMIC_FETCH_AND_ADD}
 MAX_MSG = 1 << 31
+# Plain ints: IntFlag arithmetic builds enum objects, too slow for the per-WQE path.
+_SIGNALED, _INLINE, _SOLICITED = int(WqeFlags.SIGNALED), int(WqeFlags.INLINE), int(
+    WqeFlags.SOLICITED)
 
 
 class Requester:
@@ -83,7 +86,7 @@ class Requester:
         ctrl = wqe.ctrl
         nic = self.nic
         env = self.env
-        signaled = bool(ctrl.flags & WqeFlags.SIGNALED)
+        signaled = bool(ctrl.flags & _SIGNALED)
         try:
             op = WqeOpcode(ctrl.opcode)
         except ValueError:
@@ -95,7 +98,7 @@ class Requester:
             return
         t = env.now
         if op in _MSG:
-            if ctrl.flags & WqeFlags.INLINE:
+            if ctrl.flags & _INLINE:
                 segs, total, status, verr = [], len(wqe.inline), CqeStatus.SUCCESS, VendorErr.NONE
             else:
                 status, verr, segs, total, t = self._local(qp, wqe, 0, t)
@@ -157,11 +160,11 @@ class Requester:
         build = b.build
         emit = nic.engine.emit
         mem = nic.dma.mem
-        buf = mem.buf
+        buf = mem.mv
         dma_read = nic.dma.pcie.dma_read
         ready_lag = nic.cfg.tx_pipeline_ns
         dqpn = qp.dest_qpn
-        solicited = bool(ctrl.flags & WqeFlags.SOLICITED)
+        solicited = bool(ctrl.flags & _SOLICITED)
         inline = wqe.inline
         c = self.counters
         c["data_packets"] += npkts

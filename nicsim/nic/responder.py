@@ -60,6 +60,9 @@ def credit_code(free: int) -> int:
 
 
 _Q = struct.Struct("<Q")
+# Access rights as plain ints: IntFlag arithmetic builds enum objects on every check.
+_LW, _RW, _RR, _RA = (int(a) for a in (Access.LOCAL_WRITE, Access.REMOTE_WRITE,
+                                       Access.REMOTE_READ, Access.REMOTE_ATOMIC))
 
 
 class Responder:
@@ -171,9 +174,13 @@ class Responder:
         mv = memoryview(p.frame)[p.payload_off:p.payload_off + n]
         pa, ln = r.segs[r.seg_i]
         off = r.seg_off
-        if off + n < ln:  # the common case: inside one physical segment
+        if off + n <= ln:  # the common case: inside one physical segment
             parts = [(pa + off, mv)]
-            r.seg_off = off + n
+            if off + n < ln:
+                r.seg_off = off + n
+            else:
+                r.seg_i += 1
+                r.seg_off = 0
         else:
             pieces, (r.seg_i, r.seg_off) = take(r.segs, (r.seg_i, off), n)
             parts = []
@@ -231,7 +238,7 @@ class Responder:
         for addr, length, lkey in sges:
             if not length:
                 continue
-            st, s, ready = self.nic.translate(lkey, qp.pd, Access.LOCAL_WRITE, addr, length,
+            st, s, ready = self.nic.translate(lkey, qp.pd, _LW, addr, length,
                                               ready)
             if st is not XlateStatus.OK:
                 r.rq_index, r.rq_cap, r.msg_len = qp.rq_ci, 1, 0
@@ -263,10 +270,10 @@ class Responder:
         self.counters["write_packets"] += 1
         info = p.info
         if info.is_first:
-            if not qp.access & Access.REMOTE_WRITE:
+            if not qp.access & _RW:
                 self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
                 return
-            st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, Access.REMOTE_WRITE,
+            st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RW,
                                                  p.reth_va, p.reth_len, t)
             if st is not XlateStatus.OK:
                 self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
@@ -300,11 +307,11 @@ class Responder:
 
     def _read(self, qp: QpCtx, p: Packet, t: float) -> None:
         self.counters["read_requests"] += 1
-        if not qp.access & Access.REMOTE_READ:
+        if not qp.access & _RR:
             self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
             return
         length = p.reth_len
-        st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, Access.REMOTE_READ,
+        st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RR,
                                              p.reth_va, length, t)
         if st is not XlateStatus.OK:
             self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
@@ -359,10 +366,10 @@ class Responder:
         if va & 7:
             self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t)
             return
-        if not qp.access & Access.REMOTE_ATOMIC:
+        if not qp.access & _RA:
             self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
             return
-        st, segs, ready = self.nic.translate(p.atomic_rkey, qp.pd, Access.REMOTE_ATOMIC, va, 8,
+        st, segs, ready = self.nic.translate(p.atomic_rkey, qp.pd, _RA, va, 8,
                                              t)
         if st is not XlateStatus.OK:
             self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)

@@ -21,17 +21,18 @@ from nicsim.hwif import (
 )
 
 Segments = list[tuple[int, int]]  # (physical address, length)
+_VALID = int(MptFlags.VALID)
 MTT_LINE = 8  # MTT entries fetched per miss: one 64-byte line
 _MTT_LINE_FMT = struct.Struct(f"<{MTT_LINE}Q")
 
 
 def check(mpt: Mpt | None, key: int, pd: int, access: int, va: int, length: int) -> XlateStatus:
     """The protection checks, in hardware order: key, PD, access rights, bounds."""
-    if mpt is None or not (mpt.flags & MptFlags.VALID) or mpt.key != key:
+    if mpt is None or not (mpt.flags & _VALID) or mpt.key != key:
         return XlateStatus.BAD_KEY
     if mpt.pd != pd:
         return XlateStatus.PD_MISMATCH
-    if access & ~mpt.access:
+    if int(access) & ~mpt.access:
         return XlateStatus.ACCESS
     if va < mpt.start or va + length > mpt.start + mpt.length or length < 0:
         return XlateStatus.BOUNDS

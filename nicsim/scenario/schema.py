@@ -42,7 +42,7 @@ class PcieSpec(Strict):
 
 
 class NicSpec(Strict):
-    tx_readahead: Annotated[int, Field(ge=1, le=256)] = 8
+    tx_readahead: Annotated[int, Field(ge=1, le=256)] = 32
     ack_coalesce: Annotated[int, Field(ge=1, le=1024)] = 16
     mpt_cache_entries: Annotated[int, Field(ge=1)] = 512
     mtt_cache_entries: Annotated[int, Field(ge=1)] = 4096

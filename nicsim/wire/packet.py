@@ -282,25 +282,20 @@ class Packet:
     fields are read from the frame when asked for: the NIC's hot path does not need them."""
 
     # Slots for what every packet sets; extension header fields go in __dict__ when present.
-    __slots__ = ("frame", "info", "opcode", "solicited", "migreq", "pad", "tver", "pkey",
-                 "fecn", "becn", "dqpn", "ackreq", "psn", "ipv6", "l3_off", "bth_off",
-                 "payload_off", "payload_len", "icrc", "__dict__")
+    __slots__ = ("frame", "info", "opcode", "_f1", "_w1", "pkey", "dqpn", "ackreq", "psn",
+                 "ipv6", "bth_off", "payload_off", "payload_len", "icrc", "__dict__")
 
+    l3_off = ETH_HLEN
     frame: bytes
     info: OpInfo
     opcode: int
-    solicited: bool
-    migreq: bool
-    pad: int
-    tver: int
+    _f1: int  # BTH byte 1: SE, M, PadCnt, TVer
+    _w1: int  # BTH bytes 4-7: FECN, BECN, resv6, DestQP
     pkey: int
-    fecn: bool
-    becn: bool
     dqpn: int
     ackreq: bool
     psn: int
     ipv6: bool
-    l3_off: int
     bth_off: int
     payload_off: int
     payload_len: int
@@ -319,6 +314,30 @@ class Packet:
     atomic_orig: int | None = None
     deth_qkey: int | None = None
     deth_src_qp: int | None = None
+
+    @property
+    def solicited(self) -> bool:
+        return bool(self._f1 & 0x80)
+
+    @property
+    def migreq(self) -> bool:
+        return bool(self._f1 & 0x40)
+
+    @property
+    def pad(self) -> int:
+        return (self._f1 >> 4) & 3
+
+    @property
+    def tver(self) -> int:
+        return self._f1 & 0xF
+
+    @property
+    def fecn(self) -> bool:
+        return bool(self._w1 & 0x80000000)
+
+    @property
+    def becn(self) -> bool:
+        return bool(self._w1 & 0x40000000)
 
     @property
     def dmac(self) -> bytes:
@@ -383,30 +402,27 @@ def parse(frame: bytes, *, check_icrc: bool = True) -> Packet:
     end, b, prefix, ipv6 = hit
     if end > n:
         raise WireError(ParseError.BAD_IP_LENGTH, f"IP length says {end}, frame {n}")
-    p = Packet()
-    p.frame = frame
-    p.l3_off = ETH_HLEN
-    p.ipv6 = ipv6
-    p.bth_off = b
     if end - b < BTH_LEN + ICRC_LEN:
         raise WireError(ParseError.TRUNCATED, "BTH")
     opcode, f1, pkey, w1, w2 = _BTH.unpack_from(frame, b)
     info = OPCODE_TABLE[opcode]
     if info is None:
         raise WireError(ParseError.UNKNOWN_OPCODE, f"opcode 0x{opcode:02x}")
-    tver = f1 & 0xF
-    if tver != 0:
-        raise WireError(ParseError.BAD_TVER, f"TVer {tver}")
-    p.info, p.opcode = info, opcode
-    p.solicited = bool(f1 & 0x80)
-    p.migreq = bool(f1 & 0x40)
-    p.pad = pad = (f1 >> 4) & 3
-    p.tver, p.pkey = tver, pkey
-    p.fecn = bool(w1 & 0x80000000)
-    p.becn = bool(w1 & 0x40000000)
+    if f1 & 0xF:
+        raise WireError(ParseError.BAD_TVER, f"TVer {f1 & 0xF}")
+    p = Packet()
+    p.frame = frame
+    p.ipv6 = ipv6
+    p.bth_off = b
+    p.info = info
+    p.opcode = opcode
+    p._f1 = f1
+    p._w1 = w1
+    p.pkey = pkey
     p.dqpn = w1 & 0xFFFFFF
-    p.ackreq = bool(w2 & 0x80000000)
+    p.ackreq = w2 >= 0x80000000
     p.psn = w2 & 0xFFFFFF
+    pad = (f1 >> 4) & 3
     x = b + BTH_LEN
     payload_len = end - x - info.ext_len - pad - ICRC_LEN
     if payload_len < 0:
