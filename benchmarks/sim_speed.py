@@ -7,10 +7,11 @@ reference rates measured in the same process:
   its zlib.crc32, wait one SimPy timeout for serialization, and schedule the arrival with one
   timeout whose callback checks the CRC and copies the payload into a numpy destination.
 
-The whole model runs 64 KiB RDMA WRITEs at MTU 4096 from a verbs program: doorbells, WQE
-fetch, translation, payload DMA, framing with ICRC, the link, the responder's parse, ICRC
-check, rkey check and DMA write, coalesced ACKs, completions and CQ polling. The pcap tap is
-off for the headline figure and measured separately.
+The whole model runs 64 KiB RDMA WRITEs at MTU 4096 from a verbs program posting the way
+perftest's ib_write_bw does by default (128 WRs outstanding, a completion requested every 100th
+WR, --cq-mod): doorbells, WQE fetch, translation, payload DMA, framing with ICRC, the link, the
+responder's parse, ICRC check, rkey check and DMA write, coalesced ACKs, completions and CQ
+polling. The pcap tap is off for the headline figure and measured separately.
 
 Rates are per second of this process's CPU time (time.process_time), which on an idle machine
 equals wall-clock time and on a shared one is not inflated by other processes; the whole-model
@@ -35,12 +36,14 @@ import simpy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from driver.user import enums as e  # noqa: E402
-from driver.user.verbs import SGE, SendWR  # noqa: E402
+from driver.user.verbs import SGE, QPCap, SendWR  # noqa: E402
 from nicsim.world import World  # noqa: E402
 from tests.rdma import connect, make_side  # noqa: E402
 
 MTU = 4096
 MSG = 64 * 1024
+TX_DEPTH = 128  # ib_write_bw's default --tx-depth
+CQ_MOD = 100  # ib_write_bw's default --cq-mod
 
 
 def bare_simpy(n: int) -> float:
@@ -98,27 +101,34 @@ def whole_model(n_packets: int, pcap: str | None = None, profile: bool = False) 
     w.add_host("b", replace(base, mac="02:00:00:00:00:0b", ip="10.0.0.2"))
     w.connect("a", "b", pcap=pcap)
     w.boot()
-    depth = 16
-    a = make_side(w, "a", mr_len=MSG * depth, cqe=4 * depth)
-    b = make_side(w, "b", mr_len=MSG * depth, cqe=4 * depth)
+    depth, cq_mod = TX_DEPTH, CQ_MOD
+    nbuf = 16  # distinct 64 KiB buffers the WRs cycle through
+    cap = QPCap(max_send_wr=depth, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)
+    a = make_side(w, "a", mr_len=MSG * nbuf, cqe=depth, cap=cap)
+    b = make_side(w, "b", mr_len=MSG * nbuf, cqe=depth, cap=cap)
     connect(a, b, e.IBV_MTU_4096)
     connect(b, a, e.IBV_MTU_4096)
-    a.mr.write(np.random.default_rng(2).integers(0, 256, MSG * depth, np.uint8).tobytes(),
-               MSG * depth)
-    wrs = []
-    for i in range(depth):
+    a.mr.write(np.random.default_rng(2).integers(0, 256, MSG * nbuf, np.uint8).tobytes(),
+               MSG * nbuf)
+
+    def wr_for(i: int, signaled: bool) -> SendWR:
+        k = i % nbuf
         wr = SendWR(wr_id=i, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
-                    sg=[SGE(a.mr.buf + i * MSG, MSG, a.mr.lkey)])
-        wr.set_wr_rdma(b.mr.rkey, b.mr.buf + i * MSG)
-        wrs.append(wr)
-    count = max(depth, n_packets * MTU // MSG)
-    # Warm up: one pass over the buffers, so first-touch page faults of the host's memory
-    # (an artifact of the OS under the simulator) stay out of the measurement.
-    for wr in wrs:
+                    sg=[SGE(a.mr.buf + k * MSG, MSG, a.mr.lkey)],
+                    send_flags=e.IBV_SEND_SIGNALED if signaled else 0)
+        wr.set_wr_rdma(b.mr.rkey, b.mr.buf + k * MSG)
+        return wr
+
+    plain = [wr_for(i, False) for i in range(nbuf)]
+    signaled = [wr_for(i, True) for i in range(nbuf)]
+    # Warm up: one signaled pass over the buffers, so first-touch page faults of the host's
+    # memory (an artifact of the OS under the simulator) stay out of the measurement.
+    for wr in signaled:
         a.qp.post_send(wr)
     got = 0
-    while got < depth:
-        got += a.cq.poll(depth)[0]
+    while got < nbuf:
+        got += a.cq.poll(nbuf)[0]
+    count = max(cq_mod, n_packets * MTU // MSG // cq_mod * cq_mod)
     base = w.nics["a"].counters()["requester.data_packets"]
     prof = None
     if profile:
@@ -130,11 +140,13 @@ def whole_model(n_packets: int, pcap: str | None = None, profile: bool = False) 
     wall = time.perf_counter()
     posted = done = 0
     while done < count:
-        while posted < count and posted - done < depth:
-            a.qp.post_send(wrs[posted % depth])
-            posted += 1
-        n, _ = a.cq.poll(depth)
-        done += n
+        while posted < count and posted - done + cq_mod <= depth:
+            # Every cq_mod-th WR asks for a completion, which also retires those before it.
+            for i in range(posted, posted + cq_mod):
+                a.qp.post_send((signaled if i % cq_mod == cq_mod - 1 else plain)[i % nbuf])
+            posted += cq_mod
+        n, _ = a.cq.poll(4)
+        done += n * cq_mod
     cpu = time.process_time() - t
     wall = time.perf_counter() - wall
     if prof is not None:
@@ -144,7 +156,7 @@ def whole_model(n_packets: int, pcap: str | None = None, profile: bool = False) 
         pstats.Stats(prof).sort_stats("tottime").print_stats(18)
     w.close()
     pk = w.nics["a"].counters()["requester.data_packets"] - base
-    assert b.mr.read(MSG * depth, 0) == a.mr.read(MSG * depth, 0), "payload corrupted"
+    assert b.mr.read(MSG * nbuf, 0) == a.mr.read(MSG * nbuf, 0), "payload corrupted"
     return {"packets": pk, "cpu_s": cpu, "wall_s": wall, "packets_per_s": pk / cpu,
             "packets_per_wall_s": pk / wall}
 

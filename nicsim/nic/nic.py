@@ -74,7 +74,7 @@ class Nic(MmioDevice):
         self.commands = CommandProcessor(self)
         self.engine.start(self.requester, self.fetch)
         self.regs: dict[int, int] = {}
-        self.rx = Counters("packets", "roce_packets", "not_for_us", "unknown_qpn",
+        self.rx = Counters("packets", "bytes", "roce_packets", "not_for_us", "unknown_qpn",
                            "qp_type_mismatch", "bad_pkey", "cnp")
         self.drops: Counters = Counters()  # parse drops by ParseError reason
         self.trace_log: list[tuple[float, str, dict[str, Any]]] = []
@@ -155,6 +155,7 @@ class Nic(MmioDevice):
     def receive(self, frame: bytes) -> None:
         rx = self.rx
         rx["packets"] += 1
+        rx["bytes"] += len(frame)
         try:
             p = parse(frame)
         except WireError as e:

@@ -56,7 +56,6 @@ class RespCtx:
     nak_sent: bool = False  # one NAK per sequence error (IBA 9.7.5.2.2)
     last_done_at: float = 0.0  # when the last payload write lands in host memory
     posted_at: float = 0.0  # when the last payload write was posted to PCIe
-    error: bool = False
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ from nicsim.scenario.runner import RunResult
 
 # The counters worth a line in the report, per NIC; the JSON has all of them.
 KEY_COUNTERS = (
-    "port.tx_frames", "port.tx_bytes", "port.rx_frames", "requester.wqes",
+    "port.tx_frames", "port.tx_bytes", "rx.packets", "requester.wqes",
     "requester.data_packets", "requester.read_requests", "requester.atomic_requests",
     "responder.acks_sent", "responder.naks_sent", "responder.rnr_naks_sent",
     "responder.read_response_packets", "responder.bytes_placed", "completer.acks",
