@@ -1,0 +1,195 @@
+// axis_keep_packer: turn an AXI-Stream with any tkeep pattern into a packed stream.
+//
+// The input may carry null bytes (tkeep = 0) anywhere, including whole null beats and a null
+// last beat. The output carries the same bytes in the same order, packed: every beat full
+// except the last of a packet, whose tkeep is contiguous from bit 0 (lanes past it are zero).
+// A packet with no bytes at all is dropped. tuser is taken from the input's last beat (the
+// tlast beat) and put on the output's last beat; other output beats carry tuser = 0.
+//
+// Structure: each input beat is compacted (byte i moves down by the number of null lanes
+// below it, log2 stages, shift bits taken least significant first, which never collides),
+// rotated up past the bytes already pending, and merged with them. A full beat is emitted
+// only once more bytes are known to follow it, so a packet's final beat always leaves from
+// the pending buffer, one cycle after its tlast beat arrived, while the next packet's first
+// beat enters the emptied buffer. A packed input stream therefore flows at one beat per
+// cycle with no bubble between packets; latency is one beat plus the output register.
+//
+// Parameters:
+//   DATA_WIDTH  tdata width in bits, a power of two >= 16
+//   KEEP_WIDTH  tkeep width, DATA_WIDTH/8
+//   USER_WIDTH  tuser width
+// Ports:
+//   clk, rst            clock, synchronous active-high reset
+//   s_axis_tdata/tkeep/tvalid/tready/tlast/tuser  input stream (any tkeep)
+//   m_axis_tdata/tkeep/tvalid/tready/tlast/tuser  output stream (packed)
+//   s_axis_tready depends combinationally on m_axis_tready (= !m_axis_tvalid || m_axis_tready).
+
+`default_nettype none
+
+module axis_keep_packer #(
+    parameter DATA_WIDTH = 64,
+    parameter KEEP_WIDTH = DATA_WIDTH/8,
+    parameter USER_WIDTH = 1
+) (
+    input  wire                  clk,
+    input  wire                  rst,
+
+    input  wire [DATA_WIDTH-1:0] s_axis_tdata,
+    input  wire [KEEP_WIDTH-1:0] s_axis_tkeep,
+    input  wire                  s_axis_tvalid,
+    output wire                  s_axis_tready,
+    input  wire                  s_axis_tlast,
+    input  wire [USER_WIDTH-1:0] s_axis_tuser,
+
+    output reg  [DATA_WIDTH-1:0] m_axis_tdata,
+    output reg  [KEEP_WIDTH-1:0] m_axis_tkeep,
+    output reg                   m_axis_tvalid,
+    input  wire                  m_axis_tready,
+    output reg                   m_axis_tlast,
+    output reg  [USER_WIDTH-1:0] m_axis_tuser
+);
+
+function integer clog2;
+    input integer value;
+    integer r;
+    begin
+        r = 0;
+        while ((1 << r) < value)
+            r = r + 1;
+        clog2 = r;
+    end
+endfunction
+
+// Lane index bits; byte counts 0..KEEP_WIDTH need LW+1 bits.
+localparam LW = clog2(KEEP_WIDTH);
+localparam [LW:0] KEEP_CNT = KEEP_WIDTH;
+
+// Lanes [cnt-1:0] set.
+function [KEEP_WIDTH-1:0] thermo;
+    input [LW:0] cnt;
+    reg [KEEP_WIDTH:0] one;
+    begin
+        one = {{KEEP_WIDTH{1'b0}}, 1'b1} << cnt;
+        thermo = one[KEEP_WIDTH-1:0] - 1'b1;
+        if (cnt[LW])
+            thermo = {KEEP_WIDTH{1'b1}};
+    end
+endfunction
+
+// One bit set at the bottom of every byte lane.
+localparam [DATA_WIDTH-1:0] LANE_LSB = {KEEP_WIDTH{8'h01}};
+
+// Pending bytes (lanes below pend_cnt, higher lanes zero) of the packet being assembled.
+reg [DATA_WIDTH-1:0] pend_data;
+reg [LW:0]           pend_cnt;
+reg                  pend_last;   // pend_data ends its packet: flush it next
+reg [USER_WIDTH-1:0] pend_user;
+
+wire out_free = !m_axis_tvalid || m_axis_tready;
+assign s_axis_tready = out_free;
+
+// ---- compaction of the input beat ----
+// Per-lane quantities are kept one byte per lane, so that each compaction stage is a handful
+// of whole-vector operations (cheap to simulate) rather than a loop over lanes.
+reg [LW:0]           zeros;
+reg [DATA_WIDTH-1:0] keep_bits;   // lane i: 8'hff if tkeep[i]
+reg [DATA_WIDTH-1:0] below;       // lane i: null lanes below lane i (< 64, fits a byte)
+integer i, s;
+
+always @* begin
+    zeros = {(LW+1){1'b0}};
+    for (i = 0; i < KEEP_WIDTH; i = i + 1) begin
+        keep_bits[8*i +: 8] = {8{s_axis_tkeep[i]}};
+        below[8*i +: 8] = zeros;
+        zeros = zeros + {{LW{1'b0}}, !s_axis_tkeep[i]};
+    end
+end
+
+wire [LW:0] in_cnt = KEEP_CNT - zeros;
+
+reg [DATA_WIDTH-1:0] cd, cv, cz;  // data, lane-valid bytes, remaining shift per lane
+reg [DATA_WIDTH-1:0] shift_bit;   // lane i: 8'hff if bit s of its shift is set
+reg [DATA_WIDTH-1:0] move, stay;
+reg [DATA_WIDTH-1:0] comp;        // compacted beat: in_cnt bytes from lane 0, zeros above
+
+always @* begin
+    cd = s_axis_tdata & keep_bits;
+    cv = keep_bits;
+    cz = below;
+    for (s = 0; s < LW; s = s + 1) begin
+        shift_bit = (cz >> s) & LANE_LSB;
+        shift_bit = shift_bit | (shift_bit << 1) | (shift_bit << 2) | (shift_bit << 3) |
+                    (shift_bit << 4) | (shift_bit << 5) | (shift_bit << 6) | (shift_bit << 7);
+        move = cv & shift_bit;
+        stay = cv & ~shift_bit;
+        cd = ((cd & move) >> (8 << s)) | (cd & stay);
+        cz = ((cz & move) >> (8 << s)) | (cz & stay);
+        cv = (move >> (8 << s)) | stay;
+    end
+    comp = cd;
+end
+
+// ---- merge with the pending bytes ----
+// After a flush the buffer is empty, so a new packet's bytes start at lane 0.
+wire [LW:0]           base_cnt = pend_last ? {(LW+1){1'b0}} : pend_cnt;
+wire [LW+1:0]         total    = {1'b0, base_cnt} + {1'b0, in_cnt};
+wire [DATA_WIDTH-1:0] base_bits = ~({DATA_WIDTH{1'b1}} << {base_cnt, 3'b000});
+reg  [DATA_WIDTH-1:0] rot;      // comp rotated up by base_cnt lanes (mod KEEP_WIDTH)
+
+always @* begin
+    rot = comp;
+    for (s = 0; s < LW; s = s + 1) begin
+        if (base_cnt[s])
+            rot = (rot << (8 << s)) | (rot >> (DATA_WIDTH - (8 << s)));
+    end
+end
+
+wire [DATA_WIDTH-1:0] lower = (pend_last ? {DATA_WIDTH{1'b0}} : pend_data) | (rot & ~base_bits);
+wire [DATA_WIDTH-1:0] upper = rot & base_bits;
+wire                  spill = total > KEEP_WIDTH;
+
+always @(posedge clk) begin
+    if (out_free) begin
+        m_axis_tvalid <= 1'b0;
+        if (pend_last) begin
+            if (pend_cnt != 0) begin
+                m_axis_tvalid <= 1'b1;
+                m_axis_tdata  <= pend_data;
+                m_axis_tkeep  <= thermo(pend_cnt);
+                m_axis_tlast  <= 1'b1;
+                m_axis_tuser  <= pend_user;
+            end
+            pend_last <= 1'b0;
+            pend_cnt  <= {(LW+1){1'b0}};
+            pend_data <= {DATA_WIDTH{1'b0}};
+        end
+        if (s_axis_tvalid) begin
+            if (spill) begin
+                // more bytes follow the first KEEP_WIDTH: emit them as a full beat
+                m_axis_tvalid <= 1'b1;
+                m_axis_tdata  <= lower;
+                m_axis_tkeep  <= {KEEP_WIDTH{1'b1}};
+                m_axis_tlast  <= 1'b0;
+                m_axis_tuser  <= {USER_WIDTH{1'b0}};
+                pend_data     <= upper;
+                pend_cnt      <= total[LW:0] - KEEP_CNT;
+            end else begin
+                pend_data     <= lower;
+                pend_cnt      <= total[LW:0];
+            end
+            pend_last <= s_axis_tlast;
+            pend_user <= s_axis_tuser;
+        end
+    end
+
+    if (rst) begin
+        m_axis_tvalid <= 1'b0;
+        pend_last     <= 1'b0;
+        pend_cnt      <= {(LW+1){1'b0}};
+        pend_data     <= {DATA_WIDTH{1'b0}};
+    end
+end
+
+endmodule
+
+`default_nettype wire

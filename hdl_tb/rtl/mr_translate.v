@@ -1,0 +1,347 @@
+`default_nettype none
+// mr_translate: memory-region address translation (key -> MPT -> MTT -> physical pages).
+//
+// The MPT (memory protection table, indexed by key >> 8) and the MTT (memory translation table,
+// one physical page address per 4 KiB page) live in inferred block RAM with a synchronous read.
+// A lookup checks, in this order (nicsim.nic.translation.check, hwif.XlateStatus):
+//   BAD_KEY     key index >= MPT_DEPTH, entry not valid, or stored key != request key
+//               (the key's low byte is a variant: a stale key of a reused index never matches)
+//   PD_MISMATCH stored pd != request pd
+//   ACCESS      request access has a bit the entry does not grant
+//   BOUNDS      [va, va+len) not inside [start, start+length) (computed without overflow)
+// then splits [va, va+len) at 4 KiB page boundaries and emits one response per page segment:
+// pa = MTT[mtt_index + (va >> 12) - (start >> 12)] + (va & 0xfff). Unlike the Python `split`,
+// physically contiguous pages are NOT merged (a consumer may merge them).
+// A failed check gives one response (status != OK, len 0, pa 0, last 1); an OK request of
+// length 0 gives one response (OK, len 0, pa 0, last 1).
+//
+// Timing: a request is accepted (req_valid & req_ready at a rising edge) at most once per
+// cycle; without backpressure its first response is taken at the 4th rising edge after that
+// (fixed latency 4: request/MPT read, check, segment/MTT read, output register). A request
+// of N page segments occupies the segmenter for N cycles, during which req_ready falls (one
+// segment per cycle is emitted, so back-to-back single-page requests run at 1 per cycle).
+// Response backpressure stalls the whole pipeline through a 2-entry output skid buffer, so
+// req_ready and rsp_valid are driven from registers only (no combinational ready path).
+// MTT indexes wrap modulo 2**clog2(MTT_DEPTH); software must keep an MR's pages in range.
+//
+// Command port (one command per cycle):
+//   cmd_op = 0 WRITE_MPT   cmd_data[255:0] = the 32-byte hwif.Mpt record, little-endian
+//                          (int.from_bytes(Mpt.pack(), "little")); the entry is valid when
+//                          flags bit 0 (MptFlags.VALID) is set and page_shift == 12 (the only
+//                          page size implemented; other page sizes are stored invalid)
+//   cmd_op = 1 WRITE_MTT   cmd_data[63:0] = physical address of the page (4 KiB aligned:
+//                          bits 11:0 are ignored)
+//   cmd_op = 2 INVALIDATE_MPT (cmd_data ignored)
+//   cmd_index: MPT or MTT index; commands to an index >= the table depth are ignored.
+// A command and a lookup in the same cycle: the lookup sees the table before the command.
+// A lookup reads the MPT when accepted and the MTT a cycle or more later, so software must
+// not rewrite an MR's entries while lookups of it are in flight (invalidate, drain, rewrite).
+// After reset the unit writes every MPT entry invalid, one per cycle: cmd_ready and req_ready
+// stay low for MPT_DEPTH cycles. The MTT is not cleared.
+//
+// Parameters:
+//   MPT_DEPTH  number of MPT entries (>= 2)
+//   MTT_DEPTH  number of MTT entries (>= 2, a power of two)
+//   TAG_WIDTH  width of the request tag returned with every response segment (>= 1)
+//   PA_WIDTH   physical address width (13..64)
+//   LEN_WIDTH  request length width in bits (14..63)
+//
+// Ports:
+//   clk, rst              clock; synchronous active-high reset
+//   cmd_valid, cmd_ready  command handshake (ready except during the reset sweep)
+//   cmd_op[1:0]           0 WRITE_MPT, 1 WRITE_MTT, 2 INVALIDATE_MPT, 3 no-op
+//   cmd_index[31:0]       table index
+//   cmd_data[255:0]       MPT record or MTT page address (see above)
+//   req_valid, req_ready  lookup request handshake
+//   req_key[31:0]         lkey/rkey (index = key >> 8)
+//   req_pd[31:0]          protection domain of the requester
+//   req_access[7:0]       hwif.Access bits needed
+//   req_va[63:0]          virtual start address
+//   req_len[LEN_WIDTH-1:0] length in bytes
+//   req_tag[TAG_WIDTH-1:0] opaque tag, returned on every response of the request
+//   rsp_valid, rsp_ready  response handshake (one per page segment)
+//   rsp_status[2:0]       hwif.XlateStatus
+//   rsp_pa[PA_WIDTH-1:0]  physical address of the segment
+//   rsp_len[12:0]         segment length in bytes (1..4096; 0 for an error or an empty request)
+//   rsp_last              last segment of the request
+//   rsp_tag[TAG_WIDTH-1:0] the request's tag
+module mr_translate #(
+    parameter MPT_DEPTH = 256,
+    parameter MTT_DEPTH = 1024,
+    parameter TAG_WIDTH = 8,
+    parameter PA_WIDTH = 64,
+    parameter LEN_WIDTH = 32
+) (
+    input  wire                  clk,
+    input  wire                  rst,
+
+    input  wire                  cmd_valid,
+    output wire                  cmd_ready,
+    input  wire [1:0]            cmd_op,
+    input  wire [31:0]           cmd_index,
+    input  wire [255:0]          cmd_data,
+
+    input  wire                  req_valid,
+    output wire                  req_ready,
+    input  wire [31:0]           req_key,
+    input  wire [31:0]           req_pd,
+    input  wire [7:0]            req_access,
+    input  wire [63:0]           req_va,
+    input  wire [LEN_WIDTH-1:0]  req_len,
+    input  wire [TAG_WIDTH-1:0]  req_tag,
+
+    output wire                  rsp_valid,
+    input  wire                  rsp_ready,
+    output wire [2:0]            rsp_status,
+    output wire [PA_WIDTH-1:0]   rsp_pa,
+    output wire [12:0]           rsp_len,
+    output wire                  rsp_last,
+    output wire [TAG_WIDTH-1:0]  rsp_tag
+);
+
+    function integer clog2;
+        input integer value;
+        integer v;
+        begin
+            clog2 = 0;
+            v = value - 1;
+            while (v > 0) begin
+                clog2 = clog2 + 1;
+                v = v >> 1;
+            end
+        end
+    endfunction
+
+    localparam PAGE_SHIFT = 12;
+    localparam MPT_AW = clog2(MPT_DEPTH);
+    localparam MTT_AW = clog2(MTT_DEPTH);
+    localparam PFN_W = PA_WIDTH - PAGE_SHIFT;  // stored page frame number width
+
+    localparam [1:0] OP_WRITE_MPT = 2'd0;
+    localparam [1:0] OP_WRITE_MTT = 2'd1;
+    localparam [1:0] OP_INVALIDATE_MPT = 2'd2;
+
+    localparam [2:0] ST_OK = 3'd0;
+    localparam [2:0] ST_BAD_KEY = 3'd1;
+    localparam [2:0] ST_PD_MISMATCH = 3'd2;
+    localparam [2:0] ST_ACCESS = 3'd3;
+    localparam [2:0] ST_BOUNDS = 3'd4;
+
+    // MPT entry as stored: {valid, access, mtt_index[MTT_AW-1:0], length, start, pd, key}
+    localparam MPT_W = 1 + 8 + MTT_AW + 64 + 64 + 32 + 32;
+    localparam integer LAST_MPT_I = MPT_DEPTH - 1;
+    localparam [MPT_AW-1:0] LAST_MPT = LAST_MPT_I[MPT_AW-1:0];
+
+    // ---------------------------------------------------------------- tables
+    reg [MPT_W-1:0]     mpt_mem [0:MPT_DEPTH-1];
+    reg [PFN_W-1:0]     mtt_mem [0:MTT_DEPTH-1];
+
+    // after reset, every MPT entry is written invalid, one per cycle (MPT_DEPTH cycles)
+    reg                 init_busy;
+    reg [MPT_AW-1:0]    init_idx;
+
+    wire cmd_mpt_in_range = cmd_index < MPT_DEPTH;
+    wire cmd_mtt_in_range = cmd_index < MTT_DEPTH;
+    wire mpt_we = cmd_valid && cmd_op == OP_WRITE_MPT && cmd_mpt_in_range;
+    wire mpt_inv = cmd_valid && cmd_op == OP_INVALIDATE_MPT && cmd_mpt_in_range;
+    wire mtt_we = cmd_valid && cmd_op == OP_WRITE_MTT && cmd_mtt_in_range;
+    wire [MPT_AW-1:0] cmd_mpt_addr = cmd_index[MPT_AW-1:0];
+    wire [MTT_AW-1:0] cmd_mtt_addr = cmd_index[MTT_AW-1:0];
+    // Mpt record: key[31:0] pd[63:32] start[127:64] length[191:128] mtt_index[223:192]
+    // access[231:224] flags[239:232] page_shift[247:240]
+    wire cmd_mpt_valid = mpt_we && cmd_data[232] && cmd_data[247:240] == PAGE_SHIFT;
+    wire [MPT_W-1:0] cmd_mpt_entry = {cmd_mpt_valid, cmd_data[231:224],
+                                      cmd_data[192 +: MTT_AW], cmd_data[191:0]};
+    // MPT write port: the reset sweep, WRITE_MPT, or INVALIDATE_MPT (valid bit 0)
+    wire mpt_wr = init_busy || mpt_we || mpt_inv;
+    wire [MPT_AW-1:0] mpt_wr_addr = init_busy ? init_idx : cmd_mpt_addr;
+    wire [MPT_W-1:0] mpt_wr_data = init_busy ? {MPT_W{1'b0}} : cmd_mpt_entry;
+    // unused record bits: mtt_index above MTT_AW, flags 7:1, reserved byte
+    wire unused_cmd_bits = &{1'b0, cmd_data[223:192+MTT_AW], cmd_data[239:233],
+                             cmd_data[255:248]};
+
+    assign cmd_ready = !init_busy;
+
+    // ---------------------------------------------------------------- pipeline control
+    // en: the pipeline advances (the skid buffer's spare entry is empty)
+    reg  tmp_valid;
+    wire en = !tmp_valid;
+
+    // stage B: accepted request + MPT read data
+    reg                  b_valid;
+    reg [31:0]           b_key;
+    reg [31:0]           b_pd;
+    reg [7:0]            b_access;
+    reg [63:0]           b_va;
+    reg [LEN_WIDTH-1:0]  b_len;
+    reg [TAG_WIDTH-1:0]  b_tag;
+    reg                  b_oor;   // key index beyond the MPT
+    reg [MPT_W-1:0]      mpt_q;
+
+    // stage C: segmenter
+    reg                  c_valid;
+    reg [2:0]            c_status;
+    reg [TAG_WIDTH-1:0]  c_tag;
+    reg [MTT_AW-1:0]     c_idx;
+    reg [PAGE_SHIFT-1:0] c_off;
+    reg [LEN_WIDTH-1:0]  c_rem;
+
+    // stage D: MTT read data + segment
+    reg                  d_valid;
+    reg [2:0]            d_status;
+    reg [TAG_WIDTH-1:0]  d_tag;
+    reg [PAGE_SHIFT-1:0] d_off;
+    reg [PAGE_SHIFT:0]   d_len;
+    reg                  d_last;
+    reg                  d_pa_en;
+    reg [PFN_W-1:0]      mtt_q;
+
+    // segmenter: the segment emitted this cycle
+    localparam [PAGE_SHIFT:0] PAGE_BYTES = 1 << PAGE_SHIFT;
+    wire [PAGE_SHIFT:0]  c_room = PAGE_BYTES - {1'b0, c_off};
+    wire                 c_fits = c_rem <= {{(LEN_WIDTH-PAGE_SHIFT-1){1'b0}}, c_room};
+    wire                 c_err = c_status != ST_OK;
+    wire                 c_last = c_err || c_fits;
+    wire [PAGE_SHIFT:0]  c_seg = c_err ? {(PAGE_SHIFT+1){1'b0}} :
+                                 c_fits ? c_rem[PAGE_SHIFT:0] : c_room;
+    wire                 c_free = !c_valid || c_last;
+    wire                 b_free = !b_valid || c_free;
+
+    assign req_ready = en && b_free && !init_busy;
+    wire req_accept = req_valid && req_ready;
+    wire b_to_c = en && b_valid && c_free;
+
+    wire [MPT_AW-1:0] req_idx = req_key[8 +: MPT_AW];
+    wire req_oor = {8'd0, req_key[31:8]} >= MPT_DEPTH;
+
+    // ---------------------------------------------------------------- stage B checks
+    wire [31:0] m_key = mpt_q[31:0];
+    wire [31:0] m_pd = mpt_q[63:32];
+    wire [63:0] m_start = mpt_q[127:64];
+    wire [63:0] m_length = mpt_q[191:128];
+    wire [MTT_AW-1:0] m_mtt_index = mpt_q[192 +: MTT_AW];
+    wire [7:0]  m_access = mpt_q[192+MTT_AW +: 8];
+    wire        m_valid = mpt_q[MPT_W-1];
+
+    wire [64:0] b_end = {1'b0, b_va} + {{(65-LEN_WIDTH){1'b0}}, b_len};
+    wire [64:0] m_end = {1'b0, m_start} + {1'b0, m_length};
+    wire key_ok = !b_oor && m_valid && m_key == b_key;
+    wire pd_ok = m_pd == b_pd;
+    wire acc_ok = (b_access & ~m_access) == 8'd0;
+    wire bnd_ok = !(b_va < m_start) && !(b_end > m_end);
+    wire [2:0] b_status = !key_ok ? ST_BAD_KEY :
+                          !pd_ok ? ST_PD_MISMATCH :
+                          !acc_ok ? ST_ACCESS :
+                          !bnd_ok ? ST_BOUNDS : ST_OK;
+    wire [MTT_AW-1:0] b_first_idx = m_mtt_index + b_va[PAGE_SHIFT +: MTT_AW]
+                                    - m_start[PAGE_SHIFT +: MTT_AW];
+
+    // ---------------------------------------------------------------- table memories
+    always @(posedge clk) begin
+        if (mpt_wr)
+            mpt_mem[mpt_wr_addr] <= mpt_wr_data;
+        if (req_accept)
+            mpt_q <= mpt_mem[req_idx];
+    end
+
+    always @(posedge clk) begin
+        if (mtt_we)
+            mtt_mem[cmd_mtt_addr] <= cmd_data[PA_WIDTH-1:PAGE_SHIFT];
+        if (en && c_valid)
+            mtt_q <= mtt_mem[c_idx];
+    end
+
+    always @(posedge clk) begin
+        if (rst) begin
+            init_busy <= 1'b1;
+            init_idx <= {MPT_AW{1'b0}};
+        end else if (init_busy) begin
+            init_idx <= init_idx + 1'b1;
+            if (init_idx == LAST_MPT)
+                init_busy <= 1'b0;
+        end
+    end
+
+    // ---------------------------------------------------------------- stages B, C, D
+    always @(posedge clk) begin
+        if (req_accept) begin
+            b_key <= req_key;
+            b_pd <= req_pd;
+            b_access <= req_access;
+            b_va <= req_va;
+            b_len <= req_len;
+            b_tag <= req_tag;
+            b_oor <= req_oor;
+        end
+
+        if (b_to_c) begin
+            c_status <= b_status;
+            c_tag <= b_tag;
+            c_idx <= b_first_idx;
+            c_off <= b_va[PAGE_SHIFT-1:0];
+            c_rem <= b_len;
+        end else if (en && c_valid && !c_last) begin
+            c_idx <= c_idx + 1'b1;
+            c_off <= {PAGE_SHIFT{1'b0}};
+            c_rem <= c_rem - {{(LEN_WIDTH-PAGE_SHIFT-1){1'b0}}, c_seg};
+        end
+
+        if (en) begin
+            d_status <= c_status;
+            d_tag <= c_tag;
+            d_off <= c_off;
+            d_len <= c_seg;
+            d_last <= c_last;
+            d_pa_en <= !c_err && c_seg != {(PAGE_SHIFT+1){1'b0}};
+        end
+
+        if (rst) begin
+            b_valid <= 1'b0;
+            c_valid <= 1'b0;
+            d_valid <= 1'b0;
+        end else begin
+            if (req_accept)
+                b_valid <= 1'b1;
+            else if (b_to_c)
+                b_valid <= 1'b0;
+            if (en) begin
+                if (c_free)
+                    c_valid <= b_valid;
+                d_valid <= c_valid;
+            end
+        end
+    end
+
+    // ---------------------------------------------------------------- output skid buffer
+    localparam OUT_W = 3 + PA_WIDTH + 13 + 1 + TAG_WIDTH;
+    wire [PA_WIDTH-1:0] d_pa = d_pa_en ? {mtt_q, d_off} : {PA_WIDTH{1'b0}};
+    wire [OUT_W-1:0] d_word = {d_status, d_pa, d_len, d_last, d_tag};
+    reg  [OUT_W-1:0] out_word;
+    reg  [OUT_W-1:0] tmp_word;
+    reg              out_valid;
+
+    always @(posedge clk) begin
+        if (rst) begin
+            out_valid <= 1'b0;
+            tmp_valid <= 1'b0;
+        end else if (!out_valid || rsp_ready) begin
+            if (tmp_valid) begin
+                out_word <= tmp_word;
+                out_valid <= 1'b1;
+                tmp_valid <= 1'b0;
+            end else begin
+                out_word <= d_word;
+                out_valid <= d_valid;
+            end
+        end else if (d_valid && !tmp_valid) begin
+            // output held, spare entry empty (en = 1): park the stage D word
+            tmp_word <= d_word;
+            tmp_valid <= 1'b1;
+        end
+    end
+
+    assign rsp_valid = out_valid;
+    assign {rsp_status, rsp_pa, rsp_len, rsp_last, rsp_tag} = out_word;
+
+endmodule
+`default_nettype wire
