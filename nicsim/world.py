@@ -7,6 +7,7 @@ from pathlib import Path
 
 import simpy
 
+from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.link import Link, LinkConfig
 from nicsim.host.host import CpuCosts, Host, NetDev
 from nicsim.nic.config import NicConfig
@@ -33,9 +34,9 @@ class World:
         return host
 
     def connect(self, a: str, b: str, cfg: LinkConfig | None = None,
-                pcap: str | Path | None = None) -> Link:
+                pcap: str | Path | None = None, faults: FaultConfig | None = None) -> Link:
         """A cable between the NICs of hosts a and b; both learn each other's address."""
-        link = Link(self.env, cfg or LinkConfig(), f"{a}-{b}")
+        link = Link(self.env, cfg or LinkConfig(), f"{a}-{b}", faults)
         na, nb = self.nics[a], self.nics[b]
         na.port.connect(link)
         nb.port.connect(link)
@@ -64,11 +65,11 @@ class World:
 
     @staticmethod
     def two_hosts(seed: int = 0, link: LinkConfig | None = None, pcap: str | Path | None = None,
-                  nic: NicConfig | None = None) -> World:
+                  nic: NicConfig | None = None, faults: FaultConfig | None = None) -> World:
         w = World(seed)
         base = nic or NicConfig()
         w.add_host("a", replace(base, mac="02:00:00:00:00:0a", ip="10.0.0.1"))
         w.add_host("b", replace(base, mac="02:00:00:00:00:0b", ip="10.0.0.2"))
-        w.connect("a", "b", link, pcap)
+        w.connect("a", "b", link, pcap, faults)
         w.boot()
         return w

@@ -18,6 +18,7 @@ from driver.user.verbs import (
     QPCap,
     QPInitAttr,
 )
+from nicsim.fabric.faults import FaultConfig
 from nicsim.nic.config import NicConfig
 from nicsim.world import World
 
@@ -45,9 +46,12 @@ def make_side(w: World, host: str, mr_len: int = 1 << 16, cap: QPCap | None = No
     return Side(ctx, pd, cq, qp, mr)
 
 
-def connect(x: Side, y: Side, mtu: int = e.IBV_MTU_1024, access: int = ALL_ACCESS) -> None:
+def connect(x: Side, y: Side, mtu: int = e.IBV_MTU_1024, access: int = ALL_ACCESS,
+            timeout: int = 14, retry_cnt: int = 7, rnr_retry: int = 7,
+            min_rnr_timer: int = 1) -> None:
     attr = QPAttr(qp_access_flags=access, path_mtu=mtu, dest_qp_num=y.qp.qp_num,
-                  max_rd_atomic=4, max_dest_rd_atomic=4,
+                  max_rd_atomic=4, max_dest_rd_atomic=4, timeout=timeout,
+                  retry_cnt=retry_cnt, rnr_retry=rnr_retry, min_rnr_timer=min_rnr_timer,
                   ah_attr=AHAttr(GlobalRoute(dgid=y.ctx.query_gid())))
     x.qp.to_init(attr)
     x.qp.to_rtr(attr)
@@ -55,11 +59,13 @@ def connect(x: Side, y: Side, mtu: int = e.IBV_MTU_1024, access: int = ALL_ACCES
 
 
 def pair(mtu: int = e.IBV_MTU_1024, mr_len: int = 1 << 16, seed: int = 0,
-         pcap: str | None = None, nic: NicConfig | None = None) -> tuple[World, Side, Side]:
-    w = World.two_hosts(seed=seed, pcap=pcap, nic=nic)
+         pcap: str | None = None, nic: NicConfig | None = None,
+         faults: FaultConfig | None = None, **qp: int) -> tuple[World, Side, Side]:
+    """Two connected sides; `qp` passes timeout, retry_cnt, rnr_retry, min_rnr_timer."""
+    w = World.two_hosts(seed=seed, pcap=pcap, nic=nic, faults=faults)
     a, b = make_side(w, "a", mr_len), make_side(w, "b", mr_len)
-    connect(a, b, mtu)
-    connect(b, a, mtu)
+    connect(a, b, mtu, **qp)
+    connect(b, a, mtu, **qp)
     return w, a, b
 
 

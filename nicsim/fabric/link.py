@@ -1,9 +1,10 @@
-"""Ethernet links: serialization at the line rate, propagation delay, pcap taps.
+"""Ethernet links: serialization at the line rate, propagation delay, faults, pcap taps.
 
 Serialization is charged at the sending port (see nicsim.nic.port); the link carries the frame
 for its propagation delay and hands it to the port at the far end when its last bit arrives.
 That moment is also when the tap records the frame, so a capture's timestamps are the times of
-reception and always in order.
+reception and always in order; a frame the link loses is not in the capture, a corrupted one
+is there as it arrived (the receiver's checks drop it).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import simpy
+
+from nicsim.fabric.faults import FaultConfig, FaultInjector
 
 
 @dataclass(frozen=True)
@@ -28,10 +31,14 @@ class Tap(Protocol):
 class Link:
     """A full-duplex point-to-point link between two receivers (ports)."""
 
-    def __init__(self, env: simpy.Environment, cfg: LinkConfig, name: str = "link") -> None:
+    def __init__(self, env: simpy.Environment, cfg: LinkConfig, name: str = "link",
+                 faults: FaultConfig | None = None) -> None:
         self.env = env
         self.cfg = cfg
         self.name = name
+        # One injector per direction, with its own random stream.
+        self.faults = [FaultInjector(faults, i) for i in range(2)] if faults and \
+            faults.active else None
         self.ends: list[Callable[[bytes], None]] = []
         self.taps: list[Tap] = []
         self._arrive: list[Callable[[simpy.Event], None]] = []
@@ -51,9 +58,21 @@ class Link:
         c["frames"] += 1
         c["bytes"] += len(frame)
         env = self.env
-        # The frame rides on the timeout as its value; the far end's handler is bound once.
-        env.timeout(t_last_bit_out + self.cfg.prop_ns - env.now, frame).callbacks.append(
-            self._arrive[1 - from_end])
+        delay = t_last_bit_out + self.cfg.prop_ns - env.now
+        arrive = self._arrive[1 - from_end]
+        if self.faults is None:
+            # The frame rides on the timeout as its value; the far end's handler is bound once.
+            env.timeout(delay, frame).callbacks.append(arrive)
+            return
+        for f, extra in self.faults[from_end].apply(frame):
+            env.timeout(delay + extra, f).callbacks.append(arrive)
+
+    def fault_counters(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for inj in self.faults or ():
+            for k, v in inj.counters.items():
+                out[k] = out.get(k, 0) + v
+        return out
 
     def _bind(self) -> None:
         self._arrive = [self._arrival(r) for r in self.ends]

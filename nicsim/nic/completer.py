@@ -2,9 +2,11 @@
 
 ACKs complete every outstanding SEND/WRITE up to their PSN, in order; READ responses are
 placed into the WQE's local buffers and complete the READ on its last packet (and, implicitly,
-everything before it); ATOMIC ACKNOWLEDGE writes the original value to the local buffer. NAKs
-end the WQE with the status hardware reports and move the QP to ERR, after which every WQE
-still on the SQ or RQ completes with WR_FLUSH_ERR (IBA 10.3.1, C10-?; "flush").
+everything before it); ATOMIC ACKNOWLEDGE writes the original value to the local buffer.
+A PSN sequence error NAK, a missing READ response or an ACK past an unanswered READ sends the
+requester back to the missing PSN (go-back-N) within the retry budget; an RNR NAK waits the
+RNR timer first. Other NAKs end the WQE with the status hardware reports and move the QP to
+ERR, after which every WQE still on the SQ or RQ completes with WR_FLUSH_ERR (IBA 10.3.1).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING
 from nicsim.hwif import CqeOpcode, CqeStatus, QpState, VendorErr, WqeOpcode
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import take
-from nicsim.nic.qp import QpCtx, RespState, SendOp, psn_diff
+from nicsim.nic.qp import PSN_MASK, QpCtx, RespState, SendOp, psn_diff
 from nicsim.wire import Kind, Packet
 
 if TYPE_CHECKING:
@@ -31,8 +33,6 @@ _CQE_OPCODE = {
     WqeOpcode.ATOMIC_CMP_AND_SWP: CqeOpcode.COMP_SWAP,
     WqeOpcode.ATOMIC_FETCH_AND_ADD: CqeOpcode.FETCH_ADD,
 }
-_WAITS_FOR_DATA = (WqeOpcode.RDMA_READ, WqeOpcode.ATOMIC_CMP_AND_SWP,
-                   WqeOpcode.ATOMIC_FETCH_AND_ADD)
 # NAK codes (low 5 bits of a NAK syndrome, IBA table 43) -> completion status.
 _NAK_STATUS = {
     1: CqeStatus.REM_INV_REQ_ERR,
@@ -48,7 +48,9 @@ class Completer:
         self.nic = nic
         self.counters = Counters("acks", "naks", "rnr_naks", "read_response_packets",
                                  "atomic_acks", "send_completions", "error_completions",
-                                 "flush_completions", "unexpected_responses", "qp_errors")
+                                 "flush_completions", "unexpected_responses",
+                                 "duplicate_responses", "out_of_sequence_responses",
+                                 "implicit_naks", "qp_errors")
 
     # -- CQEs -------------------------------------------------------------------------------
 
@@ -70,7 +72,9 @@ class Completer:
                     vendor: VendorErr) -> None:
         """A WQE failed before anything was sent: complete it (signaled or not) and fail the
         QP, like a real NIC (IBA 10.8.3.2: errors always generate a completion)."""
-        self._post_send(qp, SendOp(index, op, True, 0, 0, 0), status, vendor)
+        self.nic.cq.post(qp.send_cqn, qp.qpn, index, _CQE_OPCODE[op], status,
+                         vendor_err=vendor)
+        self.counters["error_completions"] += 1
         self.qp_error(qp)
 
     def flush_send(self, qp: QpCtx, index: int) -> None:
@@ -92,6 +96,8 @@ class Completer:
             self.nic.trace("qp_state", qpn=qp.qpn, old=qp.state.name, new="ERR")
         qp.state = QpState.ERR
         qp.resp.state = RespState.IDLE
+        qp.timer_deadline = None
+        qp.resend_psn = None
         while qp.outstanding:
             op = qp.outstanding.popleft()
             self.flush_send(qp, op.wqe_index)
@@ -110,16 +116,21 @@ class Completer:
             cls = syn >> 5
             if cls == 0:
                 self.counters["acks"] += 1
+                self._credits(qp, p, syn & 0x1F)
                 self._complete_through(qp, p.psn)
             elif cls == 1:
                 self.counters["rnr_naks"] += 1
-                self._fail_at(qp, p.psn, CqeStatus.RNR_RETRY_EXC_ERR, VendorErr.RNR_EXCEEDED)
+                self._rnr(qp, p.psn, syn & 0x1F)
             elif cls == 3:
                 self.counters["naks"] += 1
                 code = syn & 0x1F
+                self.counters.bump(f"nak_{code:#04x}")
                 if code == 0:
-                    # PSN sequence error: needs retransmission, which is not modelled yet.
-                    self._fail_at(qp, p.psn, CqeStatus.RETRY_EXC_ERR, VendorErr.RETRY_EXCEEDED)
+                    # PSN sequence error: everything before the PSN arrived; go back to it.
+                    self._complete_through(qp, (p.psn - 1) & PSN_MASK, progress_only=True)
+                    if qp.state is QpState.RTS:
+                        self.retry(qp, p.psn, CqeStatus.RETRY_EXC_ERR,
+                                   VendorErr.RETRY_EXCEEDED)
                 else:
                     self._fail_at(qp, p.psn, _NAK_STATUS.get(code, CqeStatus.REM_OP_ERR),
                                   VendorErr.REMOTE_NAK)
@@ -130,26 +141,99 @@ class Completer:
         elif kind is Kind.ATOMIC_ACK:
             self._atomic_ack(qp, p)
 
-    def _complete_through(self, qp: QpCtx, psn: int) -> None:
+    def _credits(self, qp: QpCtx, p: Packet, code: int) -> None:
+        """End-to-end credits (IBA 9.7.7.2): the AETH of an ACK says how many more receive
+        WQEs the responder has; messages beyond that wait."""
+        if code == 0x1F:
+            qp.recv_limit = None
+            return
+        # Receive-consuming messages this ACK covers are complete at the responder.
+        covered = sum(1 for o in qp.outstanding if o.consumes_recv
+                      and psn_diff(o.last_psn, p.psn) <= 0)
+        done = qp.recv_msgs_sent - sum(1 for o in qp.outstanding if o.consumes_recv) + covered
+        qp.recv_limit = done + _CREDITS[code]
+
+    def _progress(self, qp: QpCtx) -> None:
+        """Something was acknowledged: fresh retry budgets, timer restarted, QP kicked (it
+        may have been waiting for a READ slot, a fence or credits)."""
+        qp.retry_left = qp.retry_cnt
+        qp.rnr_left = qp.rnr_retry
+        self.nic.requester.restart_timer(qp)
+        if qp.fetched or (qp.sq_pi - qp.sq_fetch) & 0xFFFF:
+            self.nic.engine.kick(qp)
+
+    def _complete_through(self, qp: QpCtx, psn: int, progress_only: bool = False) -> None:
         """Complete, in order, every WQE whose last PSN is at or before `psn`. A READ or
-        atomic still waiting for its response stops the walk."""
+        atomic still waiting for its response stops the walk; if the ACK is for a later PSN,
+        its response was lost: ask again from the missing PSN (implicit NAK, 9.7.6.1.3)."""
         out = qp.outstanding
+        moved = False
+        if (qp.acked_psn < 0 or psn_diff(psn, qp.acked_psn) > 0) and out and \
+                psn_diff(psn, out[0].first_psn) >= 0:
+            qp.acked_psn = psn
+            moved = True
         while out:
             op = out[0]
-            if psn_diff(op.last_psn, psn) > 0 or op.opcode in _WAITS_FOR_DATA:
+            if psn_diff(op.last_psn, psn) > 0:
+                break
+            if op.waits_for_data:
+                if not progress_only and qp.resend_psn is None and not op.gap:
+                    op.gap = True
+                    self.counters["implicit_naks"] += 1
+                    self.retry(qp, self.nic.requester.first_unacked(qp),
+                               CqeStatus.RETRY_EXC_ERR, VendorErr.RETRY_EXCEEDED)
                 break
             out.popleft()
+            moved = True
             if op.signaled:
                 self._post_send(qp, op, CqeStatus.SUCCESS)
+        if moved:
+            self._progress(qp)
+
+    def retry(self, qp: QpCtx, psn: int, status: CqeStatus, vendor: VendorErr) -> None:
+        """Go back to `psn` if the retry budget allows, else fail the oldest WQE."""
+        if not qp.outstanding:
+            return
+        if qp.retry_left <= 0:
+            self._fail_at(qp, self.nic.requester.first_unacked(qp), status, vendor)
+            return
+        qp.retry_left -= 1
+        self._rewind(qp, psn)
+
+    def _rewind(self, qp: QpCtx, psn: int) -> None:
+        if qp.resend_psn is None or psn_diff(psn, qp.resend_psn) < 0:
+            qp.resend_psn = psn
+        self.nic.requester.restart_timer(qp)
+        self.nic.engine.kick(qp)
+
+    def _rnr(self, qp: QpCtx, psn: int, timer: int) -> None:
+        """RNR NAK: the responder had no receive WQE. Wait the RNR timer, then send again
+        from that PSN; rnr_retry 7 means forever (IBA 9.7.5.2.8, table 45)."""
+        self._complete_through(qp, (psn - 1) & PSN_MASK, progress_only=True)
+        if qp.state is not QpState.RTS:
+            return
+        if qp.rnr_retry != 7:
+            if qp.rnr_left <= 0:
+                self._fail_at(qp, psn, CqeStatus.RNR_RETRY_EXC_ERR, VendorErr.RNR_EXCEEDED)
+                return
+            qp.rnr_left -= 1
+        env = self.nic.env
+        wait = rnr_timer_ns(timer)
+        qp.rnr_until = env.now + wait
+        if qp.resend_psn is None or psn_diff(psn, qp.resend_psn) < 0:
+            qp.resend_psn = psn
+        qp.timer_deadline = None  # the RNR wait replaces the transport timer
+        env.timeout(wait).callbacks.append(lambda _e, q=qp: self.nic.engine.kick(q))
 
     def _fail_at(self, qp: QpCtx, psn: int, status: CqeStatus, vendor: VendorErr) -> None:
         out = qp.outstanding
         # Everything before the NAKed PSN was received (a NAK acknowledges its predecessors).
-        while out and psn_diff(out[0].last_psn, psn) < 0 and out[0].opcode not in _WAITS_FOR_DATA:
+        while out and psn_diff(out[0].last_psn, psn) < 0 and not out[0].waits_for_data:
             op = out.popleft()
             if op.signaled:
                 self._post_send(qp, op, CqeStatus.SUCCESS)
         if out:
+            # An error completes the WQE whether or not it asked for a completion.
             self._post_send(qp, out.popleft(), status, vendor)
         self.qp_error(qp)
 
@@ -157,29 +241,40 @@ class Completer:
         c = self.counters
         c["read_response_packets"] += 1
         out = qp.outstanding
-        # Responses also acknowledge the SEND/WRITEs before the READ (implicit ACK, 9.7.6.1).
-        while out and out[0].opcode is not WqeOpcode.RDMA_READ:
-            if out[0].opcode in _WAITS_FOR_DATA:
-                break
+        # A response also acknowledges the WQEs before its READ (implicit ACK, 9.7.6.1.2).
+        while out and not out[0].waits_for_data and psn_diff(out[0].last_psn, p.psn) < 0:
             op = out.popleft()
             if op.signaled:
                 self._post_send(qp, op, CqeStatus.SUCCESS)
         if not out or out[0].opcode is not WqeOpcode.RDMA_READ:
-            c["unexpected_responses"] += 1
+            c["duplicate_responses"] += 1  # a READ answered twice, already completed
             return
         op = out[0]
         idx = psn_diff(p.psn, op.first_psn)
-        expect = op.read_done // qp.mtu if op.length else 0
-        if idx != expect or psn_diff(op.last_psn, p.psn) < 0:
-            c["unexpected_responses"] += 1
+        expect = op.read_done // qp.mtu
+        if idx < expect or psn_diff(op.last_psn, p.psn) < 0:
+            c["duplicate_responses"] += 1
             return
+        if idx > expect:
+            # A response packet went missing: re-request from it, once per gap.
+            c["out_of_sequence_responses"] += 1
+            if not op.gap and qp.resend_psn is None:
+                op.gap = True
+                self.retry(qp, (op.first_psn + expect) & PSN_MASK, CqeStatus.RETRY_EXC_ERR,
+                           VendorErr.RETRY_EXCEEDED)
+            return
+        op.gap = False
         n = p.payload_len
+        last = idx == op.npkts - 1
+        # Every packet but the last carries exactly one MTU (C9-x); anything else is a bad
+        # response, which ends the READ (IBA 9.9.3.2: BAD_RESP_ERR). (A FIRST may appear at
+        # any PSN: a READ re-requested from the middle is answered as a new READ.)
+        if n != (op.length - op.read_done if last else qp.mtu) or p.info.is_last != last:
+            self._fail_at(qp, p.psn, CqeStatus.BAD_RESP_ERR, VendorErr.REMOTE_NAK)
+            return
         t = self.nic.env.now + self.nic.cfg.rx_pipeline_ns
         if n:
-            if op.read_done + n > op.length:
-                c["unexpected_responses"] += 1
-                return
-            pieces, _ = take(op.local, _position(op.local, op.read_done), n)
+            pieces, _ = take(op.segs, _position(op.segs, op.read_done), n)
             mv = p.payload
             parts, o = [], 0
             for pa, k in pieces:
@@ -187,32 +282,52 @@ class Completer:
                 o += k
             t = self.nic.dma.scatter(parts, n, t)
             op.read_done += n
-        if p.info.is_last:
+        qp.acked_psn = p.psn
+        if last:
             out.popleft()
             if op.signaled:
                 self._post_send(qp, op, CqeStatus.SUCCESS, t=t)
+        self._progress(qp)
 
     def _atomic_ack(self, qp: QpCtx, p: Packet) -> None:
         self.counters["atomic_acks"] += 1
         out = qp.outstanding
-        while out and out[0].opcode not in _WAITS_FOR_DATA:
+        while out and not out[0].waits_for_data and psn_diff(out[0].last_psn, p.psn) < 0:
             op = out.popleft()
             if op.signaled:
                 self._post_send(qp, op, CqeStatus.SUCCESS)
-        if not out or out[0].opcode is WqeOpcode.RDMA_READ or out[0].first_psn != p.psn:
-            self.counters["unexpected_responses"] += 1
+        if not out or out[0].opcode not in _ATOMICS or out[0].first_psn != p.psn:
+            self.counters["duplicate_responses"] += 1
             return
         op = out.popleft()
         t = self.nic.env.now + self.nic.cfg.rx_pipeline_ns
         data = memoryview(_Q.pack(p.atomic_orig))
-        pieces, _ = take(op.local, (0, 0), 8)
+        pieces, _ = take(op.segs, (0, 0), 8)
         parts, o = [], 0
         for pa, k in pieces:
             parts.append((pa, data[o:o + k]))
             o += k
         t = self.nic.dma.scatter(parts, 8, t)
+        qp.acked_psn = p.psn
         if op.signaled:
             self._post_send(qp, op, CqeStatus.SUCCESS, t=t)
+        self._progress(qp)
+
+
+def rnr_timer_ns(code: int) -> float:
+    """The RNR NAK timer field decoded (IBA 9.7.5.2.8, table 45), in ns."""
+    return _RNR_US[code & 0x1F] * 1000.0
+
+
+# Table 45: code 0 is 655.36 ms, codes 1..31 run from 0.01 ms to 491.52 ms.
+_RNR_US = (655360.0, 10.0, 20.0, 30.0, 40.0, 60.0, 80.0, 120.0, 160.0, 240.0, 320.0, 480.0,
+           640.0, 960.0, 1280.0, 1920.0, 2560.0, 3840.0, 5120.0, 7680.0, 10240.0, 15360.0,
+           20480.0, 30720.0, 40960.0, 61440.0, 81920.0, 122880.0, 163840.0, 245760.0,
+           327680.0, 491520.0)
+# AETH credit count encoding (IBA table 44), as in the responder.
+_CREDITS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
+            1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768)
+_ATOMICS = (WqeOpcode.ATOMIC_CMP_AND_SWP, WqeOpcode.ATOMIC_FETCH_AND_ADD)
 
 
 def _position(segs: list[tuple[int, int]], offset: int) -> tuple[int, int]:

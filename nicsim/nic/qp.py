@@ -27,17 +27,32 @@ class RespState(Enum):
 
 @dataclass(slots=True)
 class SendOp:
-    """A WQE the requester has sent and not yet completed."""
+    """A WQE the requester has sent (or begun to send) and not yet completed. It keeps what
+    is needed to send any of its packets again (go-back-N re-reads payload from memory)."""
 
-    wqe_index: int
+    wqe: object  # the decoded SendWqe
     opcode: WqeOpcode
     signaled: bool
     first_psn: int
     last_psn: int
     length: int
-    local: list[tuple[int, int]] = field(default_factory=list)  # READ/atomic destination
+    npkts: int
+    segs: list[tuple[int, int]] = field(default_factory=list)  # local memory, by translation
     read_done: int = 0  # bytes of READ response placed so far
-    imm: int = 0
+    consumes_recv: bool = False  # a SEND or WRITE with immediate: uses a receive WQE
+    gap: bool = False  # a READ response is missing and has been re-requested
+
+    @property
+    def wqe_index(self) -> int:
+        return self.wqe.index  # type: ignore[attr-defined]
+
+    @property
+    def waits_for_data(self) -> bool:
+        return self.opcode in _WAITS_FOR_DATA
+
+
+_WAITS_FOR_DATA = (WqeOpcode.RDMA_READ, WqeOpcode.ATOMIC_CMP_AND_SWP,
+                   WqeOpcode.ATOMIC_FETCH_AND_ADD)
 
 
 @dataclass(slots=True)
@@ -56,6 +71,7 @@ class RespCtx:
     nak_sent: bool = False  # one NAK per sequence error (IBA 9.7.5.2.2)
     last_done_at: float = 0.0  # when the last payload write lands in host memory
     posted_at: float = 0.0  # when the last payload write was posted to PCIe
+    reads_inflight: int = 0  # READ requests whose responses are still being sent
 
 
 @dataclass(slots=True)
@@ -100,6 +116,17 @@ class QpCtx:
     outstanding: deque = field(default_factory=deque)  # SendOps awaiting ACK/response
     resp: RespCtx = field(default_factory=RespCtx)
     scheduled: bool = False
+    # Requester reliability state (IBA 9.7.6): what to resend, timers, retry budgets.
+    resend_psn: int | None = None  # go back to this PSN before sending anything new
+    acked_psn: int = -1  # last PSN an ACK covered (-1: none yet)
+    timer_deadline: float | None = None  # transport timer (None: not armed)
+    timer_pending: bool = False  # a SimPy event for the timer is scheduled
+    retry_left: int = 7
+    rnr_left: int = 7
+    rnr_until: float = 0.0  # RNR NAK: no sending before this time
+    recv_msgs_sent: int = 0  # receive-consuming messages started (SEND, WRITE with imm)
+    recv_limit: int | None = None  # from AETH credits: how many may be started (None: any)
+    atomic_replay: dict = field(default_factory=dict)  # responder: PSN -> original value
 
     @property
     def sq_stride(self) -> int:

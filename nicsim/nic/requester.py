@@ -1,9 +1,13 @@
-"""The requester: turns a send WQE into packets (IBA 9.7.1-9.7.2).
+"""The requester: turns a send WQE into packets, and sends them again when needed
+(IBA 9.7.1-9.7.2, 9.7.6).
 
 It translates the WQE's local SGEs (lkey -> MPT -> MTT), segments the message by the path
 MTU, assigns PSNs, builds each frame with the QP's header template and hands it to the send
 engine. A READ is one request packet that reserves one PSN per expected response packet;
-atomics are one packet each.
+atomics are one packet each. Every sent WQE stays outstanding until the completer retires it;
+go-back-N resends from any PSN by rebuilding packets from the WQE and re-reading the payload,
+as hardware does. The transport timer (4.096 us x 2^timeout, IBA 9.7.6.1.1) fires a resend
+from the oldest unacknowledged PSN, retry_cnt times.
 """
 
 from __future__ import annotations
@@ -13,9 +17,18 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from nicsim.hwif import Access, CqeStatus, QpType, VendorErr, WqeFlags, WqeOpcode, XlateStatus
+from nicsim.hwif import (
+    Access,
+    CqeStatus,
+    QpState,
+    QpType,
+    VendorErr,
+    WqeFlags,
+    WqeOpcode,
+    XlateStatus,
+)
 from nicsim.nic.counters import Counters
-from nicsim.nic.qp import PSN_MASK, QpCtx, SendOp
+from nicsim.nic.qp import PSN_MASK, QpCtx, SendOp, psn_diff
 from nicsim.nic.wqe_fetch import SendWqe
 from nicsim.wire import Kind, Pos, Transport, atomic_eth, ieth, immdt, message_opcodes, reth
 from nicsim.wire.opcodes import Opcode
@@ -48,8 +61,15 @@ _RC_OPS = set(_MSG) | {WqeOpcode.RDMA_READ, WqeOpcode.ATOMIC_CMP_AND_SWP,
                        WqeOpcode.ATOMIC_FETCH_AND_ADD}
 MAX_MSG = 1 << 31
 # Plain ints: IntFlag arithmetic builds enum objects, too slow for the per-WQE path.
-_SIGNALED, _INLINE, _SOLICITED = int(WqeFlags.SIGNALED), int(WqeFlags.INLINE), int(
-    WqeFlags.SOLICITED)
+_SIGNALED, _INLINE, _SOLICITED, _FENCE = (int(WqeFlags.SIGNALED), int(WqeFlags.INLINE),
+                                          int(WqeFlags.SOLICITED), int(WqeFlags.FENCE))
+_CONSUMES_RECV = (WqeOpcode.SEND, WqeOpcode.SEND_WITH_IMM, WqeOpcode.SEND_WITH_INV,
+                  WqeOpcode.RDMA_WRITE_WITH_IMM)
+
+
+def transport_timeout_ns(timeout: int) -> float | None:
+    """The transport timer for the QP attribute `timeout` (IBA 9.7.6.1.1; 0 means none)."""
+    return None if timeout == 0 else 4096.0 * (1 << timeout)
 
 
 class Requester:
@@ -57,7 +77,9 @@ class Requester:
         self.nic = nic
         self.env: simpy.Environment = nic.env
         self.counters = Counters("wqes", "data_packets", "data_bytes", "read_requests",
-                                 "atomic_requests", "local_errors", "flushed")
+                                 "atomic_requests", "local_errors", "flushed",
+                                 "retransmitted_packets", "resends", "timeouts",
+                                 "blocked_rd_atomic", "blocked_fence", "blocked_credits")
 
     # -- local translation ------------------------------------------------------------------
 
@@ -78,6 +100,31 @@ class Requester:
             return CqeStatus.LOC_LEN_ERR, VendorErr.NONE, [], 0, t
         return CqeStatus.SUCCESS, VendorErr.NONE, segs, total, t
 
+    # -- admission --------------------------------------------------------------------------
+
+    def blocked(self, qp: QpCtx, wqe: SendWqe) -> bool:
+        """Whether the next WQE must wait: the READ/atomic limit (max_rd_atomic, IBA
+        9.7.7.1), a fence, or no end-to-end credit for a receive-consuming message (9.7.7.2).
+        The completer kicks the QP when what it waits for changes."""
+        op = wqe.ctrl.opcode
+        c = self.counters
+        if op in _RD_ATOMIC or wqe.ctrl.flags & _FENCE:
+            n = sum(1 for o in qp.outstanding if o.waits_for_data)
+            if op in _RD_ATOMIC and n >= max(1, qp.max_rd_atomic):
+                c["blocked_rd_atomic"] += 1
+                return True
+            if wqe.ctrl.flags & _FENCE and n:
+                c["blocked_fence"] += 1
+                return True
+        if op in _CONSUMES_RECV and qp.recv_limit is not None and \
+                qp.recv_msgs_sent >= qp.recv_limit and any(o.consumes_recv
+                                                           for o in qp.outstanding):
+            # Out of credits: wait for an ACK, unless nothing is outstanding, in which case
+            # one message may go to probe (IBA 9.7.7.2.5).
+            c["blocked_credits"] += 1
+            return True
+        return False
+
     # -- execution --------------------------------------------------------------------------
 
     def execute(self, qp: QpCtx, wqe: SendWqe) -> Generator[simpy.Event, None, None]:
@@ -85,8 +132,7 @@ class Requester:
         c["wqes"] += 1
         ctrl = wqe.ctrl
         nic = self.nic
-        env = self.env
-        signaled = bool(ctrl.flags & _SIGNALED)
+        t = self.env.now
         try:
             op = WqeOpcode(ctrl.opcode)
         except ValueError:
@@ -96,65 +142,94 @@ class Requester:
             nic.completer.local_error(qp, wqe.index, op or WqeOpcode.SEND,
                                       CqeStatus.LOC_QP_OP_ERR, VendorErr.BAD_OPCODE)
             return
-        t = env.now
         if op in _MSG:
             if ctrl.flags & _INLINE:
                 segs, total, status, verr = [], len(wqe.inline), CqeStatus.SUCCESS, VendorErr.NONE
             else:
                 status, verr, segs, total, t = self._local(qp, wqe, 0, t)
-            if status is not CqeStatus.SUCCESS:
-                c["local_errors"] += 1
-                nic.completer.local_error(qp, wqe.index, op, status, verr)
-                return
-            yield from self._message(qp, wqe, op, segs, total, signaled, t)
-            return
-        # READ and atomics write into local memory: LOCAL_WRITE is required on the MR.
-        status, verr, segs, total, t = self._local(qp, wqe, Access.LOCAL_WRITE, t)
-        if status is CqeStatus.SUCCESS and op is not WqeOpcode.RDMA_READ and total != 8:
-            status, verr = CqeStatus.LOC_LEN_ERR, VendorErr.NONE
+        else:
+            # READ and atomics write into local memory: LOCAL_WRITE is required on the MR.
+            status, verr, segs, total, t = self._local(qp, wqe, Access.LOCAL_WRITE, t)
+            if status is CqeStatus.SUCCESS and op is not WqeOpcode.RDMA_READ and total != 8:
+                status, verr = CqeStatus.LOC_LEN_ERR, VendorErr.NONE
         if status is not CqeStatus.SUCCESS:
             c["local_errors"] += 1
             nic.completer.local_error(qp, wqe.index, op, status, verr)
             return
+        npkts = 1 if op in _ATOMICS else max(1, -(-total // qp.mtu))
         psn = qp.sq_psn
+        qp.sq_psn = (psn + npkts) & PSN_MASK
+        sop = SendOp(wqe, op, bool(ctrl.flags & _SIGNALED), psn, (psn + npkts - 1) & PSN_MASK,
+                     total, npkts, segs, consumes_recv=op in _CONSUMES_RECV)
+        if sop.consumes_recv:
+            qp.recv_msgs_sent += 1
+        qp.outstanding.append(sop)
+        yield from self._transmit(qp, sop, 0, t)
+
+    def resend(self, qp: QpCtx) -> Generator[simpy.Event, None, None]:
+        """Go back N: send again every outstanding packet from qp.resend_psn on."""
+        start = qp.resend_psn
+        qp.resend_psn = None
+        if start is None:
+            return
+        self.counters["resends"] += 1
+        for sop in list(qp.outstanding):
+            if psn_diff(sop.last_psn, start) < 0:
+                continue
+            k = max(0, psn_diff(start, sop.first_psn))
+            yield from self._transmit(qp, sop, k, self.env.now, again=True)
+            if qp.resend_psn is not None or qp.state is not QpState.RTS:
+                return  # a newer resend point (or an error) supersedes this one
+
+    def _transmit(self, qp: QpCtx, sop: SendOp, k: int, t: float,
+                  again: bool = False) -> Generator[simpy.Event, None, None]:
+        """Send the packets of `sop` from its k-th on."""
+        if sop.opcode in _MSG:
+            yield from self._message(qp, sop, k, t, again)
+            return
+        nic = self.nic
+        env = self.env
+        ctrl = sop.wqe.ctrl  # type: ignore[attr-defined]
         b = qp.builder
         assert b is not None
-        if op is WqeOpcode.RDMA_READ:
-            c["read_requests"] += 1
-            npkts = max(1, -(-total // qp.mtu))
-            qp.sq_psn = (psn + npkts) & PSN_MASK
-            qp.outstanding.append(SendOp(wqe.index, op, signaled, psn,
-                                         (psn + npkts - 1) & PSN_MASK, total, segs))
-            frame = b.build(Opcode.RC_RDMA_READ_REQUEST, qp.dest_qpn, psn,
-                            reth(ctrl.remote_addr, ctrl.rkey, total), ackreq=True)
+        if sop.opcode is WqeOpcode.RDMA_READ:
+            # Re-requests start at the first response not yet received (IBA 9.7.6.1.3).
+            k = max(k, sop.read_done // qp.mtu)
+            off = k * qp.mtu
+            self.counters["read_requests"] += 1
+            frame = b.build(Opcode.RC_RDMA_READ_REQUEST, qp.dest_qpn,
+                            (sop.first_psn + k) & PSN_MASK,
+                            reth(ctrl.remote_addr + off, ctrl.rkey, sop.length - off),
+                            ackreq=True)
         else:
-            c["atomic_requests"] += 1
-            qp.sq_psn = (psn + 1) & PSN_MASK
-            qp.outstanding.append(SendOp(wqe.index, op, signaled, psn, psn, 8, segs))
-            if op is WqeOpcode.ATOMIC_CMP_AND_SWP:
+            self.counters["atomic_requests"] += 1
+            if sop.opcode is WqeOpcode.ATOMIC_CMP_AND_SWP:
                 ext = atomic_eth(ctrl.remote_addr, ctrl.rkey, ctrl.swap, ctrl.compare_add)
                 opc = Opcode.RC_COMPARE_SWAP
             else:
                 ext = atomic_eth(ctrl.remote_addr, ctrl.rkey, ctrl.compare_add, 0)
                 opc = Opcode.RC_FETCH_ADD
-            frame = b.build(opc, qp.dest_qpn, psn, ext, ackreq=True)
+            frame = b.build(opc, qp.dest_qpn, sop.first_psn, ext, ackreq=True)
+        if again:
+            self.counters["retransmitted_packets"] += 1
+        self.arm_timer(qp)
         wait = nic.engine.emit(frame, t + nic.cfg.tx_pipeline_ns)
         if wait > env.now:
             yield env.timeout(wait - env.now)
 
-    def _message(self, qp: QpCtx, wqe: SendWqe, op: WqeOpcode, segs: list[tuple[int, int]],
-                 total: int, signaled: bool, t: float) -> Generator[simpy.Event, None, None]:
-        """SEND or RDMA WRITE: one packet per MTU of payload."""
-        (first_op, mid_op, last_op, only_op), is_write, has_imm, has_inv = _MSG[op]
+    def _message(self, qp: QpCtx, sop: SendOp, k0: int, t: float,
+                 again: bool) -> Generator[simpy.Event, None, None]:
+        """SEND or RDMA WRITE: one packet per MTU of payload, from packet k0 on."""
+        (first_op, mid_op, last_op, only_op), is_write, has_imm, has_inv = _MSG[sop.opcode]
         nic = self.nic
         env = self.env
-        ctrl = wqe.ctrl
+        wqe = sop.wqe
+        ctrl = wqe.ctrl  # type: ignore[attr-defined]
         mtu = qp.mtu
-        npkts = max(1, -(-total // mtu))
-        psn = qp.sq_psn
-        qp.sq_psn = (psn + npkts) & PSN_MASK
-        qp.outstanding.append(SendOp(wqe.index, op, signaled, psn, (psn + npkts - 1) & PSN_MASK,
-                                     total, imm=ctrl.imm_inv))
+        total = sop.length
+        npkts = sop.npkts
+        psn = sop.first_psn
+        segs = sop.segs
         b = qp.builder
         assert b is not None
         build = b.build
@@ -165,15 +240,26 @@ class Requester:
         ready_lag = nic.cfg.tx_pipeline_ns
         dqpn = qp.dest_qpn
         solicited = bool(ctrl.flags & _SOLICITED)
-        inline = wqe.inline
+        inline = wqe.inline  # type: ignore[attr-defined]
         c = self.counters
-        c["data_packets"] += npkts
-        c["data_bytes"] += total
+        c["data_packets"] += npkts - k0
+        c["data_bytes"] += total - k0 * mtu
+        if again:
+            c["retransmitted_packets"] += npkts - k0
+        self.arm_timer(qp)
         last_i = npkts - 1
         first_ext = reth(ctrl.remote_addr, ctrl.rkey, total) if is_write else b""
         last_ext = immdt(ctrl.imm_inv) if has_imm else ieth(ctrl.imm_inv) if has_inv else b""
-        si = so = 0  # position in segs: segment index, offset within it
-        for i in range(npkts):
+        # Position in segs of byte k0 * mtu: segment index, offset within it.
+        si = so = 0
+        skip = k0 * mtu
+        while skip and si < len(segs):
+            if skip >= segs[si][1]:
+                skip -= segs[si][1]
+                si += 1
+            else:
+                so, skip = skip, 0
+        for i in range(k0, npkts):
             n = total - i * mtu
             if n > mtu:
                 n = mtu
@@ -188,14 +274,14 @@ class Requester:
                     payload = buf[pa + so:pa + so + n].tobytes()
                     so += n
                 else:
-                    parts, k = [], n
-                    while k:
+                    parts, left = [], n
+                    while left:
                         pa, ln = segs[si]
-                        m = min(ln - so, k)
+                        m = min(ln - so, left)
                         parts.append(buf[pa + so:pa + so + m].tobytes())
                         so += m
-                        k -= m
-                        if so == ln and k:
+                        left -= m
+                        if so == ln and left:
                             si, so = si + 1, 0
                     payload = b"".join(parts)
                 if so == ln and si + 1 < len(segs):
@@ -214,6 +300,51 @@ class Requester:
             wait = emit(frame, ready + ready_lag)
             if wait and wait > env.now:
                 yield env.timeout(wait - env.now)
+                if qp.resend_psn is not None or qp.state is not QpState.RTS:
+                    return  # a NAK or timeout rewound the QP; the resend covers the rest
+
+    # -- transport timer --------------------------------------------------------------------
+
+    def arm_timer(self, qp: QpCtx) -> None:
+        """Start the transport timer if it is not running."""
+        if qp.timer_deadline is None:
+            self.restart_timer(qp)
+
+    def restart_timer(self, qp: QpCtx) -> None:
+        """(Re)start the timer after progress; stop it if nothing is outstanding."""
+        tmo = transport_timeout_ns(qp.timeout)
+        if tmo is None or not qp.outstanding:
+            qp.timer_deadline = None
+            return
+        qp.timer_deadline = self.env.now + tmo
+        if not qp.timer_pending:
+            qp.timer_pending = True
+            self.env.timeout(tmo).callbacks.append(lambda _e, q=qp: self._timer_event(q))
+
+    def _timer_event(self, qp: QpCtx) -> None:
+        qp.timer_pending = False
+        d = qp.timer_deadline
+        if d is None or qp.state is not QpState.RTS:
+            return
+        now = self.env.now
+        if d > now:  # restarted since this event was scheduled: wait for the new deadline
+            qp.timer_pending = True
+            self.env.timeout(d - now).callbacks.append(lambda _e, q=qp: self._timer_event(q))
+            return
+        self.counters["timeouts"] += 1
+        qp.timer_deadline = None
+        self.nic.completer.retry(qp, self.first_unacked(qp), CqeStatus.RETRY_EXC_ERR,
+                                 VendorErr.RETRY_EXCEEDED)
+
+    @staticmethod
+    def first_unacked(qp: QpCtx) -> int:
+        """The oldest PSN nothing has acknowledged yet."""
+        sop = qp.outstanding[0]
+        if sop.opcode is WqeOpcode.RDMA_READ:
+            return (sop.first_psn + sop.read_done // qp.mtu) & PSN_MASK
+        if qp.acked_psn >= 0 and psn_diff(qp.acked_psn, sop.first_psn) >= 0:
+            return (qp.acked_psn + 1) & PSN_MASK
+        return sop.first_psn
 
     def flush_sq(self, qp: QpCtx) -> None:
         """QP in ERR: every WQE posted and not completed completes with WR_FLUSH_ERR."""
@@ -226,3 +357,8 @@ class Requester:
             comp.flush_send(qp, qp.sq_fetch)
             qp.sq_fetch = (qp.sq_fetch + 1) & 0xFFFF
             self.counters["flushed"] += 1
+
+
+_ATOMICS = (WqeOpcode.ATOMIC_CMP_AND_SWP, WqeOpcode.ATOMIC_FETCH_AND_ADD)
+_RD_ATOMIC = (int(WqeOpcode.RDMA_READ), int(WqeOpcode.ATOMIC_CMP_AND_SWP),
+              int(WqeOpcode.ATOMIC_FETCH_AND_ADD))

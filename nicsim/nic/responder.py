@@ -59,6 +59,7 @@ def credit_code(free: int) -> int:
 
 _Q = struct.Struct("<Q")
 _RECEIVING = (QpState.RTR, QpState.RTS, QpState.SQD)
+_REPLAY_DEPTH = 64  # atomic results remembered for duplicates
 # Access rights as plain ints: IntFlag arithmetic builds enum objects on every check.
 _LW, _RW, _RR, _RA = (int(a) for a in (Access.LOCAL_WRITE, Access.REMOTE_WRITE,
                                        Access.REMOTE_READ, Access.REMOTE_ATOMIC))
@@ -325,21 +326,27 @@ class Responder:
 
     # -- RDMA READ --------------------------------------------------------------------------
 
-    def _read(self, qp: QpCtx, p: Packet, t: float) -> None:
+    def _read(self, qp: QpCtx, p: Packet, t: float, duplicate: bool = False) -> None:
         self.counters["read_requests"] += 1
         if not qp.access & _RR:
             self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
             return
+        r = qp.resp
+        if not duplicate and r.reads_inflight >= max(1, qp.max_dest_rd_atomic):
+            # More READs outstanding than this QP accepts (IBA 9.7.7.1, C9-129).
+            self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t)
+            return
         length = p.reth_len
-        st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RR,
-                                             p.reth_va, length, t)
+        st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RR, p.reth_va, length, t)
         if st is not XlateStatus.OK:
             self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
             return
-        npkts = max(1, -(-length // qp.mtu))
-        qp.epsn = (p.psn + npkts) & PSN_MASK
-        qp.msn = (qp.msn + 1) & 0xFFFFFF
-        qp.resp.unacked = 0
+        if not duplicate:
+            npkts = max(1, -(-length // qp.mtu))
+            qp.epsn = (p.psn + npkts) & PSN_MASK
+            qp.msn = (qp.msn + 1) & 0xFFFFFF
+            r.unacked = 0
+        r.reads_inflight += 1
         psn, msn = p.psn, qp.msn
         self.nic.engine.add_job(lambda: self._read_response(qp, psn, msn, segs, length, ready))
 
@@ -352,29 +359,35 @@ class Responder:
         assert b is not None
         mtu = qp.mtu
         npkts = max(1, -(-length // mtu))
-        pos = (0, 0)
         ack = aeth(Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, msn)
         pipeline = nic.cfg.tx_pipeline_ns
-        self.counters["read_response_packets"] += npkts
-        for i in range(npkts):
-            n = min(mtu, length - i * mtu)
-            if n:
-                pieces, pos = take(segs, pos, n)
-                payload, t = nic.dma.gather(pieces, ready)
-            else:
-                payload, t = b"", max(ready, env.now)
-            if npkts == 1:
-                opc, ext = Opcode.RC_RDMA_READ_RESPONSE_ONLY, ack
-            elif i == 0:
-                opc, ext = Opcode.RC_RDMA_READ_RESPONSE_FIRST, ack
-            elif i == npkts - 1:
-                opc, ext = Opcode.RC_RDMA_READ_RESPONSE_LAST, ack
-            else:
-                opc, ext = Opcode.RC_RDMA_READ_RESPONSE_MIDDLE, b""
-            frame = b.build(opc, qp.dest_qpn, (psn + i) & PSN_MASK, ext, payload)
-            wait = nic.engine.emit(frame, t + pipeline)
-            if wait > env.now:
-                yield env.timeout(wait - env.now)
+        pos = (0, 0)
+        try:
+            for i in range(npkts):
+                if qp.state is QpState.ERR or qp.state is QpState.RESET:
+                    return  # a QP in error sends nothing more
+                n = min(mtu, length - i * mtu)
+                if n:
+                    pieces, pos = take(segs, pos, n)
+                    payload, t = nic.dma.gather(pieces, ready)
+                else:
+                    payload, t = b"", max(ready, env.now)
+                if npkts == 1:
+                    opc, ext = Opcode.RC_RDMA_READ_RESPONSE_ONLY, ack
+                elif i == 0:
+                    opc, ext = Opcode.RC_RDMA_READ_RESPONSE_FIRST, ack
+                elif i == npkts - 1:
+                    opc, ext = Opcode.RC_RDMA_READ_RESPONSE_LAST, ack
+                else:
+                    opc, ext = Opcode.RC_RDMA_READ_RESPONSE_MIDDLE, b""
+                frame = b.build(opc, qp.dest_qpn, (psn + i) & PSN_MASK, ext, payload)
+                self.counters["read_response_packets"] += 1
+                wait = nic.engine.emit(frame, t + pipeline)
+                if wait > env.now:
+                    yield env.timeout(wait - env.now)
+        finally:
+            # (After a reset qp.resp is a fresh context: never go below zero.)
+            qp.resp.reads_inflight = max(0, qp.resp.reads_inflight - 1)
 
     # -- atomics ----------------------------------------------------------------------------
 
@@ -397,6 +410,12 @@ class Responder:
         pa = segs[0][0]
         mem = self.nic.dma.mem
         (orig,) = _Q.unpack(mem.read(pa, 8))
+        # Remember the result: a duplicate of this request is answered from here and never
+        # executed twice (IBA 9.7.5.1.1, o9-28).
+        replay = qp.atomic_replay
+        replay[p.psn] = orig
+        if len(replay) > _REPLAY_DEPTH:
+            del replay[next(iter(replay))]
         if p.opcode == Opcode.RC_COMPARE_SWAP:
             new = p.atomic_swap_add if orig == p.atomic_compare else orig
         else:
@@ -408,16 +427,32 @@ class Responder:
         qp.epsn = (p.psn + 1) & PSN_MASK
         qp.msn = (qp.msn + 1) & 0xFFFFFF
         qp.resp.unacked = 0
+        self._atomic_ack(qp, p.psn, orig, t_read)
+
+    def _atomic_ack(self, qp: QpCtx, psn: int, orig: int, t: float) -> None:
         assert qp.builder is not None
-        frame = qp.builder.build(Opcode.RC_ATOMIC_ACKNOWLEDGE, qp.dest_qpn, p.psn,
+        frame = qp.builder.build(Opcode.RC_ATOMIC_ACKNOWLEDGE, qp.dest_qpn, psn,
                                  aeth(Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, qp.msn)
                                  + atomic_ack_eth(orig))
-        self.nic.port.send(frame, t_read)
+        self.nic.port.send(frame, t)
 
     # -- duplicates -------------------------------------------------------------------------
 
     def _duplicate(self, qp: QpCtx, p: Packet, t: float) -> None:
-        """A request already executed (IBA 9.7.5.1.1): acknowledge again, never re-execute a
-        SEND or WRITE. (READ re-execution and the atomic replay cache are not modelled yet.)"""
-        if p.info.kind in (Kind.SEND, Kind.WRITE):
-            self._ack(qp, (qp.epsn - 1) & PSN_MASK, t)
+        """A request already executed (IBA 9.7.5.1.1): a SEND or WRITE is acknowledged again
+        (once per message, on its AckReq packet, so a go-back-N burst draws no ACK storm) and
+        never re-executed; a READ is executed again from the requested PSN; an atomic is
+        answered from the replay cache."""
+        kind = p.info.kind
+        if kind is Kind.SEND or kind is Kind.WRITE:
+            if p.ackreq:
+                self._ack(qp, (qp.epsn - 1) & PSN_MASK, t)
+        elif kind is Kind.READ_REQ:
+            self._read(qp, p, t, duplicate=True)
+        else:
+            orig = qp.atomic_replay.get(p.psn)
+            if orig is None:
+                self.counters.bump("duplicate_atomic_unknown")
+            else:
+                self.counters.bump("atomic_replays")
+                self._atomic_ack(qp, p.psn, orig, t)

@@ -94,15 +94,25 @@ class SendEngine:
                 continue
             if qp.state is not QpState.RTS:
                 continue  # the doorbell is remembered; work starts when the QP reaches RTS
+            if qp.rnr_until > env.now:
+                continue  # an RNR wait: the completer kicks the QP when it ends
+            if qp.resend_psn is not None:
+                yield from self.requester.resend(qp)
+                self._more(qp)
+                continue
             if not qp.fetched:
                 if not (qp.sq_pi - qp.sq_fetch) & 0xFFFF:
                     continue
                 yield from self.fetch.fetch_sq(qp)
-                if qp.state is not QpState.RTS:
-                    self.ready.append(qp)
-                    qp.scheduled = True
+                if qp.state is not QpState.RTS or qp.resend_psn is not None:
+                    self.kick(qp)
                     continue
+            if self.requester.blocked(qp, qp.fetched[0]):
+                continue  # the completer kicks the QP when a response arrives
             self.counters["schedules"] += 1
             yield from self.requester.execute(qp, qp.fetched.popleft())
-            if qp.fetched or (qp.sq_pi - qp.sq_fetch) & 0xFFFF:
-                self.kick(qp)
+            self._more(qp)
+
+    def _more(self, qp: QpCtx) -> None:
+        if qp.fetched or (qp.sq_pi - qp.sq_fetch) & 0xFFFF or qp.resend_psn is not None:
+            self.kick(qp)
