@@ -9,6 +9,16 @@ import sys
 from nicsim.scenario.schema import DEFAULT, ScenarioError, load_scenario
 
 
+def _probability(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"a probability is in [0, 1], not {v}")
+    return v
+
+
 def _run(args: argparse.Namespace) -> int:
     from nicsim.scenario.report import json_report, text_report
     from nicsim.scenario.runner import Runner, default_pcap
@@ -20,6 +30,11 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if args.seed is not None:
         sc = sc.model_copy(update={"seed": args.seed})
+    faults = {k: getattr(args, k) for k in ("loss", "corrupt", "duplicate", "reorder")
+              if getattr(args, k) is not None}
+    if faults:
+        f = sc.link.faults.model_copy(update=faults)
+        sc = sc.model_copy(update={"link": sc.link.model_copy(update={"faults": f})})
     pcap = None if args.no_pcap else (args.pcap or default_pcap(sc))
     result = Runner(sc, pcap).run()
     if args.json:
@@ -43,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--pcap", help="write the link's frames here (default: the scenario's)")
     run.add_argument("--no-pcap", action="store_true", help="do not write a pcap")
-    run.add_argument("--seed", type=int, help="override the scenario's seed")
+    run.add_argument("--seed", type=int, help="override the scenario's seed (data and faults)")
+    for name, what in (("loss", "drop"), ("corrupt", "flip one bit of"),
+                       ("duplicate", "deliver twice"), ("reorder", "delay (up to reorder_ns)")):
+        run.add_argument(f"--{name}", type=_probability, metavar="P",
+                         help=f"probability to {what} each frame on the link (both ways)")
     run.set_defaults(fn=_run)
     pc = sub.add_parser("pcap", help="pcap tools")
     pcs = pc.add_subparsers(dest="pcap_cmd", required=True)

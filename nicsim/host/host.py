@@ -75,7 +75,7 @@ class Host:
         if ns > 0:
             advance(self.env, self.env.now + ns)
 
-    def poll_wait(self, cost: float, lo: int, hi: int, cap_ns: float = 10_000.0) -> None:
+    def poll_wait(self, cost: float, lo: int, hi: int, cap_ns: float = 100_000.0) -> None:
         """An empty poll of host memory [lo, hi) (physical). A polling CPU can observe nothing
         new there until a device write lands in it, so time runs until the first such write
         (as MONITOR/MWAIT would wake), at least `cost`, at most `cap_ns`, so callers with a

@@ -128,6 +128,21 @@ class PhysMem:
         if self.watches:
             self._wake_watchers(t, parts)
 
+    def overlay(self, pa: int, data: bytes) -> bytes:
+        """`data` read at [pa, pa+len) by the device, with the device's own posted writes
+        that have not landed yet patched in: a read request does not pass a posted write
+        (PCIe ordering), so the device sees them though the CPU does not yet."""
+        end = pa + len(data)
+        out = None
+        for _t, parts in self.posted:
+            for wpa, d in parts:
+                if wpa < end and pa < wpa + len(d):
+                    if out is None:
+                        out = bytearray(data)
+                    lo, hi = max(pa, wpa), min(end, wpa + len(d))
+                    out[lo - pa:hi - pa] = memoryview(d)[lo - wpa:hi - wpa]
+        return data if out is None else bytes(out)
+
     def sync(self) -> None:
         """Apply every posted write that has landed by now."""
         q = self.posted

@@ -250,9 +250,9 @@ class CommandProcessor:
         if m & M.TIMEOUT:
             qp.timeout = c.timeout
         if m & M.RETRY_CNT:
-            qp.retry_cnt = c.retry_cnt
+            qp.retry_cnt = qp.retry_left = c.retry_cnt
         if m & M.RNR_RETRY:
-            qp.rnr_retry = c.rnr_retry
+            qp.rnr_retry = qp.rnr_left = c.rnr_retry
         if m & M.MIN_RNR_TIMER:
             qp.min_rnr_timer = c.min_rnr_timer
         if m & M.MAX_QP_RD_ATOMIC:

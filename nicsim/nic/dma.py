@@ -25,14 +25,19 @@ class Dma:
         mem = self.mem
         if mem.posted:
             mem.sync()
-        return mem.mv[pa:pa + n].tobytes(), self.pcie.dma_read(n, not_before)
+        data = mem.mv[pa:pa + n].tobytes()
+        if mem.posted:
+            data = mem.overlay(pa, data)
+        return data, self.pcie.dma_read(n, not_before)
 
     def gather(self, segs: Segs, not_before: float = 0.0) -> tuple[bytes, float]:
         mem = self.mem
         if mem.posted:
             mem.sync()
         buf = mem.mv
-        if len(segs) == 1:
+        if mem.posted:
+            data = b"".join(mem.overlay(pa, buf[pa:pa + n].tobytes()) for pa, n in segs)
+        elif len(segs) == 1:
             pa, n = segs[0]
             data = buf[pa:pa + n].tobytes()
         else:

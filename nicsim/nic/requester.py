@@ -272,13 +272,16 @@ class Requester:
                 pa, ln = segs[si]
                 if so + n <= ln:
                     payload = buf[pa + so:pa + so + n].tobytes()
+                    if mem.posted:  # this NIC's own writes still in flight (PCIe order)
+                        payload = mem.overlay(pa + so, payload)
                     so += n
                 else:
                     parts, left = [], n
                     while left:
                         pa, ln = segs[si]
                         m = min(ln - so, left)
-                        parts.append(buf[pa + so:pa + so + m].tobytes())
+                        part = buf[pa + so:pa + so + m].tobytes()
+                        parts.append(mem.overlay(pa + so, part) if mem.posted else part)
                         so += m
                         left -= m
                         if so == ln and left:
@@ -340,8 +343,11 @@ class Requester:
     def first_unacked(qp: QpCtx) -> int:
         """The oldest PSN nothing has acknowledged yet."""
         sop = qp.outstanding[0]
+        # A READ or atomic is answered by its response, not by ACKs of later PSNs.
         if sop.opcode is WqeOpcode.RDMA_READ:
             return (sop.first_psn + sop.read_done // qp.mtu) & PSN_MASK
+        if sop.opcode in _ATOMICS:
+            return sop.first_psn
         if qp.acked_psn >= 0 and psn_diff(qp.acked_psn, sop.first_psn) >= 0:
             return (qp.acked_psn + 1) & PSN_MASK
         return sop.first_psn

@@ -14,7 +14,9 @@ KEY_COUNTERS = (
     "requester.data_packets", "requester.read_requests", "requester.atomic_requests",
     "responder.acks_sent", "responder.naks_sent", "responder.rnr_naks_sent",
     "responder.read_response_packets", "responder.bytes_placed", "completer.acks",
-    "completer.naks", "cq.cqes", "cq.cqe_errors", "wqe_fetch.sq_dma_reads", "xlate.mpt_hits",
+    "completer.naks", "requester.retransmitted_packets", "requester.timeouts",
+    "responder.duplicates", "responder.out_of_sequence", "cq.cqes", "cq.cqe_errors",
+    "wqe_fetch.sq_dma_reads", "xlate.mpt_hits",
     "xlate.mpt_misses", "xlate.mtt_hits", "xlate.mtt_misses", "pcie.dma_read_bytes",
     "pcie.dma_write_bytes",
 )
@@ -64,16 +66,25 @@ def text_report(r: RunResult) -> str:
     if drops:
         out.append("  drops: " + ", ".join(f"{k}={v}" for k, v in drops.items()))
     out.append("")
+    if any(r.faults.values()):
+        out.append("link faults: " + ", ".join(f"{k} {v}" for k, v in r.faults.items()))
     if r.pcap:
         out.append(f"pcap: {r.pcap}")
     if r.timed_out:
         out.append(f"timeout: simulation passed {sc.timeout_us} us with WRs outstanding")
     errs = [w for w in r.wrs if w.status != 0]
     if errs:
-        out.append(f"error completions: {len(errs)} (first: WR {errs[0].index} "
-                   f"{errs[0].spec.op.value} {_status(errs[0].status)})")
+        by: dict[str, int] = defaultdict(int)
+        for w in errs:
+            by[_status(w.status)] += 1
+        out.append(f"error completions: {len(errs)} ("
+                   + ", ".join(f"{k} {v}" for k, v in by.items())
+                   + f"; first: WR {errs[0].index} {errs[0].spec.op.value} "
+                   f"{_status(errs[0].status)})")
     if r.first_bad is None:
-        out.append(f"integrity: OK ({r.verified_bytes} bytes verified)")
+        unchecked = f"; {len(errs)} WRs with error completions place nothing to check" \
+            if errs else ""
+        out.append(f"integrity: OK ({r.verified_bytes} bytes verified{unchecked})")
     else:
         w = r.first_bad
         out.append(f"integrity: FAILED at WR {w.index} ({w.spec.op.value}, {w.spec.bytes} "
@@ -89,6 +100,7 @@ def json_report(r: RunResult) -> dict[str, Any]:
         "verified_bytes": r.verified_bytes,
         "integrity": "OK" if r.first_bad is None else f"FAILED at WR {r.first_bad.index}",
         "pcap": r.pcap,
+        "link_faults": r.faults,
         "wrs": [{"index": w.index, "op": w.spec.op.value, "bytes": w.spec.bytes,
                  "latency_ns": w.latency_ns, "status": _status(w.status),
                  "integrity": w.integrity} for w in r.wrs],

@@ -30,6 +30,7 @@ from driver.user.verbs import (
     RecvWR,
     SendWR,
 )
+from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.link import LinkConfig
 from nicsim.host.pcie import PcieConfig
 from nicsim.nic.config import NicConfig
@@ -93,6 +94,7 @@ class RunResult:
     verified_bytes: int = 0
     first_bad: Wr | None = None
     timed_out: bool = False
+    faults: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -125,7 +127,10 @@ class Runner:
         w = World(sc.seed)
         w.add_host("a", replace(nic, mac="02:00:00:00:00:0a", ip="10.0.0.1"), mem_size=mem)
         w.add_host("b", replace(nic, mac="02:00:00:00:00:0b", ip="10.0.0.2"), mem_size=mem)
-        w.connect("a", "b", LinkConfig(sc.link.rate_gbps, sc.link.prop_ns), self.pcap)
+        f = sc.link.faults
+        faults = FaultConfig(f.loss, f.corrupt, f.duplicate, f.reorder, f.reorder_ns, sc.seed)
+        self.link = w.connect("a", "b", LinkConfig(sc.link.rate_gbps, sc.link.prop_ns),
+                              self.pcap, faults)
         w.boot()
         return w
 
@@ -152,9 +157,12 @@ class Runner:
         return Endpoint(ctx, pd, cq, qp, mr)
 
     def _connect(self, x: Endpoint, y: Endpoint) -> None:
-        attr = QPAttr(qp_access_flags=ACCESS, path_mtu=_MTU[self.sc.qp.path_mtu],
+        q = self.sc.qp
+        attr = QPAttr(qp_access_flags=ACCESS, path_mtu=_MTU[q.path_mtu],
                       dest_qp_num=y.qp.qp_num, rq_psn=0, sq_psn=0,
-                      max_rd_atomic=4, max_dest_rd_atomic=4,
+                      max_rd_atomic=q.max_rd_atomic, max_dest_rd_atomic=q.max_rd_atomic,
+                      timeout=q.timeout, retry_cnt=q.retry_cnt, rnr_retry=q.rnr_retry,
+                      min_rnr_timer=q.min_rnr_timer,
                       ah_attr=AHAttr(GlobalRoute(dgid=y.ctx.query_gid())))
         x.qp.to_init(attr)
         x.qp.to_rtr(attr)
@@ -248,7 +256,7 @@ class Runner:
         elapsed = env.now - t0
         result = RunResult(sc, wrs, elapsed, {n: nic.counters() for n, nic in
                                               world.nics.items()}, self.pcap,
-                           timed_out=timed_out)
+                           timed_out=timed_out, faults=self.link.fault_counters())
         self._verify(a, b, result)
         world.close()
         return result
@@ -258,6 +266,8 @@ class Runner:
         for w in r.wrs:
             s = w.spec
             if w.status != 0:
+                # An error completion places no data to check; it is reported (and makes
+                # the run fail) on its own.
                 w.integrity = "not completed" if w.status < 0 else "error completion"
                 continue
             if s.op in (OpKind.CMP_SWAP, OpKind.FETCH_ADD):

@@ -28,9 +28,21 @@ class OpKind(StrEnum):
     FETCH_ADD = "fetch_add"
 
 
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class FaultSpec(Strict):
+    loss: Probability = 0.0
+    corrupt: Probability = 0.0
+    duplicate: Probability = 0.0
+    reorder: Probability = 0.0
+    reorder_ns: Annotated[float, Field(ge=0)] = 2000.0
+
+
 class LinkSpec(Strict):
     rate_gbps: Annotated[float, Field(gt=0, le=1600)] = 100.0
     prop_ns: Annotated[float, Field(ge=0)] = 50.0
+    faults: FaultSpec = FaultSpec()
 
 
 class PcieSpec(Strict):
@@ -56,6 +68,11 @@ class QpSpec(Strict):
     max_send_sge: Annotated[int, Field(ge=1, le=16)] = 4
     max_recv_sge: Annotated[int, Field(ge=1, le=16)] = 4
     max_inline_data: Annotated[int, Field(ge=0, le=256)] = 0
+    timeout: Annotated[int, Field(ge=0, le=31, description="4.096 us x 2^timeout")] = 14
+    retry_cnt: Annotated[int, Field(ge=0, le=7)] = 7
+    rnr_retry: Annotated[int, Field(ge=0, le=7, description="7: retry forever")] = 7
+    min_rnr_timer: Annotated[int, Field(ge=0, le=31)] = 12
+    max_rd_atomic: Annotated[int, Field(ge=1, le=16)] = 4
 
     @model_validator(mode="after")
     def _mtu(self) -> QpSpec:
