@@ -124,7 +124,7 @@ class Completer:
             elif cls == 3:
                 self.counters["naks"] += 1
                 code = syn & 0x1F
-                self.counters.bump(f"nak_{code:#04x}")
+                self.counters.bump(f"nak_{syn:#04x}")  # by AETH syndrome, as Wireshark shows it
                 if code == 0:
                     # PSN sequence error: everything before the PSN arrived; go back to it.
                     self._complete_through(qp, (p.psn - 1) & PSN_MASK, progress_only=True)
