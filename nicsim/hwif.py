@@ -389,6 +389,7 @@ class XlateStatus(IntEnum):
     PD_MISMATCH = 2
     ACCESS = 3  # the MR does not grant the access asked for
     BOUNDS = 4  # [va, va + length) is not inside [start, start + length)
+    MTT_FAULT = 5  # the MPT points at MTT entries beyond the table
 
 
 @dataclass(slots=True)

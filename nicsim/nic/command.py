@@ -126,6 +126,7 @@ class CommandProcessor:
             x = nic.xlate
             x.mpt_base, x.mtt_base = h.mpt_base, h.mtt_base
             nic.mpt_entries, nic.mtt_entries = 1 << h.log_mpt_entries, 1 << h.log_mtt_entries
+            x.mpt_entries, x.mtt_entries = nic.mpt_entries, nic.mtt_entries
             return b""
         if op is CmdOpcode.WRITE_MPT:
             self._check_index(mod, nic.mpt_entries)

@@ -41,6 +41,7 @@ _XLATE_VENDOR = {
     XlateStatus.PD_MISMATCH: VendorErr.LKEY_PD_MISMATCH,
     XlateStatus.ACCESS: VendorErr.LKEY_ACCESS,
     XlateStatus.BOUNDS: VendorErr.LKEY_BOUNDS,
+    XlateStatus.MTT_FAULT: VendorErr.MTT_FAULT,
 }
 
 

@@ -82,6 +82,8 @@ class TranslationCache:
         self._read = read
         self.mpt_base = 0
         self.mtt_base = 0
+        self.mpt_entries = 0  # table sizes, from INIT_HCA: indices beyond them are faults
+        self.mtt_entries = 0
         self.mpt_capacity = mpt_entries
         self.mtt_capacity = mtt_entries
         self._mpt: OrderedDict[int, Mpt] = OrderedDict()
@@ -95,9 +97,11 @@ class TranslationCache:
         for i in range(first, first + count):
             self._mtt.pop(i, None)
 
-    def mpt(self, key: int) -> tuple[Mpt, int]:
-        """The MPT entry for `key`'s index, and 1 if it was a miss."""
+    def mpt(self, key: int) -> tuple[Mpt | None, int]:
+        """The MPT entry for `key`'s index (None beyond the table), and 1 if it was a miss."""
         idx = key_index(key)
+        if idx >= self.mpt_entries:
+            return None, 0
         e = self._mpt.get(idx)
         if e is not None:
             self._mpt.move_to_end(idx)
@@ -117,6 +121,12 @@ class TranslationCache:
         st = check(mpt, key, pd, access, va, length)
         if st is not XlateStatus.OK:
             return st, [], misses
+        assert mpt is not None
+        if length:
+            shift = mpt.page_shift
+            last = mpt.mtt_index + ((va + length - 1) >> shift) - (mpt.start >> shift)
+            if last >= self.mtt_entries:
+                return XlateStatus.MTT_FAULT, [], misses
         miss = [0]
         cache = self._mtt
 
