@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from driver.user import enums as e
-from driver.user.verbs import MR, SGE, RecvWR, SendWR
+from driver.user.verbs import MR, SGE, QPAttr, RecvWR, SendWR
 from nicsim.wire import ParseError
 from tests.fuzz_frames import builder_to, fuzz_frame
 from tests.rdma import connect, make_side, pair, settle, wait
@@ -31,6 +31,19 @@ def _victims():
         b.qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(b.mr.buf + 1024 * i, 1024,
                                                             b.mr.lkey)]))
     return w, a, b, a2, b2, canary, nb, bld
+
+
+def revive(x, y) -> bool:
+    """If QP x went to ERR under attack, bring it back (RESET, INIT, RTR, RTS) as an
+    application would, so the fuzz keeps reaching the QP's state machine."""
+    if x.qp.query()[0].qp_state != e.IBV_QPS_ERR:
+        return False
+    x.qp.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
+    connect(x, y)
+    for i in range(4):
+        x.qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(x.mr.buf + 1024 * i, 1024,
+                                                            x.mr.lkey)]))
+    return True
 
 
 def _still_works(w, a2, b2, canary):
@@ -59,15 +72,26 @@ def test_random_frames_never_escape(seed):
     qpns = [b.qp.qp_num, b2.qp.qp_num + 1000]  # the victim, and a QPN that does not exist
     keys = [b.mr.rkey, canary.rkey, b.mr.rkey ^ 1]
     addrs = [b.mr.buf, canary.buf]
-    for _ in range(300):
-        nb.receive(fuzz_frame(rng, bld, qpns, keys, addrs))
+    na = w.nics["a"]
+    to_a = builder_to(na.cfg.mac, nb.cfg.mac, bytes([10, 0, 0, 2]), bytes([10, 0, 0, 1]))
+    for i in range(300):
+        if i % 3:  # requests (and junk) at the responder, b
+            nb.receive(fuzz_frame(rng, bld, qpns, keys, addrs))
+        else:  # responses (and junk) at the requester, a: the completer
+            na.receive(fuzz_frame(rng, to_a, [a.qp.qp_num], keys, addrs))
+        if i % 50 == 49:
+            w.hosts["a"].spend(50_000)
+            revive(b, a)
+            revive(a, b)
     w.hosts["a"].spend(200_000)  # let every NAK, ACK and READ response play out
-    c = nb.counters()
-    assert c["rx.packets"] >= 300
+    c, ca = nb.counters(), na.counters()
+    assert c["rx.packets"] + ca["rx.packets"] >= 300
     # Every dropped frame is counted under a reason.
-    drops = sum(v for k, v in c.items() if k.startswith("rx_drop."))
-    assert drops > 0 and all(k.split(".", 1)[1] in {r.value for r in ParseError}
-                             for k, v in c.items() if k.startswith("rx_drop.") and v)
+    reasons = {r.value for r in ParseError}
+    for cs in (c, ca):
+        assert all(k.split(".", 1)[1] in reasons for k, v in cs.items()
+                   if k.startswith("rx_drop.") and v)
+    assert sum(v for cs in (c, ca) for k, v in cs.items() if k.startswith("rx_drop.")) > 0
     _still_works(w, a2, b2, canary)
 
 
