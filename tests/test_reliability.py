@@ -23,12 +23,13 @@ def _run_mix(w: World, pairs: list[tuple[Side, Side]], n: int, seed: int,
     rng = random.Random(seed)
     expect: list[tuple[Side, int, bytes]] = []  # (side, offset in its MR, bytes)
     pending: dict[int, int] = {}
+    stride = (max_size + 64 + 4095) // 4096 * 4096  # each WR its own region
     for i in range(n):
         k = i % len(pairs)
         a, b = pairs[k]
         op = rng.choice(OPS)
         size = rng.randint(1, max_size)
-        base = 8192 * (i // len(pairs)) + rng.randrange(0, 64)
+        base = stride * (i // len(pairs)) + rng.randrange(0, 64)
         data = bytes(rng.getrandbits(8) for _ in range(size))
         if op in ("fetch_add", "cmp_swap"):
             base &= ~7

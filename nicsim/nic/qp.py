@@ -72,6 +72,7 @@ class RespCtx:
     last_done_at: float = 0.0  # when the last payload write lands in host memory
     posted_at: float = 0.0  # when the last payload write was posted to PCIe
     reads_inflight: int = 0  # READ requests whose responses are still being sent
+    jobs_queued: int = 0  # responses waiting in the send engine (READs, and ACKs behind them)
 
 
 @dataclass(slots=True)

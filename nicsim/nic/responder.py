@@ -80,7 +80,7 @@ class Responder:
         assert qp.builder is not None
         frame = qp.builder.build(Opcode.RC_ACKNOWLEDGE, qp.dest_qpn, psn,
                                  aeth(syndrome, qp.msn))
-        self.nic.port.send(frame, t)
+        self._respond(qp, frame, t)
         qp.resp.unacked = 0
         c = self.counters
         if syndrome >> 5 == 0:
@@ -305,15 +305,17 @@ class Responder:
         if r.msg_len + p.payload_len > r.rq_cap:
             self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t)
             return
+        if info.is_last and info.imm and qp.rq_ci == qp.rq_pi:
+            # The immediate needs a receive WQE: RNR NAK before anything of this packet is
+            # placed, so the retried packet starts from the same state.
+            self._send_ack(qp, p.psn, Syndrome.RNR_NAK | (qp.min_rnr_timer & 0x1F), t)
+            return
         self._place(qp, p, t)
         if info.is_last:
             if info.imm:
-                length = r.msg_len
-                if not self._take_recv_wqe(qp, p, t):
-                    # RNR: the data stays placed; the retried packet rewrites the same bytes.
-                    r.msg_len = length - p.payload_len
-                    return
-                r.msg_len = length
+                # The receive WQE is consumed without scatter: it only carries the completion.
+                r.rq_index = qp.rq_ci
+                self.nic.fetch.counters["rq_wqes"] += 1
                 self._complete_recv(qp, CqeOpcode.RECV_RDMA_WITH_IMM, CqeFlags.WITH_IMM, p.imm,
                                     t)
             else:
@@ -346,12 +348,16 @@ class Responder:
             qp.epsn = (p.psn + npkts) & PSN_MASK
             qp.msn = (qp.msn + 1) & 0xFFFFFF
             r.unacked = 0
-        r.reads_inflight += 1
+            # A duplicate reuses the resource of the READ it repeats: only new READs count.
+            r.reads_inflight += 1
         psn, msn = p.psn, qp.msn
-        self.nic.engine.add_job(lambda: self._read_response(qp, psn, msn, segs, length, ready))
+        r.jobs_queued += 1
+        self.nic.engine.add_job(lambda: self._read_response(qp, psn, msn, segs, length, ready,
+                                                            counted=not duplicate))
 
     def _read_response(self, qp: QpCtx, psn: int, msn: int, segs: list[tuple[int, int]],
-                       length: int, ready: float) -> Generator[simpy.Event, None, None]:
+                       length: int, ready: float,
+                       counted: bool = True) -> Generator[simpy.Event, None, None]:
         """Send the READ RESPONSE packets, payload read from host memory (IBA 9.7.4.1.4)."""
         nic = self.nic
         env = self.env
@@ -386,8 +392,10 @@ class Responder:
                 if wait > env.now:
                     yield env.timeout(wait - env.now)
         finally:
-            # (After a reset qp.resp is a fresh context: never go below zero.)
-            qp.resp.reads_inflight = max(0, qp.resp.reads_inflight - 1)
+            r = qp.resp  # (after a reset a fresh context: never below zero)
+            r.jobs_queued = max(0, r.jobs_queued - 1)
+            if counted:
+                r.reads_inflight = max(0, r.reads_inflight - 1)
 
     # -- atomics ----------------------------------------------------------------------------
 
@@ -434,7 +442,28 @@ class Responder:
         frame = qp.builder.build(Opcode.RC_ATOMIC_ACKNOWLEDGE, qp.dest_qpn, psn,
                                  aeth(Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, qp.msn)
                                  + atomic_ack_eth(orig))
-        self.nic.port.send(frame, t)
+        self._respond(qp, frame, t)
+
+    def _respond(self, qp: QpCtx, frame: bytes, t: float) -> None:
+        """Send a response: straight to the port, unless READ responses of this QP are still
+        queued, in which case it waits behind them (responses go out in PSN order, C9-96)."""
+        r = qp.resp
+        if not r.jobs_queued:
+            self.nic.port.send(frame, t)
+            return
+        r.jobs_queued += 1
+        engine = self.nic.engine
+        env = self.env
+
+        def job() -> Generator[simpy.Event, None, None]:
+            try:
+                wait = engine.emit(frame, t)
+                if wait > env.now:
+                    yield env.timeout(wait - env.now)
+            finally:
+                r.jobs_queued -= 1
+
+        engine.add_job(job)
 
     # -- duplicates -------------------------------------------------------------------------
 
