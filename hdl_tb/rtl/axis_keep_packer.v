@@ -62,17 +62,13 @@ endfunction
 
 // Lane index bits; byte counts 0..KEEP_WIDTH need LW+1 bits.
 localparam LW = clog2(KEEP_WIDTH);
-localparam [LW:0] KEEP_CNT = KEEP_WIDTH;
+localparam [LW:0] KEEP_CNT = KEEP_WIDTH[LW:0];
 
-// Lanes [cnt-1:0] set.
+// Lanes [cnt-1:0] set (cnt = 0..KEEP_WIDTH).
 function [KEEP_WIDTH-1:0] thermo;
     input [LW:0] cnt;
-    reg [KEEP_WIDTH:0] one;
     begin
-        one = {{KEEP_WIDTH{1'b0}}, 1'b1} << cnt;
-        thermo = one[KEEP_WIDTH-1:0] - 1'b1;
-        if (cnt[LW])
-            thermo = {KEEP_WIDTH{1'b1}};
+        thermo = ~({KEEP_WIDTH{1'b1}} << cnt);
     end
 endfunction
 
@@ -100,7 +96,7 @@ always @* begin
     zeros = {(LW+1){1'b0}};
     for (i = 0; i < KEEP_WIDTH; i = i + 1) begin
         keep_bits[8*i +: 8] = {8{s_axis_tkeep[i]}};
-        below[8*i +: 8] = zeros;
+        below[8*i +: 8] = {{(7-LW){1'b0}}, zeros};
         zeros = zeros + {{LW{1'b0}}, !s_axis_tkeep[i]};
     end
 end
@@ -109,24 +105,25 @@ wire [LW:0] in_cnt = KEEP_CNT - zeros;
 
 reg [DATA_WIDTH-1:0] cd, cv, cz;  // data, lane-valid bytes, remaining shift per lane
 reg [DATA_WIDTH-1:0] shift_bit;   // lane i: 8'hff if bit s of its shift is set
-reg [DATA_WIDTH-1:0] move, stay;
+reg [DATA_WIDTH-1:0] move_in;     // lane i: 8'hff if lane i + 2**s moves down onto it
 reg [DATA_WIDTH-1:0] comp;        // compacted beat: in_cnt bytes from lane 0, zeros above
 
+// A lane whose byte moves away keeps a stale copy (cv says it is empty); only valid lanes
+// move, and the final AND with cv clears the stale ones. So each stage is one 2:1 mux.
 always @* begin
-    cd = s_axis_tdata & keep_bits;
+    cd = s_axis_tdata;
     cv = keep_bits;
     cz = below;
     for (s = 0; s < LW; s = s + 1) begin
         shift_bit = (cz >> s) & LANE_LSB;
         shift_bit = shift_bit | (shift_bit << 1) | (shift_bit << 2) | (shift_bit << 3) |
                     (shift_bit << 4) | (shift_bit << 5) | (shift_bit << 6) | (shift_bit << 7);
-        move = cv & shift_bit;
-        stay = cv & ~shift_bit;
-        cd = ((cd & move) >> (8 << s)) | (cd & stay);
-        cz = ((cz & move) >> (8 << s)) | (cz & stay);
-        cv = (move >> (8 << s)) | stay;
+        move_in = (cv & shift_bit) >> (8 << s);
+        cd = (cd & ~move_in) | ((cd >> (8 << s)) & move_in);
+        cz = (cz & ~move_in) | ((cz >> (8 << s)) & move_in);
+        cv = (cv & ~shift_bit) | move_in;
     end
-    comp = cd;
+    comp = cd & cv;
 end
 
 // ---- merge with the pending bytes ----
@@ -146,7 +143,7 @@ end
 
 wire [DATA_WIDTH-1:0] lower = (pend_last ? {DATA_WIDTH{1'b0}} : pend_data) | (rot & ~base_bits);
 wire [DATA_WIDTH-1:0] upper = rot & base_bits;
-wire                  spill = total > KEEP_WIDTH;
+wire                  spill = total > {1'b0, KEEP_CNT};
 
 always @(posedge clk) begin
     if (out_free) begin

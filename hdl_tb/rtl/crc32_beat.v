@@ -26,6 +26,8 @@ module crc32_beat #(
     output wire [31:0]             state_out
 );
 
+// Only the matrices for DATA_BYTES are used.
+/* verilator lint_off UNUSEDPARAM */
 localparam [1023:0] CRC32_S8 = {
     32'ha40da72d,  // bit 31
     32'h760b74bb,  // bit 30
@@ -298,6 +300,7 @@ localparam [16383:0] CRC32_D64 = {
     512'h09a203be90369cb5e305f40fd68dbc5e2f0614698de00caf9dc7aa02e89042255331b44eafed1a5f861ddb711ccb2a90ef2e372aca01b023a09b2a37cbfc38ee,  // bit 1
     512'h04d101df481b4e5af182fa07eb46de2f17830a34c6f00657cee3d50174482112a998da2757f68d2fc30eedb88e65954877971b956500d811d04d951be5fe1c77  // bit 0
 };
+/* verilator lint_on UNUSEDPARAM */
 
 // Register bit o = parity of (state & its state mask) ^ parity of (data & its data mask).
 localparam SEG = 8*DATA_BYTES;

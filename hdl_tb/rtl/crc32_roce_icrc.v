@@ -1,7 +1,7 @@
 // crc32_roce_icrc: RoCEv2 ICRC accumulation over a packed frame stream (one register stage).
 //
-// Input: a PACKED AXI-Stream (every beat full but the last, as axis_keep_packer emits) of
-// Ethernet frames. Each beat is passed through one register stage unchanged; on the way the
+// Input: a PACKED AXI-Stream of Ethernet frames, as axis_keep_packer emits: every beat full but
+// the last, whose tkeep is contiguous from bit 0, and lanes past tkeep zero (relied upon). Each beat is passed through one register stage unchanged; on the way the
 // beat's bytes, with the ICRC's substitutions applied (RoCEv2 Annex A17.4.1, IBA 7.8.1), are
 // folded into a CRC-32 register. When the registered beat is the frame's last, m_crc holds the
 // CRC register over the whole covered range, without zlib's final inversion:
@@ -28,11 +28,12 @@
 //   clk, rst                   clock, synchronous active-high reset
 //   s_axis_*                   packed input stream (tuser is carried along unchanged)
 //   m_axis_*                   the same beats, one register stage later
-//   m_ip                       the frame's EtherType is IPv4 or IPv6 (valid on every beat)
+//   m_ip                       the frame's EtherType is IPv4 or IPv6 (valid from the beat
+//                              holding the EtherType on, in particular with m_axis_tlast)
 //   m_bad                      check mode, with m_axis_tlast: the ICRC cannot be right: IPv4
 //                              header byte 14 is not 0x45, IPv6 version is not 6, the IP
 //                              length is below the smallest RoCEv2 packet, or the frame is
-//                              shorter than the IP length says
+//                              shorter than the IP length says (meaningless if !m_ip)
 //   m_crc                      CRC register (see above), valid with m_axis_tlast
 //   m_cnt                      bytes in the registered beat (popcount of m_axis_tkeep)
 //   s_axis_tready depends combinationally on m_axis_tready.
@@ -80,15 +81,18 @@ endfunction
 localparam LW   = clog2(KEEP_WIDTH);      // lane index bits
 localparam OFFW = 17;                      // frame byte offsets (IP length + headers < 2**17)
 localparam BW   = OFFW - LW;               // beat counter bits
-localparam [LW:0] KEEP_CNT = KEEP_WIDTH;
+localparam [LW:0] KEEP_CNT = KEEP_WIDTH[LW:0];
 
 // Where the fields the ICRC logic reads sit (byte 12..19 never straddle a beat for >= 8 lanes).
-localparam ET_BEAT   = 12 / KEEP_WIDTH;    // EtherType, bytes 12..13; IP byte 14 is here too
-localparam ET_LANE   = 12 % KEEP_WIDTH;
-localparam B14_LANE  = 14 % KEEP_WIDTH;
-localparam LEN_BEAT  = 16 / KEEP_WIDTH;    // IPv4 total length 16..17, IPv6 payload length 18..19
-localparam LEN_LANE  = 16 % KEEP_WIDTH;
-localparam SUB_BEATS = 66 / KEEP_WIDTH + 1; // beats holding bytes the ICRC substitutes
+localparam integer ET_BEAT   = 12 / KEEP_WIDTH; // EtherType, bytes 12..13; IP byte 14 too
+localparam integer ET_LANE   = 12 % KEEP_WIDTH;
+localparam integer B14_LANE  = 14 % KEEP_WIDTH;
+localparam integer LEN_BEAT  = 16 / KEEP_WIDTH; // IPv4 total length 16..17, IPv6 payload 18..19
+localparam integer LEN_LANE  = 16 % KEEP_WIDTH;
+localparam integer SUB_BEATS = 66 / KEEP_WIDTH + 1; // beats holding bytes the ICRC substitutes
+localparam [BW-1:0] ET_BEAT_B   = ET_BEAT[BW-1:0];
+localparam [BW-1:0] LEN_BEAT_B  = LEN_BEAT[BW-1:0];
+localparam [BW-1:0] SUB_BEATS_B = SUB_BEATS[BW-1:0];
 
 // Shortest IP packets that can carry RoCEv2 (UDP 8 + BTH 12 + ICRC 4), as end offsets.
 localparam [OFFW:0] MIN_END_V4 = 14 + 20 + 8 + 12 + 4;
@@ -146,12 +150,12 @@ reg                rem_neg;
 reg                final_beat;  // the covered range ends in this beat
 reg [6:0]          in_cnt;      // bytes in the beat (tkeep is packed; KEEP_WIDTH <= 64)
 reg [LW:0]         covered;     // covered bytes in the beat
-integer i;
+integer i, cnt;
 
 always @* begin
     ethertype = {s_axis_tdata[8*ET_LANE +: 8], s_axis_tdata[8*(ET_LANE+1) +: 8]};
     b14 = s_axis_tdata[8*B14_LANE +: 8];
-    if (beat == ET_BEAT) begin
+    if (beat == ET_BEAT_B) begin
         cur_v4 = s_axis_tkeep[ET_LANE+1] && ethertype == 16'h0800;
         cur_v6 = s_axis_tkeep[ET_LANE+1] && ethertype == 16'h86dd;
     end else begin
@@ -162,14 +166,15 @@ always @* begin
     cur_bad = bad_r;
     cur_end = end_r;
     if (CHECK != 0) begin
-        if (beat == ET_BEAT && ((cur_v4 && b14 != 8'h45) || (cur_v6 && b14[7:4] != 4'h6)))
+        if (beat == ET_BEAT_B && ((cur_v4 && b14 != 8'h45) || (cur_v6 && b14[7:4] != 4'h6)))
             cur_bad = 1'b1;
-        if (beat == LEN_BEAT) begin
+        if (beat == LEN_BEAT_B) begin
             if (cur_v6)
-                cur_end = 14 + 40 + {s_axis_tdata[8*(LEN_LANE+2) +: 8],
-                                     s_axis_tdata[8*(LEN_LANE+3) +: 8]};
+                cur_end = {2'b00, s_axis_tdata[8*(LEN_LANE+2) +: 8],
+                           s_axis_tdata[8*(LEN_LANE+3) +: 8]} + 18'd54;   // 14 + 40
             else
-                cur_end = 14 + {s_axis_tdata[8*LEN_LANE +: 8], s_axis_tdata[8*(LEN_LANE+1) +: 8]};
+                cur_end = {2'b00, s_axis_tdata[8*LEN_LANE +: 8],
+                           s_axis_tdata[8*(LEN_LANE+1) +: 8]} + 18'd14;
             if (cur_end < (cur_v6 ? MIN_END_V6 : MIN_END_V4))
                 cur_bad = 1'b1;
         end
@@ -180,17 +185,18 @@ always @* begin
     rem_neg = rem[OFFW+1];
 
     // popcount of a packed tkeep: binary search for its length
-    in_cnt = 7'd0;
+    cnt = 0;
     for (i = LW; i >= 0; i = i - 1) begin
-        if (in_cnt + (1 << i) <= KEEP_WIDTH && s_axis_tkeep[in_cnt + (1 << i) - 1])
-            in_cnt = in_cnt + (1 << i);
+        if (cnt + (1 << i) <= KEEP_WIDTH && s_axis_tkeep[cnt + (1 << i) - 1])
+            cnt = cnt + (1 << i);
     end
+    in_cnt = cnt[6:0];
 
     if (CHECK != 0) begin
-        final_beat = !done_r && (rem_neg || rem <= KEEP_WIDTH);
+        final_beat = !done_r && (rem_neg || rem <= {{(OFFW+1-LW){1'b0}}, KEEP_CNT});
         if (rem_neg)
             covered = {(LW+1){1'b0}};
-        else if (rem < in_cnt)
+        else if (rem < {{(OFFW+2-7){1'b0}}, in_cnt})
             covered = rem[LW:0];
         else
             covered = in_cnt[LW:0];
@@ -208,7 +214,7 @@ reg  [DATA_WIDTH-1:0] sub_zero, sub_one;
 always @* begin
     sub_zero = {DATA_WIDTH{1'b0}};
     sub_one  = {DATA_WIDTH{1'b0}};
-    if (beat < SUB_BEATS) begin
+    if (beat < SUB_BEATS_B) begin
         sub_zero = SUB_ZERO[beat*DATA_WIDTH +: DATA_WIDTH];
         sub_one  = cur_v6 ? SUB_ONE_V6[beat*DATA_WIDTH +: DATA_WIDTH]
                           : SUB_ONE_V4[beat*DATA_WIDTH +: DATA_WIDTH];
@@ -236,8 +242,9 @@ crc32_unshift #(
     .state_out(m_crc)
 );
 
-wire [LW:0] unshift_next = KEEP_CNT - covered;
-wire [OFFW:0] frame_len = {1'b0, off} + in_cnt;
+// KEEP_WIDTH - covered, modulo KEEP_WIDTH (covered = 1..KEEP_WIDTH in a final beat).
+wire [LW-1:0] zero_bytes = {LW{1'b0}} - covered[LW-1:0];
+wire [OFFW:0] frame_len = {1'b0, off} + {{(OFFW+1-7){1'b0}}, in_cnt};
 
 always @(posedge clk) begin
     if (s_axis_tready)
@@ -258,7 +265,7 @@ always @(posedge clk) begin
         // Captured once per frame, so the unshift logic sees new operands only then.
         if (final_beat) begin
             fin_crc_r  <= crc_next;
-            fin_zero_r <= unshift_next[LW-1:0];
+            fin_zero_r <= zero_bytes;
         end
 
         if (s_axis_tlast) begin

@@ -16,7 +16,8 @@
 // Pipeline: axis_keep_packer -> crc32_roce_icrc (CRC per beat, over the received ICRC too)
 // -> output register, which compares the CRC register with the CRC-32 residue 32'hdebb20e3.
 // Throughput: one beat per cycle, no bubble between frames (packed input): cycles per frame =
-// ceil(frame bytes / KEEP_WIDTH). Latency: 4 cycles.
+// ceil(frame bytes / KEEP_WIDTH). Latency: a frame's last beat is on m_axis 3 cycles after its
+// tlast beat was accepted (packer, CRC stage, output register).
 //
 // Parameters:
 //   DATA_WIDTH     tdata width: 64, 128, 256 or 512
@@ -66,7 +67,9 @@ wire [DATA_WIDTH-1:0] a_tdata;
 wire [KEEP_WIDTH-1:0] a_tkeep;
 wire                  a_tvalid, a_tready, a_tlast, a_tuser, a_ip, a_bad;
 wire [31:0]           a_crc;
-wire [6:0]            a_cnt;
+/* verilator lint_off UNUSEDSIGNAL */
+wire [6:0]            a_cnt;      // used by insert only
+/* verilator lint_on UNUSEDSIGNAL */
 
 axis_keep_packer #(
     .DATA_WIDTH(DATA_WIDTH),

@@ -13,8 +13,8 @@
 // ~CRC after the last byte; when that overflows the beat, the rest goes out in one extra beat
 // (the input waits a cycle: the output then carries more bytes than the input).
 // Throughput: one beat per cycle, no bubble between frames (packed input): cycles per frame =
-// ceil((frame bytes + 4) / KEEP_WIDTH). Latency: 4 cycles from a frame's tlast beat in to its
-// last beat out.
+// ceil((frame bytes + 4) / KEEP_WIDTH). Latency: a frame's last beat is on m_axis 3 cycles
+// after its tlast beat was accepted (packer, CRC stage, output register).
 //
 // Parameters:
 //   DATA_WIDTH  tdata width: 64, 128, 256 or 512
@@ -57,7 +57,10 @@ wire                  p_tvalid, p_tready, p_tlast, p_tuser;
 // Registered beats with the CRC over them.
 wire [DATA_WIDTH-1:0] a_tdata;
 wire [KEEP_WIDTH-1:0] a_tkeep;
-wire                  a_tvalid, a_tready, a_tlast, a_tuser, a_ip, a_bad;
+wire                  a_tvalid, a_tready, a_tlast, a_tuser, a_ip;
+/* verilator lint_off UNUSEDSIGNAL */
+wire                  a_bad;      // check mode only
+/* verilator lint_on UNUSEDSIGNAL */
 wire [31:0]           a_crc;
 wire [6:0]            a_cnt;
 
@@ -107,6 +110,8 @@ crc32_roce_icrc #(
     .m_cnt(a_cnt)
 );
 
+localparam [7:0] KEEP_BYTES = KEEP_WIDTH[7:0];
+
 // ICRC bytes that did not fit in the last beat, sent as one more beat.
 reg        spill_valid;
 reg [31:0] spill_data;
@@ -120,7 +125,7 @@ assign a_tready = out_free && !spill_valid;
 wire [31:0]              icrc = ~a_crc;
 wire [DATA_WIDTH+31:0]   with_icrc = {32'd0, a_tdata} | ({{DATA_WIDTH{1'b0}}, icrc} << {a_cnt, 3'b000});
 wire [7:0]               total = {1'b0, a_cnt} + 8'd4;
-wire                     overflow = total > KEEP_WIDTH;
+wire                     overflow = total > KEEP_BYTES;
 wire [KEEP_WIDTH+3:0]    total_keep = ~({(KEEP_WIDTH+4){1'b1}} << total);
 
 always @(posedge clk) begin
