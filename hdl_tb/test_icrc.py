@@ -22,7 +22,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-from hdl_tb.cocotb_run import HDL_TB, run
+from hdl_tb.cocotb_run import run
 from hdl_tb.gen_crc32_matrix import render as render_crc32_matrix
 from nicsim.wire import (
     CNP_PAD,
@@ -502,20 +502,13 @@ async def throughput(dut, block: str) -> None:
 # --- pytest entry points ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def on_sys_path(monkeypatch):
-    """cocotb's runner gives the simulator this process's sys.path as PYTHONPATH (replacing the
-    one run() passes), so hdl_tb/ must be on it for the simulator to import "test_icrc"."""
-    monkeypatch.syspath_prepend(str(HDL_TB))
-
-
 @pytest.mark.parametrize("width", [64, 512])
 @pytest.mark.parametrize("top", [INSERT, CHECK])
-def test_icrc(top: str, width: int, on_sys_path) -> None:
+def test_icrc(top: str, width: int) -> None:
     run(top, SOURCES[top], "test_icrc", {"DATA_WIDTH": width})
 
 
-def test_icrc_check_verilator(on_sys_path) -> None:
+def test_icrc_check_verilator() -> None:
     run(CHECK, SOURCES[CHECK], "test_icrc", {"DATA_WIDTH": 64}, sim="verilator")
 
 
