@@ -15,8 +15,8 @@ import struct
 from typing import TYPE_CHECKING
 
 from nicsim.hwif import CqeOpcode, CqeStatus, QpState, VendorErr, WqeOpcode
+from nicsim.nic.aeth import CREDITS, rnr_timer_ns
 from nicsim.nic.counters import Counters
-from nicsim.nic.dma import take
 from nicsim.nic.qp import PSN_MASK, QpCtx, RespState, SendOp, psn_diff
 from nicsim.wire import Kind, Packet
 
@@ -151,7 +151,7 @@ class Completer:
         covered = sum(1 for o in qp.outstanding if o.consumes_recv
                       and psn_diff(o.last_psn, p.psn) <= 0)
         done = qp.recv_msgs_sent - sum(1 for o in qp.outstanding if o.consumes_recv) + covered
-        qp.recv_limit = done + _CREDITS[code]
+        qp.recv_limit = done + CREDITS[code]
 
     def _progress(self, qp: QpCtx) -> None:
         """Something was acknowledged: fresh retry budgets, timer restarted, QP kicked (it
@@ -274,13 +274,7 @@ class Completer:
             return
         t = self.nic.env.now + self.nic.cfg.rx_pipeline_ns
         if n:
-            pieces, _ = take(op.segs, _position(op.segs, op.read_done), n)
-            mv = p.payload
-            parts, o = [], 0
-            for pa, k in pieces:
-                parts.append((pa, mv[o:o + k]))
-                o += k
-            t = self.nic.dma.scatter(parts, n, t)
+            t, _ = self.nic.dma.place(op.segs, _position(op.segs, op.read_done), p.payload, t)
             op.read_done += n
         qp.acked_psn = p.psn
         if last:
@@ -301,32 +295,13 @@ class Completer:
             return
         op = out.popleft()
         t = self.nic.env.now + self.nic.cfg.rx_pipeline_ns
-        data = memoryview(_Q.pack(p.atomic_orig))
-        pieces, _ = take(op.segs, (0, 0), 8)
-        parts, o = [], 0
-        for pa, k in pieces:
-            parts.append((pa, data[o:o + k]))
-            o += k
-        t = self.nic.dma.scatter(parts, 8, t)
+        t, _ = self.nic.dma.place(op.segs, (0, 0), _Q.pack(p.atomic_orig), t)
         qp.acked_psn = p.psn
         if op.signaled:
             self._post_send(qp, op, CqeStatus.SUCCESS, t=t)
         self._progress(qp)
 
 
-def rnr_timer_ns(code: int) -> float:
-    """The RNR NAK timer field decoded (IBA 9.7.5.2.8, table 45), in ns."""
-    return _RNR_US[code & 0x1F] * 1000.0
-
-
-# Table 45: code 0 is 655.36 ms, codes 1..31 run from 0.01 ms to 491.52 ms.
-_RNR_US = (655360.0, 10.0, 20.0, 30.0, 40.0, 60.0, 80.0, 120.0, 160.0, 240.0, 320.0, 480.0,
-           640.0, 960.0, 1280.0, 1920.0, 2560.0, 3840.0, 5120.0, 7680.0, 10240.0, 15360.0,
-           20480.0, 30720.0, 40960.0, 61440.0, 81920.0, 122880.0, 163840.0, 245760.0,
-           327680.0, 491520.0)
-# AETH credit count encoding (IBA table 44), as in the responder.
-_CREDITS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
-            1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768)
 _ATOMICS = (WqeOpcode.ATOMIC_CMP_AND_SWP, WqeOpcode.ATOMIC_FETCH_AND_ADD)
 
 

@@ -50,6 +50,18 @@ class Dma:
         self.mem.post(done, [(pa, data)])
         return done
 
+    def place(self, segs: Segs, pos: tuple[int, int], data: bytes | memoryview,
+              not_before: float = 0.0) -> tuple[float, tuple[int, int]]:
+        """Write `data` into a segment list from position `pos` (see take); returns when
+        it lands and the position after it."""
+        pieces, pos = take(segs, pos, len(data))
+        mv = memoryview(data)
+        parts, o = [], 0
+        for pa, k in pieces:
+            parts.append((pa, mv[o:o + k]))
+            o += k
+        return self.scatter(parts, len(data), not_before), pos
+
     def scatter(self, parts: list[tuple[int, bytes | memoryview]], nbytes: int,
                 not_before: float = 0.0) -> float:
         """Write several (physical address, data) pieces as one transfer of `nbytes`."""

@@ -10,7 +10,6 @@ ACKs are coalesced: one per `ack_coalesce` packets and one for every packet with
 from __future__ import annotations
 
 import struct
-from bisect import bisect_right
 from collections.abc import Generator
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ from nicsim.hwif import (
     QpState,
     XlateStatus,
 )
+from nicsim.nic.aeth import Syndrome, credit_code
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import take
 from nicsim.nic.qp import PSN_MASK, QpCtx, RespState, psn_diff
@@ -32,29 +32,6 @@ from nicsim.wire.opcodes import Opcode
 
 if TYPE_CHECKING:
     from nicsim.nic.nic import Nic
-
-
-class Syndrome:
-    """AETH syndromes (IBA 9.7.5.1.2, table 43)."""
-
-    ACK = 0x00  # | credit count
-    RNR_NAK = 0x20  # | RNR timer
-    NAK_PSN_SEQ = 0x60
-    NAK_INV_REQ = 0x61
-    NAK_REM_ACCESS = 0x62
-    NAK_REM_OP = 0x63
-    NAK_INV_RD_REQ = 0x64
-    CREDITS_UNLIMITED = 0x1F
-
-
-# Credit count encoding (IBA 9.7.5.1.2, table 44): AETH credit code -> receive WQEs.
-_CREDITS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
-            1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768)
-
-
-def credit_code(free: int) -> int:
-    """The largest AETH credit code whose count does not exceed `free` receive WQEs."""
-    return bisect_right(_CREDITS, free) - 1
 
 
 _Q = struct.Struct("<Q")
@@ -203,18 +180,17 @@ class Responder:
                 r.seg_i += 1
                 r.seg_off = 0
         else:
-            pieces, (r.seg_i, r.seg_off) = take(r.segs, (r.seg_i, off), n)
-            parts = []
-            o = 0
-            for pa, k in pieces:
-                parts.append((pa, mv[o:o + k]))
-                o += k
+            parts = None
         r.msg_len += n
         self.counters["bytes_placed"] += n
         nic = self.nic
         pcie = nic.pcie
-        done = pcie.dma_write(n, t if t > r.data_ready_at else r.data_ready_at)
-        nic.dma.mem.post(done, parts)
+        nb = t if t > r.data_ready_at else r.data_ready_at
+        if parts is None:  # across segments: the general path
+            done, (r.seg_i, r.seg_off) = nic.dma.place(r.segs, (r.seg_i, off), mv, nb)
+        else:
+            done = pcie.dma_write(n, nb)
+            nic.dma.mem.post(done, parts)
         r.last_done_at = done
         # The pipeline is in order: nothing about this packet (its ACK) leaves before its
         # write is posted to PCIe, which orders it before anything the NIC writes later.
