@@ -52,6 +52,16 @@ class Completer:
                                  "duplicate_responses", "out_of_sequence_responses",
                                  "implicit_naks", "qp_errors")
 
+    @staticmethod
+    def _pop(qp: QpCtx) -> SendOp:
+        """Retire the oldest outstanding WQE, keeping the QP's running counts right."""
+        op = qp.outstanding.popleft()
+        if op.consumes_recv:
+            qp.recv_outstanding -= 1
+        if op.waits_for_data:
+            qp.rd_outstanding -= 1
+        return op
+
     # -- CQEs -------------------------------------------------------------------------------
 
     def _post_send(self, qp: QpCtx, op: SendOp, status: CqeStatus,
@@ -99,7 +109,7 @@ class Completer:
         qp.timer_deadline = None
         qp.resend_psn = None
         while qp.outstanding:
-            op = qp.outstanding.popleft()
+            op = self._pop(qp)
             self.flush_send(qp, op.wqe_index)
         self.flush_recv(qp)
         self.nic.engine.kick(qp)  # the send engine flushes fetched and posted WQEs
@@ -116,8 +126,8 @@ class Completer:
             cls = syn >> 5
             if cls == 0:
                 self.counters["acks"] += 1
-                self._credits(qp, p, syn & 0x1F)
                 self._complete_through(qp, p.psn)
+                self._credits(qp, syn & 0x1F)
             elif cls == 1:
                 self.counters["rnr_naks"] += 1
                 self._rnr(qp, p.psn, syn & 0x1F)
@@ -141,17 +151,15 @@ class Completer:
         elif kind is Kind.ATOMIC_ACK:
             self._atomic_ack(qp, p)
 
-    def _credits(self, qp: QpCtx, p: Packet, code: int) -> None:
+    @staticmethod
+    def _credits(qp: QpCtx, code: int) -> None:
         """End-to-end credits (IBA 9.7.7.2): the AETH of an ACK says how many more receive
-        WQEs the responder has; messages beyond that wait."""
+        WQEs the responder has beyond the messages it acknowledges; messages past that wait.
+        (Called after the ACK has retired what it covers.)"""
         if code == 0x1F:
             qp.recv_limit = None
             return
-        # Receive-consuming messages this ACK covers are complete at the responder.
-        covered = sum(1 for o in qp.outstanding if o.consumes_recv
-                      and psn_diff(o.last_psn, p.psn) <= 0)
-        done = qp.recv_msgs_sent - sum(1 for o in qp.outstanding if o.consumes_recv) + covered
-        qp.recv_limit = done + CREDITS[code]
+        qp.recv_limit = qp.recv_msgs_sent - qp.recv_outstanding + CREDITS[code]
 
     def _progress(self, qp: QpCtx) -> None:
         """Something was acknowledged: fresh retry budgets, timer restarted, QP kicked (it
@@ -183,7 +191,7 @@ class Completer:
                     self.retry(qp, self.nic.requester.first_unacked(qp),
                                CqeStatus.RETRY_EXC_ERR, VendorErr.RETRY_EXCEEDED)
                 break
-            out.popleft()
+            self._pop(qp)
             moved = True
             if op.signaled:
                 self._post_send(qp, op, CqeStatus.SUCCESS)
@@ -229,12 +237,12 @@ class Completer:
         out = qp.outstanding
         # Everything before the NAKed PSN was received (a NAK acknowledges its predecessors).
         while out and psn_diff(out[0].last_psn, psn) < 0 and not out[0].waits_for_data:
-            op = out.popleft()
+            op = self._pop(qp)
             if op.signaled:
                 self._post_send(qp, op, CqeStatus.SUCCESS)
         if out:
             # An error completes the WQE whether or not it asked for a completion.
-            self._post_send(qp, out.popleft(), status, vendor)
+            self._post_send(qp, self._pop(qp), status, vendor)
         self.qp_error(qp)
 
     def _read_response(self, qp: QpCtx, p: Packet) -> None:
@@ -243,7 +251,7 @@ class Completer:
         out = qp.outstanding
         # A response also acknowledges the WQEs before its READ (implicit ACK, 9.7.6.1.2).
         while out and not out[0].waits_for_data and psn_diff(out[0].last_psn, p.psn) < 0:
-            op = out.popleft()
+            op = self._pop(qp)
             if op.signaled:
                 self._post_send(qp, op, CqeStatus.SUCCESS)
         if not out or out[0].opcode is not WqeOpcode.RDMA_READ:
@@ -278,7 +286,7 @@ class Completer:
             op.read_done += n
         qp.acked_psn = p.psn
         if last:
-            out.popleft()
+            self._pop(qp)
             if op.signaled:
                 self._post_send(qp, op, CqeStatus.SUCCESS, t=t)
         self._progress(qp)
@@ -287,13 +295,13 @@ class Completer:
         self.counters["atomic_acks"] += 1
         out = qp.outstanding
         while out and not out[0].waits_for_data and psn_diff(out[0].last_psn, p.psn) < 0:
-            op = out.popleft()
+            op = self._pop(qp)
             if op.signaled:
                 self._post_send(qp, op, CqeStatus.SUCCESS)
         if not out or out[0].opcode not in _ATOMICS or out[0].first_psn != p.psn:
             self.counters["duplicate_responses"] += 1
             return
-        op = out.popleft()
+        op = self._pop(qp)
         t = self.nic.env.now + self.nic.cfg.rx_pipeline_ns
         t, _ = self.nic.dma.place(op.segs, (0, 0), _Q.pack(p.atomic_orig), t)
         qp.acked_psn = p.psn

@@ -126,6 +126,8 @@ class QpCtx:
     rnr_left: int = 7
     rnr_until: float = 0.0  # RNR NAK: no sending before this time
     recv_msgs_sent: int = 0  # receive-consuming messages started (SEND, WRITE with imm)
+    recv_outstanding: int = 0  # of those, not yet completed
+    rd_outstanding: int = 0  # READs and atomics awaiting their response
     recv_limit: int | None = None  # from AETH credits: how many may be started (None: any)
     atomic_replay: dict = field(default_factory=dict)  # responder: PSN -> original value
 

@@ -110,7 +110,7 @@ class Requester:
         op = wqe.ctrl.opcode
         c = self.counters
         if op in _RD_ATOMIC or wqe.ctrl.flags & _FENCE:
-            n = sum(1 for o in qp.outstanding if o.waits_for_data)
+            n = qp.rd_outstanding
             if op in _RD_ATOMIC and n >= max(1, qp.max_rd_atomic):
                 c["blocked_rd_atomic"] += 1
                 return True
@@ -118,8 +118,7 @@ class Requester:
                 c["blocked_fence"] += 1
                 return True
         if op in _CONSUMES_RECV and qp.recv_limit is not None and \
-                qp.recv_msgs_sent >= qp.recv_limit and any(o.consumes_recv
-                                                           for o in qp.outstanding):
+                qp.recv_msgs_sent >= qp.recv_limit and qp.recv_outstanding:
             # Out of credits: wait for an ACK, unless nothing is outstanding, in which case
             # one message may go to probe (IBA 9.7.7.2.5).
             c["blocked_credits"] += 1
@@ -164,6 +163,9 @@ class Requester:
                      total, npkts, segs, consumes_recv=op in _CONSUMES_RECV)
         if sop.consumes_recv:
             qp.recv_msgs_sent += 1
+            qp.recv_outstanding += 1
+        if sop.waits_for_data:
+            qp.rd_outstanding += 1
         qp.outstanding.append(sop)
         yield from self._transmit(qp, sop, 0, t)
 
