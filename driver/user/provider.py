@@ -19,8 +19,6 @@ from nicsim.host.memory import AddressSpace
 from nicsim.hwif import (
     CQE_OWNER_OFFSET,
     CQE_SIZE,
-    RECV_WQE_CTRL_SIZE,
-    SEND_WQE_CTRL_SIZE,
     Cqe,
     CqeFlags,
     CqeOpcode,
@@ -224,7 +222,3 @@ class ProviderCq:
                 flags |= verbs
         return RawWc(wr_id, c.status, c.opcode, c.vendor_err, c.byte_len, c.qpn, c.imm_inv,
                      flags)
-
-
-__all__ = ["RECV_WQE_CTRL_SIZE", "SEND_WQE_CTRL_SIZE", "ProviderCq", "ProviderError",
-           "ProviderQp", "RawWc"]

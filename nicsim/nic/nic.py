@@ -202,6 +202,3 @@ class Nic(MmioDevice):
             for k, v in cs.items():
                 out[f"{b}.{k}"] = int(v)
         return out
-
-
-__all__ = ["Nic", "NicConfig"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 
@@ -313,6 +312,3 @@ def _offsets(sizes: list[int]) -> list[int]:
 
 def default_pcap(sc: Scenario) -> str | None:
     return sc.pcap.format(name=sc.name) if sc.pcap else None
-
-
-__all__ = ["Path", "RunResult", "Runner", "default_pcap"]
