@@ -125,9 +125,6 @@ class TB:
         self.dut.rst.value = 0
         await ClockCycles(self.dut.clk, 2)
 
-    def mtt_lookup(self, i: int) -> int:
-        return self.mtt[i]
-
     # -- command port
     async def write_mpt(self, index: int, mpt: hwif.Mpt) -> None:
         data = int.from_bytes(mpt.pack(), "little")
@@ -243,8 +240,8 @@ class TB:
         for i, (key, pd, access, va, length) in enumerate(reqs):
             tag = i % (1 << self.tag_width)
             mpt = self.mpt.get(key >> 8) if (key >> 8) < self.mpt_depth else None
-            exp = expected_segments(mpt, self.mtt_lookup, key, pd, access, va, length)
-            ref = translation.check_and_split(mpt, self.mtt_lookup, key, pd, access, va,
+            exp = expected_segments(mpt, self.mtt, key, pd, access, va, length)
+            ref = translation.check_and_split(mpt, self.mtt, key, pd, access, va,
                                               length)
             expected.append((tag, exp, ref, (hex(key), hex(va), length)))
             await self.req.send(ReqTransaction(key=key, pd=pd, access=access, va=va,

@@ -42,7 +42,6 @@ class Link:
         self.ends: list[Callable[[bytes], None]] = []
         self.taps: list[Tap] = []
         self._arrive: list[Callable[[simpy.Event], None]] = []
-        self.counters = {"frames": 0, "bytes": 0}
 
     def attach(self, receive: Callable[[bytes], None]) -> int:
         """Attach a receiver; returns the end index that the sender passes to `carry`."""
@@ -54,11 +53,8 @@ class Link:
 
     def carry(self, frame: bytes, from_end: int, t_last_bit_out: float) -> None:
         """Deliver `frame`, whose last bit leaves end `from_end` at `t_last_bit_out`."""
-        c = self.counters
-        c["frames"] += 1
-        c["bytes"] += len(frame)
         env = self.env
-        delay = t_last_bit_out + self.cfg.prop_ns - env.now
+        delay = t_last_bit_out + self.cfg.prop_ns - env._now  # (per packet: no property)
         arrive = self._arrive[1 - from_end]
         if self.faults is None:
             # The frame rides on the timeout as its value; the far end's handler is bound once.
@@ -82,7 +78,7 @@ class Link:
         env = self.env
 
         def arrive(ev: simpy.Event) -> None:
-            frame = ev.value  # the frame carry() put on the timeout
+            frame = ev._value  # the frame carry() put on the timeout (no property per packet)
             if taps:
                 t = int(round(env.now))
                 for tap in taps:

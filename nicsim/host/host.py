@@ -93,8 +93,7 @@ class Host:
         peek = env.peek
         while not woke[0] and peek() <= deadline:
             step()
-        if entry in self.mem.watches:
-            self.mem.watches.remove(entry)
+        self.mem.unwatch(entry)
         advance(env, max(start + cost, env.now) if woke[0] else deadline)
 
     def plug(self, name: str, device: MmioDevice, pcie: Pcie, netdev: NetDev) -> None:

@@ -57,6 +57,7 @@ class PhysMem:
         self.env = env
         # Address ranges a CPU is waiting on (MONITOR/MWAIT): [lo, hi) -> callback.
         self.watches: list[tuple[int, int, Callable[[], None]]] = []
+        self._wlo, self._whi = 0, 0  # bounds of all watched ranges (empty: hi == 0)
         # Posted device writes not yet landed: (landing time, [(pa, data), ...]) in time order.
         self.posted: deque[tuple[float, list[tuple[int, bytes | memoryview]]]] = deque()
 
@@ -110,7 +111,8 @@ class PhysMem:
     def post(self, t: float, parts: list[tuple[int, bytes | memoryview]]) -> None:
         """A device write of `parts` that lands in memory at time `t`."""
         q = self.posted
-        now = self.env.now if self.env is not None else t
+        # (env._now is the attribute behind SimPy's `now` property: this runs per packet.)
+        now = self.env._now if self.env is not None else t
         if q and q[0][0] <= now:
             mv = self.mv
             while q and q[0][0] <= now:
@@ -125,8 +127,13 @@ class PhysMem:
             while i and q[i - 1][0] > t:
                 i -= 1
             q.insert(i, (t, parts))
-        if self.watches:
-            self._wake_watchers(t, parts)
+        if self._whi:
+            # Most writes are data, far from the watched CQ rings: two comparisons say so.
+            lo, hi = self._wlo, self._whi
+            for pa, d in parts:
+                if pa < hi and pa + len(d) > lo:
+                    self._wake_watchers(t, parts)
+                    break
 
     def overlay(self, pa: int, data: bytes) -> bytes:
         """`data` read at [pa, pa+len) by the device, with the device's own posted writes
@@ -158,21 +165,41 @@ class PhysMem:
     def watch(self, lo: int, hi: int, cb: Callable[[], None]) -> tuple:
         """Call `cb` when a device write to [lo, hi) lands, including one already posted."""
         entry = (lo, hi, cb)
+        self.watches.append(entry)
+        self._rebound()
         for t, parts in self.posted:
             if any(lo < pa + len(d) and pa < hi for pa, d in parts):
-                self.watches.append(entry)
                 self._wake_watchers(t, parts)
-                return entry
-        self.watches.append(entry)
+                break
         return entry
 
+    def unwatch(self, entry: tuple) -> None:
+        if entry in self.watches:
+            self.watches.remove(entry)
+            self._rebound()
+
+    def _rebound(self) -> None:
+        w = self.watches
+        self._wlo = min(x[0] for x in w) if w else 0
+        self._whi = max(x[1] for x in w) if w else 0
+
     def _wake_watchers(self, t: float, parts: list[tuple[int, bytes | memoryview]]) -> None:
-        hit = [w for w in self.watches
-               if any(w[0] < pa + len(d) and pa < w[1] for pa, d in parts)]
-        if not hit or self.env is None:
+        # Called for every posted write while a CPU waits: plain loops, no allocation unless
+        # a watched range is hit (it usually is not: the watch is a CQ ring, the write data).
+        hit = None
+        for w in self.watches:
+            lo, hi = w[0], w[1]
+            for pa, d in parts:
+                if lo < pa + len(d) and pa < hi:
+                    if hit is None:
+                        hit = []
+                    hit.append(w)
+                    break
+        if hit is None or self.env is None:
             return
         for w in hit:
             self.watches.remove(w)
+        self._rebound()
 
         def wake(_e: simpy.Event) -> None:
             self.sync()

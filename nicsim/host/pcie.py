@@ -84,7 +84,7 @@ class Pcie:
     def dma_write(self, nbytes: int, not_before: float = 0.0) -> float:
         """Reserve the upstream link for a posted write; returns when it is in host memory."""
         ntlp, dur = self._wcost.get(nbytes) or self._write_cost(nbytes)
-        now = self.env.now
+        now = self.env._now  # the attribute behind the `now` property: this runs per packet
         start = self.up_free
         if start < now:
             start = now
@@ -101,7 +101,7 @@ class Pcie:
     def dma_read(self, nbytes: int, not_before: float = 0.0) -> float:
         """Read requests upstream, completions downstream; returns when the data is in the NIC."""
         nreq, ncpl, req_dur, cpl_dur = self._rcost.get(nbytes) or self._read_cost(nbytes)
-        now = self.env.now
+        now = self.env._now  # (see dma_write)
         start = self.up_free
         if start < now:
             start = now

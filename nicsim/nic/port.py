@@ -36,7 +36,7 @@ class Port:
         """
         if self.link is None:
             raise RuntimeError("port is not connected to a link")
-        start = self.env.now
+        start = self.env._now  # the attribute behind the `now` property: this runs per packet
         if start < ready_at:
             start = ready_at
         if start < self.free:

@@ -274,9 +274,12 @@ class Requester:
                 # Gather n bytes from the physical segments (the MTT walk's result).
                 pa, ln = segs[si]
                 if so + n <= ln:
-                    payload = buf[pa + so:pa + so + n].tobytes()
                     if mem.posted:  # this NIC's own writes still in flight (PCIe order)
-                        payload = mem.overlay(pa + so, payload)
+                        payload = mem.overlay(pa + so, buf[pa + so:pa + so + n].tobytes())
+                    else:
+                        # A view of host memory: build() copies it into the frame at once,
+                        # so the frame holds the bytes as they were at this read.
+                        payload = buf[pa + so:pa + so + n]
                     so += n
                 else:
                     parts, left = [], n
@@ -304,8 +307,8 @@ class Requester:
             else:
                 frame = build(mid_op, dqpn, (psn + i) & PSN_MASK, b"", payload)
             wait = emit(frame, ready + ready_lag)
-            if wait and wait > env.now:
-                yield env.timeout(wait - env.now)
+            if wait and wait > env._now:
+                yield env.timeout(wait - env._now)
                 if qp.resend_psn is not None or qp.state is not QpState.RTS:
                     return  # a NAK or timeout rewound the QP; the resend covers the rest
 

@@ -46,6 +46,8 @@ class Responder:
     def __init__(self, nic: Nic) -> None:
         self.nic = nic
         self.env: simpy.Environment = nic.env
+        self._rx_lag = nic.cfg.rx_pipeline_ns
+        self._ack_every = nic.cfg.ack_coalesce
         self.counters = Counters(
             "requests", "send_packets", "write_packets", "read_requests", "atomics",
             "read_response_packets", "bytes_placed", "acks_sent", "naks_sent", "rnr_naks_sent",
@@ -100,12 +102,12 @@ class Responder:
             c["requests"] += 1
             c["write_packets" if info.kind is Kind.WRITE else "send_packets"] += 1
             r.nak_sent = False
-            self._place(qp, p, self.env.now + self.nic.cfg.rx_pipeline_ns)
+            t = self.env._now + self._rx_lag  # (the attribute behind `now`: per packet)
+            self._place(qp, p, t)
             qp.epsn = (p.psn + 1) & PSN_MASK
             r.unacked += 1
-            if p.ackreq or r.unacked >= self.nic.cfg.ack_coalesce:
-                self._ack(qp, p.psn, max(self.env.now + self.nic.cfg.rx_pipeline_ns,
-                                         r.posted_at))
+            if p.ackreq or r.unacked >= self._ack_every:
+                self._ack(qp, p.psn, t if t > r.posted_at else r.posted_at)
             return
         c = self.counters
         # The receive side works in RTR, RTS and SQD (only the send queue drains in SQD).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from nicsim.hwif import (
     MPT_SIZE,
@@ -39,9 +39,9 @@ def check(mpt: Mpt | None, key: int, pd: int, access: int, va: int, length: int)
     return XlateStatus.OK
 
 
-def split(mpt: Mpt, mtt: Callable[[int], int], va: int, length: int) -> Segments:
+def split(mpt: Mpt, mtt: Mapping[int, int], va: int, length: int) -> Segments:
     """Physical segments for [va, va+length) of an MR, split at page boundaries and merged
-    where consecutive pages are physically contiguous. `mtt(i)` gives MTT entry i."""
+    where consecutive pages are physically contiguous. `mtt[i]` is MTT entry i."""
     shift = mpt.page_shift
     psize = 1 << shift
     first = mpt.mtt_index - (mpt.start >> shift)
@@ -51,7 +51,7 @@ def split(mpt: Mpt, mtt: Callable[[int], int], va: int, length: int) -> Segments
     while va < end:
         off = va & (psize - 1)
         n = min(psize - off, end - va)
-        pa = mtt(first + (va >> shift)) + off
+        pa = mtt[first + (va >> shift)] + off
         if pa == last_pa:
             out[-1] = (out[-1][0], out[-1][1] + n)
         else:
@@ -61,13 +61,33 @@ def split(mpt: Mpt, mtt: Callable[[int], int], va: int, length: int) -> Segments
     return out
 
 
-def check_and_split(mpt: Mpt | None, mtt: Callable[[int], int], key: int, pd: int,
+def check_and_split(mpt: Mpt | None, mtt: Mapping[int, int], key: int, pd: int,
                     access: int, va: int, length: int) -> tuple[XlateStatus, Segments]:
     st = check(mpt, key, pd, access, va, length)
     if st is not XlateStatus.OK:
         return st, []
     assert mpt is not None
     return st, split(mpt, mtt, va, length)
+
+
+class _MttLines(OrderedDict):
+    """Cached MTT entries by index. A missing entry fetches its whole aligned line of
+    MTT_LINE entries with one read (the NIC reads a 64-byte line), evicting the oldest."""
+
+    def __init__(self, fetch: Callable[[int], tuple[int, ...]], capacity: int) -> None:
+        super().__init__()
+        self.fetch = fetch
+        self.capacity = capacity
+        self.misses = 0
+
+    def __missing__(self, i: int) -> int:
+        self.misses += 1
+        first = i & ~(MTT_LINE - 1)
+        for j, v in enumerate(self.fetch(first)):
+            self[first + j] = v
+        while len(self) > self.capacity:
+            self.popitem(last=False)
+        return self.get(i, 0)
 
 
 class TranslationCache:
@@ -85,10 +105,17 @@ class TranslationCache:
         self.mpt_entries = 0  # table sizes, from INIT_HCA: indices beyond them are faults
         self.mtt_entries = 0
         self.mpt_capacity = mpt_entries
-        self.mtt_capacity = mtt_entries
         self._mpt: OrderedDict[int, Mpt] = OrderedDict()
-        self._mtt: OrderedDict[int, int] = OrderedDict()
-        self.mpt_hits = self.mpt_misses = self.mtt_hits = self.mtt_misses = 0
+        self._mtt = _MttLines(self._fetch_line, mtt_entries)
+        self.mpt_hits = self.mpt_misses = self.mtt_hits = 0
+
+    @property
+    def mtt_misses(self) -> int:
+        return self._mtt.misses
+
+    def _fetch_line(self, first: int) -> tuple[int, ...]:
+        return _MTT_LINE_FMT.unpack(self._read(self.mtt_base + first * MTT_ENTRY_SIZE,
+                                               MTT_LINE * MTT_ENTRY_SIZE))
 
     def invalidate_mpt(self, index: int) -> None:
         self._mpt.pop(index, None)
@@ -122,32 +149,15 @@ class TranslationCache:
         if st is not XlateStatus.OK:
             return st, [], misses
         assert mpt is not None
-        if length:
-            shift = mpt.page_shift
-            last = mpt.mtt_index + ((va + length - 1) >> shift) - (mpt.start >> shift)
-            if last >= self.mtt_entries:
-                return XlateStatus.MTT_FAULT, [], misses
-        miss = [0]
-        cache = self._mtt
-
-        def mtt(i: int) -> int:
-            pa = cache.get(i)
-            if pa is not None:
-                return pa
-            # A miss fetches the whole aligned line of MTT_LINE entries in one DMA read.
-            self.mtt_misses += 1
-            miss[0] += 1
-            first = i & ~(MTT_LINE - 1)
-            raw = self._read(self.mtt_base + first * MTT_ENTRY_SIZE, MTT_LINE * MTT_ENTRY_SIZE)
-            for j, v in enumerate(_MTT_LINE_FMT.unpack(raw)):
-                cache[first + j] = v
-            while len(cache) > self.mtt_capacity:
-                cache.popitem(last=False)
-            return cache.get(i, 0)
-
-        segs = split(mpt, mtt, va, length) if length else []
-        # Pages found without a miss were hits.
-        if segs:
-            shift = mpt.page_shift
-            self.mtt_hits += ((va + length - 1) >> shift) - (va >> shift) + 1 - miss[0]
-        return st, segs, misses + miss[0]
+        if not length:
+            return st, [], misses
+        shift = mpt.page_shift
+        pages = ((va + length - 1) >> shift) - (va >> shift) + 1
+        if mpt.mtt_index + ((va + length - 1) >> shift) - (mpt.start >> shift) >= \
+                self.mtt_entries:
+            return XlateStatus.MTT_FAULT, [], misses
+        before = self._mtt.misses
+        segs = split(mpt, self._mtt, va, length)
+        new = self._mtt.misses - before
+        self.mtt_hits += pages - new
+        return st, segs, misses + new
