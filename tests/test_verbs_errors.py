@@ -210,3 +210,21 @@ def test_misaligned_atomic_is_invalid_request():
     wr.set_wr_atomic(b.mr.rkey, b.mr.buf + 4, 1)
     a.qp.post_send(wr)
     assert wait(a)[0].status == e.IBV_WC_REM_INV_REQ_ERR
+
+
+def test_opcode_sequence_error_in_a_write_takes_no_receive_wqe():
+    """A broken WRITE must not complete (or consume) a receive WQE it never took."""
+    from nicsim.wire import reth
+    from nicsim.wire.opcodes import Opcode
+
+    w, a, b = pair()
+    b.qp.post_recv(RecvWR(wr_id=9, num_sge=1, sg=[SGE(b.mr.buf, 64, b.mr.lkey)]))
+    nb, qb = w.nics["b"], w.nics["b"].qps[b.qp.qp_num]
+    bld = w.nics["a"].qps[a.qp.qp_num].builder
+    # WRITE FIRST, then a SEND MIDDLE where a WRITE MIDDLE/LAST must come: invalid request.
+    nb.receive(bld.build(Opcode.RC_RDMA_WRITE_FIRST, qb.qpn, qb.epsn,
+                         reth(b.mr.buf, b.mr.rkey, 4096), bytes(1024)))
+    nb.receive(bld.build(Opcode.RC_SEND_MIDDLE, qb.qpn, qb.epsn, b"", bytes(1024)))
+    assert b.qp.query()[0].qp_state == e.IBV_QPS_ERR
+    # The receive WQE is flushed, not failed as if the WRITE had used it.
+    assert [(c.wr_id, c.status) for c in wait(b)] == [(9, e.IBV_WC_WR_FLUSH_ERR)]

@@ -158,11 +158,13 @@ class Bar:
         self._dev = device
         self._spend = cpu_spend
         self._write_cost = write_cost_ns
+        self._last_write_at = 0.0  # when the latest posted write reaches the device
 
     def write64(self, offset: int, value: int, *, cpu: bool = True) -> None:
         """A posted write. `cpu=False` when the caller has already counted the store's CPU
         time in its own cost (the data path's doorbell)."""
         at = self._pcie.mmio_write_arrival()
+        self._last_write_at = at
         dev = self._dev
         ev = self._env.timeout(at - self._env.now)
         ev.callbacks.append(lambda _e: dev.mmio_write(offset, value))
@@ -170,5 +172,10 @@ class Bar:
             self._spend(self._write_cost)
 
     def read64(self, offset: int) -> int:
-        self._spend(self._pcie.mmio_read_roundtrip())
+        """A non-posted read: it cannot pass the posted writes issued before it (PCIe
+        ordering), so the device answers only after they have all arrived."""
+        rt = self._pcie.mmio_read_roundtrip()
+        now = self._env.now
+        behind = self._last_write_at - now + rt / 2  # queued behind the last posted write
+        self._spend(rt if rt > behind else behind)
         return self._dev.mmio_read(offset)

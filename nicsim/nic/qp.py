@@ -65,7 +65,8 @@ class RespCtx:
     seg_off: int = 0
     msg_len: int = 0  # bytes placed so far in the current message
     rq_index: int = 0  # receive WQE being filled (SEND)
-    rq_cap: int = 0  # its total SGE length
+    rq_cap: int = 0  # bytes the message may place (receive SGEs, or the RETH length)
+    recv_active: bool = False  # a receive WQE is taken by the message in progress
     data_ready_at: float = 0.0  # when the receive WQE's SGEs are known (RQ WQE fetch)
     unacked: int = 0  # packets since the last ACK
     nak_sent: bool = False  # one NAK per sequence error (IBA 9.7.5.2.2)

@@ -78,12 +78,13 @@ class Responder:
         """A class C/D error (IBA 9.9.3.1): NAK, and the responder QP goes to ERR."""
         self._send_ack(qp, p.psn, syndrome, t)
         r = qp.resp
-        if recv_status is not None and r.rq_cap:  # a receive WQE is being filled
+        if recv_status is not None and r.recv_active:  # a receive WQE is being filled
             self.nic.completer.post_recv(qp, r.rq_index, CqeOpcode.RECV, recv_status,
                                          r.msg_len, 0, 0, t)
             qp.rq_ci = (qp.rq_ci + 1) & 0xFFFF
         r.state = RespState.IDLE
         r.rq_cap = 0
+        r.recv_active = False
         self.nic.completer.qp_error(qp)
 
     # -- entry ------------------------------------------------------------------------------
@@ -240,13 +241,13 @@ class Responder:
             st, s, ready = self.nic.translate(lkey, qp.pd, _LW, addr, length,
                                               ready)
             if st is not XlateStatus.OK:
-                r.rq_index, r.rq_cap, r.msg_len = qp.rq_ci, 1, 0
+                r.rq_index, r.rq_cap, r.msg_len, r.recv_active = qp.rq_ci, 0, 0, True
                 self._fatal_nak(qp, p, Syndrome.NAK_REM_OP, t, CqeStatus.LOC_PROT_ERR)
                 return False
             segs += s
             cap += length
         r.segs, r.seg_i, r.seg_off = segs, 0, 0
-        r.rq_index, r.rq_cap, r.msg_len = qp.rq_ci, cap, 0
+        r.rq_index, r.rq_cap, r.msg_len, r.recv_active = qp.rq_ci, cap, 0, True
         r.data_ready_at = ready
         return True
 
@@ -261,6 +262,7 @@ class Responder:
         r.state = RespState.IDLE
         r.rq_cap = 0
         r.msg_len = 0
+        r.recv_active = False
 
     # -- RDMA WRITE -------------------------------------------------------------------------
 
