@@ -42,22 +42,25 @@ def check(mpt: Mpt | None, key: int, pd: int, access: int, va: int, length: int)
 def split(mpt: Mpt, mtt: Mapping[int, int], va: int, length: int) -> Segments:
     """Physical segments for [va, va+length) of an MR, split at page boundaries and merged
     where consecutive pages are physically contiguous. `mtt[i]` is MTT entry i."""
+    if length <= 0:
+        return []
     shift = mpt.page_shift
-    psize = 1 << shift
-    first = mpt.mtt_index - (mpt.start >> shift)
-    out: Segments = []
+    mask = (1 << shift) - 1
+    base = mpt.mtt_index - (mpt.start >> shift)
     end = va + length
-    last_pa = -1
-    while va < end:
-        off = va & (psize - 1)
-        n = min(psize - off, end - va)
-        pa = mtt[first + (va >> shift)] + off
-        if pa == last_pa:
-            out[-1] = (out[-1][0], out[-1][1] + n)
-        else:
-            out.append((pa, n))
-        last_pa = pa + n
-        va += n
+    p0, p1 = va >> shift, (end - 1) >> shift
+    if p0 == p1:
+        return [(mtt[base + p0] + (va & mask), length)]
+    # First (possibly partial) page, the full pages between, the last (possibly partial).
+    start, n = mtt[base + p0] + (va & mask), (mask + 1) - (va & mask)
+    out: Segments = []
+    for page in range(p0 + 1, p1 + 1):
+        pa = mtt[base + page]
+        if pa != start + n:
+            out.append((start, n))
+            start, n = pa, 0
+        n += mask + 1 if page != p1 else end - (p1 << shift)
+    out.append((start, n))
     return out
 
 
