@@ -17,16 +17,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nicsim.fabric.faults import FaultConfig  # noqa: E402
-from tests.test_reliability import _run_mix, _world  # noqa: E402
+from tests.workload import fault_world, run_mix  # noqa: E402
 
 RATES = (0.0, 0.01, 0.05, 0.10)
 
 
 def one(faults: FaultConfig, qps: int, wrs: int, seed: int) -> dict:
-    w, pairs = _world(faults, npairs=qps, seed=seed)
+    w, pairs = fault_world(faults, npairs=qps, seed=seed)
     t0 = w.env.now
     wall = time.perf_counter()
-    verified = _run_mix(w, pairs, wrs, seed=seed, max_size=3 * 4096 + 11)
+    verified = run_mix(w, pairs, wrs, seed=seed, max_size=3 * 4096 + 11)
     a, b = w.nics["a"].counters(), w.nics["b"].counters()
     return {
         "loss": faults.loss, "corrupt": faults.corrupt, "duplicate": faults.duplicate,

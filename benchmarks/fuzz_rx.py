@@ -21,8 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fuzz_frames import builder_to, damaged, random_valid  # noqa: E402
-from tests.test_rx_fuzz import _still_works, _victims, revive  # noqa: E402
+from tests.fuzz_frames import (  # noqa: E402
+    builder_to,
+    damaged,
+    random_valid,
+    revive,
+    still_works,
+    victims,
+)
 
 
 def main() -> int:
@@ -31,7 +37,7 @@ def main() -> int:
     ap.add_argument("--packets", type=int, default=1_000_000)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    w, a, b, a2, b2, canary, nb, bld = _victims()
+    w, a, b, a2, b2, canary, nb, bld = victims()
     rng = random.Random(args.seed)
     qpns = [b.qp.qp_num, b2.qp.qp_num + 1000]
     keys = [b.mr.rkey, canary.rkey, b.mr.rkey ^ 1]
@@ -73,7 +79,7 @@ def main() -> int:
         # A QP the attack drove to ERR is brought back, so the fuzz keeps reaching QP state.
         revived += revive(b, a) + revive(a, b)
     wall = time.perf_counter() - t0
-    _still_works(w, a2, b2, canary)
+    still_works(w, a2, b2, canary)
     c = nb.counters()
     ca = na.counters()
     for k, v in ca.items():  # both NICs' receive paths, added up

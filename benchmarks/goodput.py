@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from driver.user import enums as e  # noqa: E402
 from driver.user.verbs import SGE, SendWR  # noqa: E402
 from nicsim.fabric.link import LinkConfig  # noqa: E402
+from nicsim.scenario.endpoint import connect, make_side  # noqa: E402
 from nicsim.wire import Ext, packet_overhead  # noqa: E402
 from nicsim.world import World  # noqa: E402
-from tests.rdma import connect, make_side  # noqa: E402
 
 _MTU_ENUM = {1024: e.IBV_MTU_1024, 4096: e.IBV_MTU_4096}
 
@@ -37,16 +37,7 @@ def bound_gbps(rate: float, msg: int, mtu: int) -> float:
 
 
 def run(mtu: int, total: int, msg: int, depth: int = 16, rate: float = 100.0) -> dict:
-    w = World(seed=1)
-    from dataclasses import replace
-
-    from nicsim.nic.config import NicConfig
-
-    base = NicConfig()
-    w.add_host("a", replace(base, mac="02:00:00:00:00:0a", ip="10.0.0.1"), mem_size=128 << 20)
-    w.add_host("b", replace(base, mac="02:00:00:00:00:0b", ip="10.0.0.2"), mem_size=128 << 20)
-    w.connect("a", "b", LinkConfig(rate_gbps=rate))
-    w.boot()
+    w = World.two_hosts(seed=1, link=LinkConfig(rate_gbps=rate), mem_size=128 << 20)
     a = make_side(w, "a", mr_len=msg, cqe=4 * depth)
     b = make_side(w, "b", mr_len=msg, cqe=4 * depth)
     connect(a, b, _MTU_ENUM[mtu])

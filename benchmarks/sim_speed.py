@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from driver.user import enums as e  # noqa: E402
 from driver.user.verbs import SGE, QPCap, SendWR  # noqa: E402
+from nicsim.scenario.endpoint import connect, make_side  # noqa: E402
 from nicsim.world import World  # noqa: E402
-from tests.rdma import connect, make_side  # noqa: E402
 
 MTU = 4096
 MSG = 64 * 1024
@@ -91,16 +91,7 @@ def minimal_pipeline(n: int) -> float:
 
 
 def whole_model(n_packets: int, pcap: str | None = None, profile: bool = False) -> dict:
-    w = World(seed=1)
-    from dataclasses import replace
-
-    from nicsim.nic.config import NicConfig
-
-    base = NicConfig()
-    w.add_host("a", replace(base, mac="02:00:00:00:00:0a", ip="10.0.0.1"))
-    w.add_host("b", replace(base, mac="02:00:00:00:00:0b", ip="10.0.0.2"))
-    w.connect("a", "b", pcap=pcap)
-    w.boot()
+    w = World.two_hosts(seed=1, pcap=pcap)
     depth, cq_mod = TX_DEPTH, CQ_MOD
     nbuf = 16  # distinct 64 KiB buffers the WRs cycle through
     cap = QPCap(max_send_wr=depth, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)

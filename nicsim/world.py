@@ -65,11 +65,13 @@ class World:
 
     @staticmethod
     def two_hosts(seed: int = 0, link: LinkConfig | None = None, pcap: str | Path | None = None,
-                  nic: NicConfig | None = None, faults: FaultConfig | None = None) -> World:
+                  nic: NicConfig | None = None, faults: FaultConfig | None = None,
+                  mem_size: int = 64 << 20) -> World:
+        """Hosts a (10.0.0.1) and b (10.0.0.2), one cable between them, kernels booted."""
         w = World(seed)
         base = nic or NicConfig()
-        w.add_host("a", replace(base, mac="02:00:00:00:00:0a", ip="10.0.0.1"))
-        w.add_host("b", replace(base, mac="02:00:00:00:00:0b", ip="10.0.0.2"))
+        w.add_host("a", replace(base, mac="02:00:00:00:00:0a", ip="10.0.0.1"), mem_size)
+        w.add_host("b", replace(base, mac="02:00:00:00:00:0b", ip="10.0.0.2"), mem_size)
         w.connect("a", "b", link, pcap, faults)
         w.boot()
         return w

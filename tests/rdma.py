@@ -1,61 +1,15 @@
-"""Two connected RC endpoints for tests, built only through the verbs API."""
+"""A connected RC pair for tests (see nicsim.scenario.endpoint), and waiting on it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from driver.user import enums as e
-from driver.user.verbs import (
-    CQ,
-    MR,
-    PD,
-    QP,
-    WC,
-    AHAttr,
-    Context,
-    GlobalRoute,
-    QPAttr,
-    QPCap,
-    QPInitAttr,
-)
+from driver.user.verbs import WC
 from nicsim.fabric.faults import FaultConfig
 from nicsim.nic.config import NicConfig
+from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect, make_side
 from nicsim.world import World
 
-ALL_ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
-              | e.IBV_ACCESS_REMOTE_ATOMIC)
-
-
-@dataclass
-class Side:
-    ctx: Context
-    pd: PD
-    cq: CQ
-    qp: QP
-    mr: MR
-
-
-def make_side(w: World, host: str, mr_len: int = 1 << 16, cap: QPCap | None = None,
-              access: int = ALL_ACCESS, cqe: int = 256) -> Side:
-    ctx = Context("nsnic0", host=w.hosts[host])
-    pd = PD(ctx)
-    cq = CQ(ctx, cqe)
-    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
-                           cap=cap or QPCap(64, 64, 4, 4, 64), sq_sig_all=0))
-    mr = MR(pd, mr_len, access)
-    return Side(ctx, pd, cq, qp, mr)
-
-
-def connect(x: Side, y: Side, mtu: int = e.IBV_MTU_1024, access: int = ALL_ACCESS,
-            timeout: int = 14, retry_cnt: int = 7, rnr_retry: int = 7,
-            min_rnr_timer: int = 1) -> None:
-    attr = QPAttr(qp_access_flags=access, path_mtu=mtu, dest_qp_num=y.qp.qp_num,
-                  max_rd_atomic=4, max_dest_rd_atomic=4, timeout=timeout,
-                  retry_cnt=retry_cnt, rnr_retry=rnr_retry, min_rnr_timer=min_rnr_timer,
-                  ah_attr=AHAttr(GlobalRoute(dgid=y.ctx.query_gid())))
-    x.qp.to_init(attr)
-    x.qp.to_rtr(attr)
-    x.qp.to_rts(attr)
+__all__ = ["ALL_ACCESS", "Side", "connect", "make_side", "pair", "settle", "wait"]
 
 
 def pair(mtu: int = e.IBV_MTU_1024, mr_len: int = 1 << 16, seed: int = 0,

@@ -9,23 +9,14 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from driver.user import enums as e
 from driver.user.verbs import (
-    CQ,
-    MR,
-    PD,
-    QP,
     SGE,
-    AHAttr,
-    Context,
-    GlobalRoute,
-    QPAttr,
     QPCap,
-    QPInitAttr,
     RecvWR,
     SendWR,
 )
@@ -33,12 +24,11 @@ from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.link import LinkConfig
 from nicsim.host.pcie import PcieConfig
 from nicsim.nic.config import NicConfig
+from nicsim.scenario.endpoint import Side, connect, make_side
 from nicsim.scenario.schema import OpKind, OpSpec, Scenario
 from nicsim.world import World
 
 PAGE = 4096
-ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
-          | e.IBV_ACCESS_REMOTE_ATOMIC)
 _MTU = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 _WR_OP = {
     OpKind.WRITE: e.IBV_WR_RDMA_WRITE,
@@ -50,15 +40,6 @@ _WR_OP = {
     OpKind.FETCH_ADD: e.IBV_WR_ATOMIC_FETCH_AND_ADD,
 }
 _CONSUMES_RECV = (OpKind.SEND, OpKind.SEND_IMM, OpKind.WRITE_IMM)
-
-
-@dataclass
-class Endpoint:
-    ctx: Context
-    pd: PD
-    cq: CQ
-    qp: QP
-    mr: MR
 
 
 @dataclass
@@ -123,14 +104,11 @@ class Runner:
         nic = NicConfig(pcie=PcieConfig(sc.pcie.gen, sc.pcie.lanes, sc.pcie.mps, sc.pcie.mrrs,
                                         latency_ns=sc.pcie.latency_ns),
                         **sc.nic.model_dump())
-        w = World(sc.seed)
-        w.add_host("a", replace(nic, mac="02:00:00:00:00:0a", ip="10.0.0.1"), mem_size=mem)
-        w.add_host("b", replace(nic, mac="02:00:00:00:00:0b", ip="10.0.0.2"), mem_size=mem)
         f = sc.link.faults
-        faults = FaultConfig(f.loss, f.corrupt, f.duplicate, f.reorder, f.reorder_ns, sc.seed)
-        self.link = w.connect("a", "b", LinkConfig(sc.link.rate_gbps, sc.link.prop_ns),
-                              self.pcap, faults)
-        w.boot()
+        w = World.two_hosts(sc.seed, LinkConfig(sc.link.rate_gbps, sc.link.prop_ns), self.pcap,
+                            nic, FaultConfig(f.loss, f.corrupt, f.duplicate, f.reorder,
+                                             f.reorder_ns, sc.seed), mem)
+        self.link = w.links[0]
         return w
 
     def _plan(self) -> tuple[list[Wr], int, int]:
@@ -144,30 +122,19 @@ class Runner:
                 wrs.append(w)
         return wrs, loc, rem
 
-    def _endpoint(self, w: World, host: str, mr_len: int, cq_size: int) -> Endpoint:
+    def _endpoint(self, w: World, host: str, mr_len: int, cq_size: int) -> Side:
         q = self.sc.qp
-        ctx = Context("nsnic0", host=w.hosts[host])
-        pd = PD(ctx)
-        cq = CQ(ctx, cq_size)
-        cap = QPCap(q.max_send_wr, q.max_recv_wr, q.max_send_sge, q.max_recv_sge,
-                    q.max_inline_data)
-        qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap, sq_sig_all=0))
-        mr = MR(pd, mr_len, ACCESS)
-        return Endpoint(ctx, pd, cq, qp, mr)
+        return make_side(w, host, mr_len, QPCap(q.max_send_wr, q.max_recv_wr, q.max_send_sge,
+                                                q.max_recv_sge, q.max_inline_data),
+                         cqe=cq_size)
 
-    def _connect(self, x: Endpoint, y: Endpoint) -> None:
+    def _connect(self, x: Side, y: Side) -> None:
         q = self.sc.qp
-        attr = QPAttr(qp_access_flags=ACCESS, path_mtu=_MTU[q.path_mtu],
-                      dest_qp_num=y.qp.qp_num, rq_psn=0, sq_psn=0,
-                      max_rd_atomic=q.max_rd_atomic, max_dest_rd_atomic=q.max_rd_atomic,
-                      timeout=q.timeout, retry_cnt=q.retry_cnt, rnr_retry=q.rnr_retry,
-                      min_rnr_timer=q.min_rnr_timer,
-                      ah_attr=AHAttr(GlobalRoute(dgid=y.ctx.query_gid())))
-        x.qp.to_init(attr)
-        x.qp.to_rtr(attr)
-        x.qp.to_rts(attr)
+        connect(x, y, _MTU[q.path_mtu], timeout=q.timeout, retry_cnt=q.retry_cnt,
+                rnr_retry=q.rnr_retry, min_rnr_timer=q.min_rnr_timer,
+                max_rd_atomic=q.max_rd_atomic)
 
-    def _prepare(self, a: Endpoint, b: Endpoint, w: Wr) -> None:
+    def _prepare(self, a: Side, b: Side, w: Wr) -> None:
         s = w.spec
         if s.op in (OpKind.CMP_SWAP, OpKind.FETCH_ADD):
             b.mr.write(struct.pack("<Q", s.initial), 8, w.remote)
@@ -178,7 +145,7 @@ class Runner:
         else:
             a.mr.write(w.src, s.bytes, w.local)
 
-    def _post(self, a: Endpoint, b: Endpoint, w: Wr) -> None:
+    def _post(self, a: Side, b: Side, w: Wr) -> None:
         s = w.spec
         if s.op in _CONSUMES_RECV:
             sg = [] if s.op is OpKind.WRITE_IMM else [
@@ -260,7 +227,7 @@ class Runner:
         world.close()
         return result
 
-    def _verify(self, a: Endpoint, b: Endpoint, r: RunResult) -> None:
+    def _verify(self, a: Side, b: Side, r: RunResult) -> None:
         """Compare destination memory with what each WR was meant to place there."""
         for w in r.wrs:
             s = w.spec
