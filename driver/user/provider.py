@@ -19,6 +19,7 @@ from nicsim.host.memory import AddressSpace
 from nicsim.hwif import (
     CQE_OWNER_OFFSET,
     CQE_SIZE,
+    WQE_INDEX_MASK,
     Cqe,
     CqeFlags,
     CqeOpcode,
@@ -98,7 +99,7 @@ class ProviderQp:
         finally:
             if n:
                 self.host.spend(self.host.costs.post_send * n)
-                self.db.write64(Reg.SQ_DB, (self.r.qpn << 32) | (self.sq_head & 0xFFFF))
+                self.db.write64(Reg.SQ_DB, (self.r.qpn << 32) | (self.sq_head & WQE_INDEX_MASK))
 
     def _write_send_wqe(self, wr: object) -> None:
         op = int(wr.opcode)  # type: ignore[attr-defined]
@@ -166,7 +167,7 @@ class ProviderQp:
         finally:
             if n:
                 self.host.spend(self.host.costs.post_recv * n)
-                self.db.write64(Reg.RQ_DB, (self.r.qpn << 32) | (self.rq_head & 0xFFFF))
+                self.db.write64(Reg.RQ_DB, (self.r.qpn << 32) | (self.rq_head & WQE_INDEX_MASK))
 
 
 _FLAG_MAP = tuple((int(a), int(b)) for a, b in (
@@ -214,7 +215,7 @@ class ProviderCq:
             else:
                 wr_id = qp.sq_wrid[c.wqe_index & (qp.sq_size - 1)]
                 # Unsignaled WQEs before this one are complete too (mlx5's wqe_counter).
-                done = (c.wqe_index - qp.sq_tail + 1) & 0xFFFF
+                done = (c.wqe_index - qp.sq_tail + 1) & WQE_INDEX_MASK
                 qp.sq_tail += done
         flags = 0
         for hw, verbs in _FLAG_MAP:

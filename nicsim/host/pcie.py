@@ -12,18 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import IntEnum
 
 import simpy
-
-
-class PcieGen(IntEnum):
-    GEN1 = 1
-    GEN2 = 2
-    GEN3 = 3
-    GEN4 = 4
-    GEN5 = 5
-
 
 _GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}
 _ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130}

@@ -222,7 +222,7 @@ class CommandProcessor:
         if new not in (QpState.RESET, QpState.ERR):
             self._apply(qp, c, m)
             qp.state = new
-            if new is QpState.RTS and ((qp.sq_pi - qp.sq_fetch) & 0xFFFF or qp.fetched):
+            if new is QpState.RTS and (qp.sq_pending or qp.fetched):
                 nic.engine.kick(qp)
         if old is not new:
             nic.trace("qp_state", qpn=qp.qpn, old=old.name, new=new.name)

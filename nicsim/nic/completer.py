@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from nicsim.hwif import CqeOpcode, CqeStatus, QpState, VendorErr, WqeOpcode
+from nicsim.hwif import WQE_INDEX_MASK, CqeOpcode, CqeStatus, QpState, VendorErr, WqeOpcode
 from nicsim.nic.aeth import CREDITS, rnr_timer_ns
 from nicsim.nic.counters import Counters
 from nicsim.nic.qp import PSN_MASK, QpCtx, RespState, SendOp, psn_diff
@@ -97,7 +97,7 @@ class Completer:
             self.nic.cq.post(qp.recv_cqn, qp.qpn, qp.rq_ci, CqeOpcode.RECV,
                              CqeStatus.WR_FLUSH_ERR, vendor_err=VendorErr.FLUSHED)
             self.counters["flush_completions"] += 1
-            qp.rq_ci = (qp.rq_ci + 1) & 0xFFFF
+            qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
 
     def qp_error(self, qp: QpCtx) -> None:
         """Move the QP to ERR and flush everything outstanding on it."""
@@ -167,7 +167,7 @@ class Completer:
         qp.retry_left = qp.retry_cnt
         qp.rnr_left = qp.rnr_retry
         self.nic.requester.restart_timer(qp)
-        if qp.fetched or (qp.sq_pi - qp.sq_fetch) & 0xFFFF:
+        if qp.fetched or qp.sq_pending:
             self.nic.engine.kick(qp)
 
     def _complete_through(self, qp: QpCtx, psn: int, progress_only: bool = False) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from nicsim.hwif import CQE_SIZE, Cqe, cqe_owner
+from nicsim.hwif import CQE_SIZE, WQE_INDEX_MASK, Cqe, cqe_owner
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import Dma
 
@@ -69,6 +69,6 @@ class CqWriter:
         c["cqes"] += 1
         if status:
             c["cqe_errors"] += 1
-        raw = _CQE.pack(qpn, wqe_index & 0xFFFF, opcode, status, byte_len, imm_inv, src_qp,
+        raw = _CQE.pack(qpn, wqe_index & WQE_INDEX_MASK, opcode, status, byte_len, imm_inv, src_qp,
                         flags, vendor_err, owner)
         return self.dma.write(pa, raw, not_before)

@@ -16,7 +16,7 @@ import simpy
 
 from nicsim.host.memory import PhysMem
 from nicsim.host.pcie import MmioDevice, Pcie
-from nicsim.hwif import DEV_ID, QpState, QpType, Reg, XlateStatus
+from nicsim.hwif import DEV_ID, WQE_INDEX_MASK, QpState, QpType, Reg, XlateStatus
 from nicsim.nic.command import CommandProcessor
 from nicsim.nic.completer import Completer
 from nicsim.nic.config import NicConfig
@@ -95,7 +95,7 @@ class Nic(MmioDevice):
             if qp is None:
                 self.engine.counters.bump("doorbell_bad_qpn")
                 return
-            qp.sq_pi = value & 0xFFFF
+            qp.sq_pi = value & WQE_INDEX_MASK
             if qp.state is QpState.RTS or qp.state is QpState.ERR:
                 self.engine.kick(qp)
         elif offset == Reg.RQ_DB:
@@ -103,7 +103,7 @@ class Nic(MmioDevice):
             if qp is None:
                 self.engine.counters.bump("doorbell_bad_qpn")
                 return
-            qp.rq_pi = value & 0xFFFF
+            qp.rq_pi = value & WQE_INDEX_MASK
             if qp.state is QpState.ERR:
                 self.completer.flush_recv(qp)
         elif offset == Reg.CMD_GO:

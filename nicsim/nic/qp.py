@@ -6,7 +6,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
-from nicsim.hwif import QpState, QpType, WqeOpcode
+from nicsim.hwif import WQE_INDEX_MASK, QpState, QpType, WqeOpcode
 from nicsim.wire import FrameBuilder
 
 PSN_MASK = 0xFFFFFF
@@ -131,6 +131,11 @@ class QpCtx:
     rd_outstanding: int = 0  # READs and atomics awaiting their response
     recv_limit: int | None = None  # from AETH credits: how many may be started (None: any)
     atomic_replay: dict = field(default_factory=dict)  # responder: PSN -> original value
+
+    @property
+    def sq_pending(self) -> int:
+        """WQEs the doorbell announced that have not been fetched yet."""
+        return (self.sq_pi - self.sq_fetch) & WQE_INDEX_MASK
 
     @property
     def sq_stride(self) -> int:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import simpy
 
 from nicsim.hwif import (
+    WQE_INDEX_MASK,
     Access,
     CqeStatus,
     QpState,
@@ -365,9 +366,9 @@ class Requester:
             w = qp.fetched.popleft()
             comp.flush_send(qp, w.index)
             self.counters["flushed"] += 1
-        while (qp.sq_pi - qp.sq_fetch) & 0xFFFF:
+        while qp.sq_pending:
             comp.flush_send(qp, qp.sq_fetch)
-            qp.sq_fetch = (qp.sq_fetch + 1) & 0xFFFF
+            qp.sq_fetch = (qp.sq_fetch + 1) & WQE_INDEX_MASK
             self.counters["flushed"] += 1
 
 

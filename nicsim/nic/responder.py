@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import simpy
 
 from nicsim.hwif import (
+    WQE_INDEX_MASK,
     Access,
     CqeFlags,
     CqeOpcode,
@@ -70,7 +71,7 @@ class Responder:
             c["naks_sent"] += 1
 
     def _ack(self, qp: QpCtx, psn: int, t: float) -> None:
-        free = (qp.rq_pi - qp.rq_ci) & 0xFFFF
+        free = (qp.rq_pi - qp.rq_ci) & WQE_INDEX_MASK
         self._send_ack(qp, psn, Syndrome.ACK | credit_code(free), t)
 
     def _fatal_nak(self, qp: QpCtx, p: Packet, syndrome: int, t: float,
@@ -81,7 +82,7 @@ class Responder:
         if recv_status is not None and r.recv_active:  # a receive WQE is being filled
             self.nic.completer.post_recv(qp, r.rq_index, CqeOpcode.RECV, recv_status,
                                          r.msg_len, 0, 0, t)
-            qp.rq_ci = (qp.rq_ci + 1) & 0xFFFF
+            qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
         r.state = RespState.IDLE
         r.rq_cap = 0
         r.recv_active = False
@@ -257,7 +258,7 @@ class Responder:
         self.nic.completer.post_recv(qp, r.rq_index, opcode, CqeStatus.SUCCESS, r.msg_len,
                                      flags, imm, max(t, r.last_done_at))
         self.counters["recv_completions"] += 1
-        qp.rq_ci = (qp.rq_ci + 1) & 0xFFFF
+        qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
         qp.msn = (qp.msn + 1) & 0xFFFFFF
         r.state = RespState.IDLE
         r.rq_cap = 0

@@ -101,7 +101,7 @@ class SendEngine:
                 self._more(qp)
                 continue
             if not qp.fetched:
-                if not (qp.sq_pi - qp.sq_fetch) & 0xFFFF:
+                if not qp.sq_pending:
                     continue
                 yield from self.fetch.fetch_sq(qp)
                 if qp.state is not QpState.RTS or qp.resend_psn is not None:
@@ -114,5 +114,5 @@ class SendEngine:
             self._more(qp)
 
     def _more(self, qp: QpCtx) -> None:
-        if qp.fetched or (qp.sq_pi - qp.sq_fetch) & 0xFFFF or qp.resend_psn is not None:
+        if qp.fetched or qp.sq_pending or qp.resend_psn is not None:
             self.kick(qp)

@@ -16,6 +16,7 @@ from nicsim.hwif import (
     RECV_WQE_CTRL_SIZE,
     SEND_WQE_CTRL_SIZE,
     SGE_SIZE,
+    WQE_INDEX_MASK,
     RecvWqeCtrl,
     SendWqeCtrl,
     WqeFlags,
@@ -61,7 +62,7 @@ class WqeFetch:
 
     def fetch_sq(self, qp: QpCtx) -> Generator[simpy.Event, None, None]:
         """Fetch the next batch of pending send WQEs into qp.fetched."""
-        pending = (qp.sq_pi - qp.sq_fetch) & 0xFFFF
+        pending = qp.sq_pending
         size = 1 << qp.sq_log_size
         first = qp.sq_fetch & (size - 1)
         n = min(pending, self.cfg.max_wqe_prefetch, size - first)
@@ -71,9 +72,9 @@ class WqeFetch:
         self.counters["sq_wqes"] += n
         yield self.env.timeout(done + self.cfg.wqe_decode_ns - self.env.now)
         for i in range(n):
-            qp.fetched.append(decode_send_wqe((qp.sq_fetch + i) & 0xFFFF,
+            qp.fetched.append(decode_send_wqe((qp.sq_fetch + i) & WQE_INDEX_MASK,
                                               raw[i * stride:(i + 1) * stride], stride))
-        qp.sq_fetch = (qp.sq_fetch + n) & 0xFFFF
+        qp.sq_fetch = (qp.sq_fetch + n) & WQE_INDEX_MASK
 
     def fetch_rq(self, qp: QpCtx, not_before: float) -> tuple[list[tuple[int, int, int]], float]:
         """Read the receive WQE at qp.rq_ci; returns its SGEs and when they are known."""
