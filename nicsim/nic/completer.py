@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from nicsim.hwif import WQE_INDEX_MASK, CqeOpcode, CqeStatus, QpState, VendorErr, WqeOpcode
 from nicsim.nic.aeth import CREDITS, rnr_timer_ns
 from nicsim.nic.counters import Counters
+from nicsim.nic.dma import position
 from nicsim.nic.qp import PSN_MASK, QpCtx, RespState, SendOp, psn_diff
 from nicsim.wire import Kind, Packet
 
@@ -282,7 +283,7 @@ class Completer:
             return
         t = self.nic.env.now + self.nic.cfg.rx_pipeline_ns
         if n:
-            t, _ = self.nic.dma.place(op.segs, _position(op.segs, op.read_done), p.payload, t)
+            t, _ = self.nic.dma.place(op.segs, position(op.segs, op.read_done), p.payload, t)
             op.read_done += n
         qp.acked_psn = p.psn
         if last:
@@ -311,12 +312,3 @@ class Completer:
 
 
 _ATOMICS = (WqeOpcode.ATOMIC_CMP_AND_SWP, WqeOpcode.ATOMIC_FETCH_AND_ADD)
-
-
-def _position(segs: list[tuple[int, int]], offset: int) -> tuple[int, int]:
-    """(segment index, offset within it) of byte `offset` of a segment list."""
-    for i, (_pa, n) in enumerate(segs):
-        if offset < n:
-            return i, offset
-        offset -= n
-    return len(segs), 0

@@ -30,19 +30,38 @@ class Dma:
             data = mem.overlay(pa, data)
         return data, self.pcie.dma_read(n, not_before)
 
-    def gather(self, segs: Segs, not_before: float = 0.0) -> tuple[bytes, float]:
+    def read_at(self, segs: Segs, pos: tuple[int, int], n: int, not_before: float = 0.0
+                ) -> tuple[bytes | memoryview, float, tuple[int, int]]:
+        """Read the next `n` bytes of a segment list from `pos` (see take): the data, when it
+        is in the NIC, and the position after it. Within one segment, and with none of this
+        NIC's writes in flight, the data is a view of host memory: use it at once (the framer
+        copies it into the frame), as the moment of the read is now."""
         mem = self.mem
         if mem.posted:
             mem.sync()
         buf = mem.mv
-        if mem.posted:
-            data = b"".join(mem.overlay(pa, buf[pa:pa + n].tobytes()) for pa, n in segs)
-        elif len(segs) == 1:
-            pa, n = segs[0]
-            data = buf[pa:pa + n].tobytes()
+        si, so = pos
+        pa, ln = segs[si]
+        if so + n <= ln:
+            data: bytes | memoryview = buf[pa + so:pa + so + n]
+            if mem.posted:  # this NIC's own writes still in flight (PCIe ordering)
+                data = mem.overlay(pa + so, data.tobytes())
+            so += n
         else:
-            data = b"".join(buf[pa:pa + n].tobytes() for pa, n in segs)
-        return data, self.pcie.dma_read(len(data), not_before)
+            parts, left = [], n
+            while left:
+                pa, ln = segs[si]
+                m = min(ln - so, left)
+                part = buf[pa + so:pa + so + m].tobytes()
+                parts.append(mem.overlay(pa + so, part) if mem.posted else part)
+                so += m
+                left -= m
+                if so == ln and left:
+                    si, so = si + 1, 0
+            data = b"".join(parts)
+        if so == ln and si + 1 < len(segs):
+            si, so = si + 1, 0
+        return data, self.pcie.dma_read(n, not_before), (si, so)
 
     def write(self, pa: int, data: bytes | memoryview, not_before: float = 0.0) -> float:
         """A posted write; returns when it lands in host memory."""
@@ -92,3 +111,12 @@ def take(segs: Segs, pos: tuple[int, int], n: int) -> tuple[Segs, tuple[int, int
             i += 1
             off = 0
     return out, (i, off)
+
+
+def position(segs: Segs, offset: int) -> tuple[int, int]:
+    """(segment index, offset within it) of byte `offset` of a segment list."""
+    for i, (_pa, n) in enumerate(segs):
+        if offset < n:
+            return i, offset
+        offset -= n
+    return len(segs), 0

@@ -29,6 +29,7 @@ from nicsim.hwif import (
     XlateStatus,
 )
 from nicsim.nic.counters import Counters
+from nicsim.nic.dma import position
 from nicsim.nic.qp import PSN_MASK, QpCtx, SendOp, psn_diff
 from nicsim.nic.wqe_fetch import SendWqe
 from nicsim.wire import Kind, Pos, Transport, atomic_eth, ieth, immdt, message_opcodes, reth
@@ -238,9 +239,7 @@ class Requester:
         assert b is not None
         build = b.build
         emit = nic.engine.emit
-        mem = nic.dma.mem
-        buf = mem.mv
-        dma_read = nic.dma.pcie.dma_read
+        read_at = nic.dma.read_at
         ready_lag = nic.cfg.tx_pipeline_ns
         dqpn = qp.dest_qpn
         solicited = bool(ctrl.flags & _SOLICITED)
@@ -254,15 +253,7 @@ class Requester:
         last_i = npkts - 1
         first_ext = reth(ctrl.remote_addr, ctrl.rkey, total) if is_write else b""
         last_ext = immdt(ctrl.imm_inv) if has_imm else ieth(ctrl.imm_inv) if has_inv else b""
-        # Position in segs of byte k0 * mtu: segment index, offset within it.
-        si = so = 0
-        skip = k0 * mtu
-        while skip and si < len(segs):
-            if skip >= segs[si][1]:
-                skip -= segs[si][1]
-                si += 1
-            else:
-                so, skip = skip, 0
+        pos = position(segs, k0 * mtu)
         for i in range(k0, npkts):
             n = total - i * mtu
             if n > mtu:
@@ -270,33 +261,7 @@ class Requester:
             if inline:
                 payload, ready = inline[i * mtu:i * mtu + n], t
             elif n:
-                if mem.posted:
-                    mem.sync()
-                # Gather n bytes from the physical segments (the MTT walk's result).
-                pa, ln = segs[si]
-                if so + n <= ln:
-                    if mem.posted:  # this NIC's own writes still in flight (PCIe order)
-                        payload = mem.overlay(pa + so, buf[pa + so:pa + so + n].tobytes())
-                    else:
-                        # A view of host memory: build() copies it into the frame at once,
-                        # so the frame holds the bytes as they were at this read.
-                        payload = buf[pa + so:pa + so + n]
-                    so += n
-                else:
-                    parts, left = [], n
-                    while left:
-                        pa, ln = segs[si]
-                        m = min(ln - so, left)
-                        part = buf[pa + so:pa + so + m].tobytes()
-                        parts.append(mem.overlay(pa + so, part) if mem.posted else part)
-                        so += m
-                        left -= m
-                        if so == ln and left:
-                            si, so = si + 1, 0
-                    payload = b"".join(parts)
-                if so == ln and si + 1 < len(segs):
-                    si, so = si + 1, 0
-                ready = dma_read(n, t)
+                payload, ready, pos = read_at(segs, pos, n, t)
             else:
                 payload, ready = b"", t
             if i == last_i:

@@ -26,7 +26,6 @@ from nicsim.hwif import (
 )
 from nicsim.nic.aeth import Syndrome, credit_code
 from nicsim.nic.counters import Counters
-from nicsim.nic.dma import take
 from nicsim.nic.qp import PSN_MASK, QpCtx, RespState, psn_diff
 from nicsim.wire import Kind, Packet, Pos, aeth, atomic_ack_eth
 from nicsim.wire.opcodes import Opcode
@@ -355,8 +354,7 @@ class Responder:
                     return  # a QP in error sends nothing more
                 n = min(mtu, length - i * mtu)
                 if n:
-                    pieces, pos = take(segs, pos, n)
-                    payload, t = nic.dma.gather(pieces, ready)
+                    payload, t, pos = nic.dma.read_at(segs, pos, n, ready)
                 else:
                     payload, t = b"", max(ready, env.now)
                 if npkts == 1:
