@@ -234,13 +234,19 @@ class Completer:
         qp.timer_deadline = None  # the RNR wait replaces the transport timer
         env.timeout(wait).callbacks.append(lambda _e, q=qp: self.nic.engine.kick(q))
 
-    def _fail_at(self, qp: QpCtx, psn: int, status: CqeStatus, vendor: VendorErr) -> None:
+    def _complete_before(self, qp: QpCtx, psn: int) -> None:
+        """A NAK or a response for `psn` acknowledges the SENDs and WRITEs before it (IBA
+        9.7.6.1.2); a READ or atomic waits for its own response."""
         out = qp.outstanding
-        # Everything before the NAKed PSN was received (a NAK acknowledges its predecessors).
-        while out and psn_diff(out[0].last_psn, psn) < 0 and not out[0].waits_for_data:
+        while out and not out[0].waits_for_data and psn_diff(out[0].last_psn, psn) < 0:
             op = self._pop(qp)
             if op.signaled:
                 self._post_send(qp, op, CqeStatus.SUCCESS)
+
+    def _fail_at(self, qp: QpCtx, psn: int, status: CqeStatus, vendor: VendorErr) -> None:
+        out = qp.outstanding
+        # Everything before the NAKed PSN was received (a NAK acknowledges its predecessors).
+        self._complete_before(qp, psn)
         if out:
             # An error completes the WQE whether or not it asked for a completion.
             self._post_send(qp, self._pop(qp), status, vendor)
@@ -250,11 +256,7 @@ class Completer:
         c = self.counters
         c["read_response_packets"] += 1
         out = qp.outstanding
-        # A response also acknowledges the WQEs before its READ (implicit ACK, 9.7.6.1.2).
-        while out and not out[0].waits_for_data and psn_diff(out[0].last_psn, p.psn) < 0:
-            op = self._pop(qp)
-            if op.signaled:
-                self._post_send(qp, op, CqeStatus.SUCCESS)
+        self._complete_before(qp, p.psn)
         if not out or out[0].opcode is not WqeOpcode.RDMA_READ:
             c["duplicate_responses"] += 1  # a READ answered twice, already completed
             return
@@ -295,10 +297,7 @@ class Completer:
     def _atomic_ack(self, qp: QpCtx, p: Packet) -> None:
         self.counters["atomic_acks"] += 1
         out = qp.outstanding
-        while out and not out[0].waits_for_data and psn_diff(out[0].last_psn, p.psn) < 0:
-            op = self._pop(qp)
-            if op.signaled:
-                self._post_send(qp, op, CqeStatus.SUCCESS)
+        self._complete_before(qp, p.psn)
         if not out or out[0].opcode not in _ATOMICS or out[0].first_psn != p.psn:
             self.counters["duplicate_responses"] += 1
             return
