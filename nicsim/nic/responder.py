@@ -73,6 +73,10 @@ class Responder:
         free = (qp.rq_pi - qp.rq_ci) & WQE_INDEX_MASK
         self._send_ack(qp, psn, Syndrome.ACK | credit_code(free), t)
 
+    def _rnr_nak(self, qp: QpCtx, psn: int, t: float) -> None:
+        """No receive WQE: RNR NAK carrying this QP's min_rnr_timer (IBA 9.7.5.2.8)."""
+        self._send_ack(qp, psn, Syndrome.RNR_NAK | (qp.min_rnr_timer & 0x1F), t)
+
     def _fatal_nak(self, qp: QpCtx, p: Packet, syndrome: int, t: float,
                    recv_status: CqeStatus | None = None) -> None:
         """A class C/D error (IBA 9.9.3.1): NAK, and the responder QP goes to ERR."""
@@ -105,10 +109,7 @@ class Responder:
             r.nak_sent = False
             t = self.env._now + self._rx_lag  # (the attribute behind `now`: per packet)
             self._place(qp, p, t)
-            qp.epsn = (p.psn + 1) & PSN_MASK
-            r.unacked += 1
-            if p.ackreq or r.unacked >= self._ack_every:
-                self._ack(qp, p.psn, t if t > r.posted_at else r.posted_at)
+            self._advance(qp, p, t)
             return
         c = self.counters
         # The receive side works in RTR, RTS and SQD (only the send queue drains in SQD).
@@ -160,11 +161,12 @@ class Responder:
             self._atomic(qp, p, t)
 
     def _advance(self, qp: QpCtx, p: Packet, t: float) -> None:
+        """The packet is done: expect the next PSN, and ACK if asked or if enough are due."""
         qp.epsn = (p.psn + 1) & PSN_MASK
         r = qp.resp
         r.unacked += 1
-        if p.ackreq or r.unacked >= self.nic.cfg.ack_coalesce:
-            self._ack(qp, p.psn, max(t, r.posted_at))
+        if p.ackreq or r.unacked >= self._ack_every:
+            self._ack(qp, p.psn, t if t > r.posted_at else r.posted_at)
 
     def _place(self, qp: QpCtx, p: Packet, t: float) -> float:
         """Write the packet's payload at the current position of the message's segments."""
@@ -230,7 +232,7 @@ class Responder:
         """Start a message that consumes a receive WQE; RNR NAK if there is none."""
         r = qp.resp
         if qp.rq_ci == qp.rq_pi:
-            self._send_ack(qp, p.psn, Syndrome.RNR_NAK | (qp.min_rnr_timer & 0x1F), t)
+            self._rnr_nak(qp, p.psn, t)
             return False
         sges, ready = self.nic.fetch.fetch_rq(qp, t)
         segs: list[tuple[int, int]] = []
@@ -288,7 +290,7 @@ class Responder:
         if info.is_last and info.imm and qp.rq_ci == qp.rq_pi:
             # The immediate needs a receive WQE: RNR NAK before anything of this packet is
             # placed, so the retried packet starts from the same state.
-            self._send_ack(qp, p.psn, Syndrome.RNR_NAK | (qp.min_rnr_timer & 0x1F), t)
+            self._rnr_nak(qp, p.psn, t)
             return
         self._place(qp, p, t)
         if info.is_last:
