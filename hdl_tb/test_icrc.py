@@ -25,22 +25,16 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 from hdl_tb.cocotb_run import run
 from hdl_tb.gen_crc32_matrix import render as render_crc32_matrix
 from nicsim.wire import (
-    CNP_PAD,
+    EXT_FIELDS,
     OPCODES,
     Ecn,
     Ext,
     FrameBuilder,
     Opcode,
     Path,
-    aeth,
-    atomic_ack_eth,
-    atomic_eth,
     compute_icrc,
-    deth,
-    ieth,
-    immdt,
+    pack_ext,
     parse,
-    reth,
     roce_udp_sport,
 )
 from nicsim.wire.packet import ETH_HLEN, ETH_P_IPV4, ETH_P_IPV6, ICRC_LEN
@@ -64,25 +58,8 @@ MAX_PAYLOAD = 2100
 
 
 def ext_bytes(rng: random.Random, ext: Ext) -> bytes:
-    """Random contents for one extension header, built by nicsim's helpers."""
-    if ext is Ext.RETH:
-        return reth(rng.getrandbits(64), rng.getrandbits(32), rng.getrandbits(32))
-    if ext is Ext.AETH:
-        return aeth(rng.getrandbits(8), rng.getrandbits(24))
-    if ext is Ext.ATOMIC_ETH:
-        return atomic_eth(rng.getrandbits(64), rng.getrandbits(32), rng.getrandbits(64),
-                          rng.getrandbits(64))
-    if ext is Ext.ATOMIC_ACK_ETH:
-        return atomic_ack_eth(rng.getrandbits(64))
-    if ext is Ext.DETH:
-        return deth(rng.getrandbits(32), rng.getrandbits(24))
-    if ext is Ext.IMMDT:
-        return immdt(rng.getrandbits(32))
-    if ext is Ext.IETH:
-        return ieth(rng.getrandbits(32))
-    if ext is Ext.CNP_PAD:
-        return CNP_PAD
-    raise AssertionError(ext)
+    """Random contents for one extension header, packed by nicsim.wire."""
+    return pack_ext(ext, {name: rng.getrandbits(bits) for name, bits in EXT_FIELDS[ext]})
 
 
 def random_path(rng: random.Random, ipv6: bool) -> Path:

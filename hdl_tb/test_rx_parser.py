@@ -34,24 +34,17 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 from cocotbext.axi.stream import define_stream
 
 from nicsim.wire import (
-    CNP_PAD,
+    EXT_FIELDS,
     OPCODES,
     Ecn,
-    Ext,
     FrameBuilder,
     Opcode,
     Packet,
     ParseError,
     Path,
     WireError,
-    aeth,
-    atomic_ack_eth,
-    atomic_eth,
-    deth,
-    ieth,
-    immdt,
+    pack_ext,
     parse,
-    reth,
 )
 from nicsim.wire.packet import ipv4_checksum
 
@@ -65,9 +58,7 @@ META_FIELDS = {
     "atomic_compare": 64, "atomic_orig": 64, "deth_qkey": 32, "deth_src_qp": 24,
 }
 # Extension header fields of nicsim.wire.Packet (None there when absent, 0 on the port).
-EXT_FIELDS = ("reth_va", "reth_rkey", "reth_len", "aeth_syndrome", "aeth_msn", "imm",
-              "ieth_rkey", "atomic_va", "atomic_rkey", "atomic_swap_add", "atomic_compare",
-              "atomic_orig", "deth_qkey", "deth_src_qp")
+EXT_NAMES = tuple(name for fields in EXT_FIELDS.values() for name, _ in fields)
 
 MetaBus, MetaTransaction, MetaSource, MetaSink, MetaMonitor = define_stream(
     "RoceRxMeta", signals=["valid", "ready", *META_FIELDS])
@@ -78,20 +69,6 @@ STATS = ("stat_rx_packets", "stat_bypass", *(f"stat_drop_{r.value}" for r in Par
                                                           ParseError.BAD_UDP_CHECKSUM)),
          "stat_drop_oversize")
 BYPASS_REASONS = (ParseError.NOT_IP, ParseError.NOT_UDP, ParseError.NOT_ROCE)
-
-# Random extension headers, packed by the nicsim.wire helpers.
-EXT_RANDOM = {
-    Ext.RETH: lambda r: reth(r.getrandbits(64), r.getrandbits(32), r.getrandbits(32)),
-    Ext.AETH: lambda r: aeth(r.getrandbits(8), r.getrandbits(24)),
-    Ext.ATOMIC_ETH: lambda r: atomic_eth(r.getrandbits(64), r.getrandbits(32), r.getrandbits(64),
-                                         r.getrandbits(64)),
-    Ext.ATOMIC_ACK_ETH: lambda r: atomic_ack_eth(r.getrandbits(64)),
-    Ext.DETH: lambda r: deth(r.getrandbits(32), r.getrandbits(24)),
-    Ext.IMMDT: lambda r: immdt(r.getrandbits(32)),
-    Ext.IETH: lambda r: ieth(r.getrandbits(32)),
-    Ext.CNP_PAD: lambda r: CNP_PAD,
-}
-
 
 def opcode_flags(info) -> int:
     """The flags word the RTL reports, from the opcode table row (the bit positions are the
@@ -116,7 +93,7 @@ def expected_meta(p: Packet) -> dict[str, int]:
         "dqpn": p.dqpn, "ackreq": int(p.ackreq), "psn": p.psn,
         "flags": opcode_flags(p.info), "payload_len": p.payload_len,
     }
-    for name in EXT_FIELDS:
+    for name in EXT_NAMES:
         v = getattr(p, name)
         d[name] = 0 if v is None else v
     return d
@@ -155,7 +132,8 @@ def roce_frame(rng: random.Random, opcode: int | None = None, v6: bool | None = 
     if v6 is None:
         v6 = rng.random() < 0.5
     if ext is None:
-        ext = b"".join(EXT_RANDOM[e](rng) for e in info.exts)
+        ext = b"".join(pack_ext(e, {name: rng.getrandbits(bits) for name, bits in EXT_FIELDS[e]})
+                      for e in info.exts)
     if payload is None:
         if not info.has_payload:
             plen = 0

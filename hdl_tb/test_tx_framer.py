@@ -27,21 +27,14 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 from cocotbext.axi.stream import define_stream
 
 from nicsim.wire import (
-    CNP_PAD,
+    EXT_FIELDS,
     OPCODES,
     Ecn,
-    Ext,
     FrameBuilder,
     Opcode,
     Path,
-    aeth,
-    atomic_ack_eth,
-    atomic_eth,
-    deth,
-    ieth,
-    immdt,
+    pack_ext,
     parse,
-    reth,
 )
 
 # Descriptor fields besides valid/ready, as s_hdr_<name> ports: name -> width in bits.
@@ -61,30 +54,6 @@ RANDOM_FIELDS = ("solicited", "migreq", "pkey", "fecn", "becn", "dqpn", "ackreq"
 
 HdrBus, HdrTransaction, HdrSource, HdrSink, HdrMonitor = define_stream(
     "RoceTxHdr", signals=["valid", "ready", *HDR_FIELDS])
-
-# Extension header bytes from the descriptor values, by the nicsim.wire helpers.
-EXT_BYTES = {
-    Ext.RETH: lambda f: reth(f["reth_va"], f["reth_rkey"], f["reth_len"]),
-    Ext.AETH: lambda f: aeth(f["aeth_syndrome"], f["aeth_msn"]),
-    Ext.ATOMIC_ETH: lambda f: atomic_eth(f["atomic_va"], f["atomic_rkey"],
-                                         f["atomic_swap_add"], f["atomic_compare"]),
-    Ext.ATOMIC_ACK_ETH: lambda f: atomic_ack_eth(f["atomic_orig"]),
-    Ext.DETH: lambda f: deth(f["deth_qkey"], f["deth_src_qp"]),
-    Ext.IMMDT: lambda f: immdt(f["imm"]),
-    Ext.IETH: lambda f: ieth(f["ieth_rkey"]),
-    Ext.CNP_PAD: lambda f: CNP_PAD,
-}
-# Packet attribute names nicsim.wire.parse fills for each extension header.
-EXT_PARSED = {
-    Ext.RETH: ("reth_va", "reth_rkey", "reth_len"),
-    Ext.AETH: ("aeth_syndrome", "aeth_msn"),
-    Ext.ATOMIC_ETH: ("atomic_va", "atomic_rkey", "atomic_swap_add", "atomic_compare"),
-    Ext.ATOMIC_ACK_ETH: ("atomic_orig",),
-    Ext.DETH: ("deth_qkey", "deth_src_qp"),
-    Ext.IMMDT: ("imm",),
-    Ext.IETH: ("ieth_rkey",),
-    Ext.CNP_PAD: (),
-}
 
 SEED = 0x5EED_7C
 
@@ -117,7 +86,7 @@ def make_job(rng: random.Random, opcode: int, ipv6: bool, plen: int, tuser: int 
     path = path or make_path(rng, ipv6)
     values = {name: rng.getrandbits(HDR_FIELDS[name]) for name in RANDOM_FIELDS}
     payload = rng.randbytes(plen) if info.has_payload else b""
-    ext = b"".join(EXT_BYTES[e](values) for e in info.exts)
+    ext = b"".join(pack_ext(e, values) for e in info.exts)
     frame = FrameBuilder(path).build(
         opcode, values["dqpn"], values["psn"], ext, payload, ackreq=bool(values["ackreq"]),
         solicited=bool(values["solicited"]), becn=bool(values["becn"]),
@@ -218,7 +187,7 @@ def check_parsed(job: Job, out: bytes) -> None:
         v["dqpn"], bool(v["ackreq"]), v["psn"])
     assert bytes(p.payload) == job.payload
     for e in OPCODES[job.opcode].exts:
-        for name in EXT_PARSED[e]:
+        for name, _ in EXT_FIELDS[e]:
             assert getattr(p, name) == v[name], name
 
 

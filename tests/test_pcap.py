@@ -34,7 +34,7 @@ from nicsim.wire import (
     immdt,
     reth,
 )
-from tests.conftest import FrameSpec, frame_specs
+from tests.wire_cases import FrameSpec, frame_specs
 
 V4 = Path(bytes.fromhex("020000000001"), bytes.fromhex("020000000002"), bytes([10, 0, 0, 1]),
           bytes([10, 0, 0, 2]), 0xC123, dscp=26, ecn=Ecn.ECT0)

@@ -21,7 +21,7 @@ from nicsim.wire import (
     parse,
 )
 from nicsim.wire.packet import frame_end
-from tests.conftest import FrameSpec, frame_specs
+from tests.wire_cases import FrameSpec, frame_specs
 
 
 def parse_or_wire_error(frame: bytes) -> Packet | None:

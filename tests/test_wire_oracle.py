@@ -34,7 +34,7 @@ from nicsim.wire import (
     parse,
     roce_udp_sport,
 )
-from tests.conftest import ALL_EXT_FIELDS, U24, FrameSpec, frame_specs
+from tests.wire_cases import ALL_EXT_FIELDS, U24, FrameSpec, frame_specs
 
 ALL_OPCODES = sorted(OPCODES)
 IP_VERSIONS = [pytest.param(False, id="ipv4"), pytest.param(True, id="ipv6")]

@@ -13,6 +13,7 @@ from nicsim.wire.opcodes import (
 )
 from nicsim.wire.packet import (
     CNP_PAD,
+    EXT_FIELDS,
     ROCE_UDP_PORT,
     Ecn,
     FrameBuilder,
@@ -29,6 +30,7 @@ from nicsim.wire.packet import (
     immdt,
     mac_bytes,
     mac_str,
+    pack_ext,
     packet_overhead,
     parse,
     reth,
@@ -37,9 +39,9 @@ from nicsim.wire.packet import (
 )
 
 __all__ = [
-    "CNP_PAD", "OPCODES", "OPCODE_TABLE", "ROCE_UDP_PORT", "Ecn", "Ext", "FrameBuilder", "Kind",
-    "OpInfo", "Opcode", "Packet", "ParseError", "Path", "Pos", "Transport", "WireError", "aeth",
-    "atomic_ack_eth", "atomic_eth", "compute_icrc", "deth", "ieth", "immdt", "mac_bytes",
-    "mac_str", "message_opcodes", "packet_overhead", "parse", "reth", "roce_udp_sport",
-    "wire_bytes",
+    "CNP_PAD", "EXT_FIELDS", "OPCODES", "OPCODE_TABLE", "ROCE_UDP_PORT", "Ecn", "Ext",
+    "FrameBuilder", "Kind", "OpInfo", "Opcode", "Packet", "ParseError", "Path", "Pos", "Transport",
+    "WireError", "aeth", "atomic_ack_eth", "atomic_eth", "compute_icrc", "deth", "ieth", "immdt",
+    "mac_bytes", "mac_str", "message_opcodes", "pack_ext", "packet_overhead", "parse", "reth",
+    "roce_udp_sport", "wire_bytes",
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -161,6 +162,30 @@ def deth(qkey: int, src_qpn: int) -> bytes:
 
 
 CNP_PAD = bytes(16)
+
+# The fields of each extension header, in wire order, named as Packet names them, with their
+# widths in bits: what a testbench, a descriptor port or a pcap dissector needs to know.
+EXT_FIELDS: dict[Ext, tuple[tuple[str, int], ...]] = {
+    Ext.RETH: (("reth_va", 64), ("reth_rkey", 32), ("reth_len", 32)),
+    Ext.AETH: (("aeth_syndrome", 8), ("aeth_msn", 24)),
+    Ext.ATOMIC_ETH: (("atomic_va", 64), ("atomic_rkey", 32), ("atomic_swap_add", 64),
+                     ("atomic_compare", 64)),
+    Ext.ATOMIC_ACK_ETH: (("atomic_orig", 64),),
+    Ext.DETH: (("deth_qkey", 32), ("deth_src_qp", 24)),
+    Ext.IMMDT: (("imm", 32),),
+    Ext.IETH: (("ieth_rkey", 32),),
+    Ext.CNP_PAD: (),
+}
+_EXT_PACK = {
+    Ext.RETH: reth, Ext.AETH: aeth, Ext.ATOMIC_ETH: atomic_eth,
+    Ext.ATOMIC_ACK_ETH: atomic_ack_eth, Ext.DETH: deth, Ext.IMMDT: immdt, Ext.IETH: ieth,
+    Ext.CNP_PAD: lambda: CNP_PAD,
+}
+
+
+def pack_ext(ext: Ext, fields: Mapping[str, int]) -> bytes:
+    """One extension header from its field values, named as in EXT_FIELDS."""
+    return _EXT_PACK[ext](*(fields[name] for name, _ in EXT_FIELDS[ext]))
 
 
 # --- building ---------------------------------------------------------------------------------

@@ -13,57 +13,17 @@ from typing import Any
 from hypothesis import strategies as st
 
 from nicsim.wire import (
-    CNP_PAD,
+    EXT_FIELDS,
     OPCODES,
     Ecn,
-    Ext,
     FrameBuilder,
     OpInfo,
     Path,
-    aeth,
-    atomic_ack_eth,
-    atomic_eth,
-    deth,
-    ieth,
-    immdt,
-    reth,
+    pack_ext,
     roce_udp_sport,
 )
 
-# The fields of each extension header, named as nicsim.wire.Packet names them, with widths.
-EXT_FIELDS: dict[Ext, tuple[tuple[str, int], ...]] = {
-    Ext.RETH: (("reth_va", 64), ("reth_rkey", 32), ("reth_len", 32)),
-    Ext.AETH: (("aeth_syndrome", 8), ("aeth_msn", 24)),
-    Ext.ATOMIC_ETH: (("atomic_va", 64), ("atomic_rkey", 32), ("atomic_swap_add", 64),
-                     ("atomic_compare", 64)),
-    Ext.ATOMIC_ACK_ETH: (("atomic_orig", 64),),
-    Ext.DETH: (("deth_qkey", 32), ("deth_src_qp", 24)),
-    Ext.IMMDT: (("imm", 32),),
-    Ext.IETH: (("ieth_rkey", 32),),
-    Ext.CNP_PAD: (),
-}
 ALL_EXT_FIELDS = tuple(name for fields in EXT_FIELDS.values() for name, _ in fields)
-
-
-def pack_ext(e: Ext, v: dict[str, int]) -> bytes:
-    """One extension header, packed with nicsim.wire's own helpers (they are under test too)."""
-    if e is Ext.RETH:
-        return reth(v["reth_va"], v["reth_rkey"], v["reth_len"])
-    if e is Ext.AETH:
-        return aeth(v["aeth_syndrome"], v["aeth_msn"])
-    if e is Ext.ATOMIC_ETH:
-        return atomic_eth(v["atomic_va"], v["atomic_rkey"], v["atomic_swap_add"],
-                          v["atomic_compare"])
-    if e is Ext.ATOMIC_ACK_ETH:
-        return atomic_ack_eth(v["atomic_orig"])
-    if e is Ext.DETH:
-        return deth(v["deth_qkey"], v["deth_src_qp"])
-    if e is Ext.IMMDT:
-        return immdt(v["imm"])
-    if e is Ext.IETH:
-        return ieth(v["ieth_rkey"])
-    assert e is Ext.CNP_PAD
-    return CNP_PAD
 
 
 @dataclass
