@@ -33,6 +33,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 from cocotbext.axi.stream import define_stream
 
+from hdl_tb.gen_opcode_table import flags_of
 from nicsim.wire import (
     EXT_FIELDS,
     OPCODES,
@@ -70,19 +71,6 @@ STATS = ("stat_rx_packets", "stat_bypass", *(f"stat_drop_{r.value}" for r in Par
          "stat_drop_oversize")
 BYPASS_REASONS = (ParseError.NOT_IP, ParseError.NOT_UDP, ParseError.NOT_ROCE)
 
-def opcode_flags(info) -> int:
-    """The flags word the RTL reports, from the opcode table row (the bit positions are the
-    generator's, hdl_tb/gen_opcode_table.py, which also writes roce_opcodes.vh)."""
-    from gen_opcode_table import EXT_FLAG, FLAG_BITS
-
-    v = 1 << FLAG_BITS["VALID"]
-    for e in info.exts:
-        v |= 1 << FLAG_BITS[EXT_FLAG[e]]
-    if info.has_payload:
-        v |= 1 << FLAG_BITS["PAYLOAD"]
-    return v
-
-
 def expected_meta(p: Packet) -> dict[str, int]:
     d = {
         "dmac": int.from_bytes(p.dmac, "big"), "smac": int.from_bytes(p.smac, "big"),
@@ -91,7 +79,7 @@ def expected_meta(p: Packet) -> dict[str, int]:
         "opcode": p.opcode, "solicited": int(p.solicited), "migreq": int(p.migreq),
         "padcount": p.pad, "pkey": p.pkey, "fecn": int(p.fecn), "becn": int(p.becn),
         "dqpn": p.dqpn, "ackreq": int(p.ackreq), "psn": p.psn,
-        "flags": opcode_flags(p.info), "payload_len": p.payload_len,
+        "flags": flags_of(p.opcode), "payload_len": p.payload_len,
     }
     for name in EXT_NAMES:
         v = getattr(p, name)
