@@ -33,6 +33,10 @@ class PyverbsError(Exception):
     pass
 
 
+class PyverbsUserError(PyverbsError):
+    """A misuse pyverbs itself catches, with no errno: e.g. using an object after close()."""
+
+
 class PyverbsRDMAError(PyverbsError):
     """Raised when a verbs call fails; `error_code` is the errno (as in pyverbs)."""
 
