@@ -6,6 +6,7 @@ import errno
 
 import pytest
 
+from driver.kernel.uverbs import Cmd, UverbsError
 from driver.user import enums as e
 from driver.user.verbs import (
     CQ,
@@ -108,15 +109,22 @@ def test_resource_limits(world):
     assert _errno(Context, "nsnic7", host=world.hosts["a"]) == errno.ENODEV
     # Remote write access without local write is refused (IBA 10.6.3.1).
     assert _errno(MR, pd, 4096, e.IBV_ACCESS_REMOTE_WRITE) == errno.EINVAL
-    # A PD with an MR on it cannot go away first.
+    # The kernel refuses to free a PD with an MR on it, or a CQ a QP uses (EBUSY)...
     mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
-    assert _errno(pd.close) == errno.EBUSY
-    mr.close()
     qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq))
-    assert _errno(cq.close) == errno.EBUSY
-    qp.close()
+    with pytest.raises(UverbsError) as ei:
+        ctx.file.write(Cmd.DEALLOC_PD, pd=pd.handle)
+    assert ei.value.errno == errno.EBUSY
+    with pytest.raises(UverbsError) as ei:
+        ctx.file.write(Cmd.DESTROY_CQ, cq=cq.handle)
+    assert ei.value.errno == errno.EBUSY
+    # ... which is why pyverbs closes an object's children first: the CQ takes its QP with
+    # it, the PD its MR, and what is closed stays closed.
     cq.close()
+    assert qp.closed and not mr.closed
     pd.close()
+    assert mr.closed and pd.closed
+    assert not ctx.file.uctx.objects
 
 
 def test_post_errors_on_the_provider():

@@ -9,8 +9,8 @@ is closed (process exit). The vendor driver (hw/) does what the device needs.
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass, field
-from enum import IntEnum
+from dataclasses import dataclass, field, replace
+from enum import IntEnum, IntFlag
 
 from driver.kernel.hw.nsnic import HwCq, HwError, HwMr, HwQp, NsnicDriver
 from nicsim.host.host import Host
@@ -42,6 +42,47 @@ _RC_TRANSITIONS: dict[tuple[QpState, QpState], tuple[int, int]] = {
         0, M.CUR_STATE | M.ACCESS_FLAGS | M.ALT_PATH | M.PATH_MIG_STATE | M.MIN_RNR_TIMER),
     (QpState.SQE, QpState.RTS): (0, M.CUR_STATE | M.ACCESS_FLAGS | M.MIN_RNR_TIMER),
 }
+
+
+class MrAccess(IntFlag):
+    """ib_access_flags as uverbs passes them (IB_UVERBS_ACCESS_*)."""
+
+    LOCAL_WRITE = 1 << 0
+    REMOTE_WRITE = 1 << 1
+    REMOTE_READ = 1 << 2
+    REMOTE_ATOMIC = 1 << 3
+    MW_BIND = 1 << 4
+    ZERO_BASED = 1 << 5
+    ON_DEMAND = 1 << 6
+    HUGETLB = 1 << 7
+    FLUSH_GLOBAL = 1 << 8
+    FLUSH_PERSISTENT = 1 << 9
+    RELAXED_ORDERING = 1 << 20  # the first of the optional flags
+
+
+# Optional flags (bits 20-29) are hints a device may ignore: accepted, never an error.
+_ACCESS_OPTIONAL = ((1 << 30) - 1) & ~((1 << 20) - 1)
+_ACCESS_KNOWN = ((MrAccess.FLUSH_PERSISTENT << 1) - 1) | _ACCESS_OPTIONAL
+# What nsnic does with an MR: the four rights, and MW_BIND (accepted as rxe accepts it; the
+# flag has nothing to bind to until memory windows exist).
+_ACCESS_NSNIC = (MrAccess.LOCAL_WRITE | MrAccess.REMOTE_WRITE | MrAccess.REMOTE_READ
+                 | MrAccess.REMOTE_ATOMIC | MrAccess.MW_BIND)
+_QP_ACCESS = int(Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
+                 | Access.REMOTE_ATOMIC)
+
+
+def check_mr_access(access: int) -> None:
+    """ib_check_mr_access, then what the device supports (rxe's reg_user_mr check)."""
+    a = int(access)
+    # Remote write/atomic access needs local write (IBA 10.6.3.1).
+    if a & (MrAccess.REMOTE_WRITE | MrAccess.REMOTE_ATOMIC) and not a & MrAccess.LOCAL_WRITE:
+        raise KernelError("remote write access requires local write", errno.EINVAL)
+    if a & ~_ACCESS_KNOWN or a < 0:
+        raise KernelError(f"unknown access flags 0x{a & ~_ACCESS_KNOWN:x}", errno.EINVAL)
+    if a & ~(_ACCESS_NSNIC | _ACCESS_OPTIONAL):
+        raise KernelError(f"access flags 0x{a & ~(_ACCESS_NSNIC | _ACCESS_OPTIONAL):x} are not "
+                          "supported by nsnic (no on-demand paging, flush, zero-based or "
+                          "huge-page MRs)", errno.EOPNOTSUPP)
 
 
 def modify_is_ok(cur: QpState, nxt: QpState, mask: int) -> bool:
@@ -85,6 +126,7 @@ class IbCq:
     handle: int
     hw: HwCq
     users: int = 0
+    maps: list[tuple[int, int]] = field(default_factory=list)  # (VA, size) in the process
 
 
 @dataclass
@@ -97,6 +139,7 @@ class IbQp:
     qp_type: QpType
     state: QpState = QpState.RESET
     attrs: Qpc = field(default_factory=blank_qpc)
+    maps: list[tuple[int, int]] = field(default_factory=list)  # (VA, size) of SQ and RQ
 
 
 @dataclass
@@ -145,13 +188,13 @@ class IbDevice:
         del uctx.objects[pd.handle]
 
     def reg_mr(self, uctx: Ucontext, pd: IbPd, va: int, length: int, access: int) -> IbMr:
-        # Remote write/atomic access needs local write (IBA 10.6.3.1; ib_check_mr_access).
-        if access & (Access.REMOTE_WRITE | Access.REMOTE_ATOMIC) and not access & \
-                Access.LOCAL_WRITE:
-            raise KernelError("remote write access requires local write", errno.EINVAL)
-        if access & ~0xF:
-            raise KernelError(f"unsupported access flags 0x{access:x}", errno.EINVAL)
-        hw = _hw(lambda: self.hw.reg_mr(uctx.aspace, va, length, access, pd.pdn))
+        _check_ints(va=va, length=length, access=access)
+        check_mr_access(access)
+        if va < 0 or length < 0 or va + length > 1 << 64:
+            # ib_umem_get: a range that wraps the address space is invalid, not a fault.
+            raise KernelError(f"MR range 0x{va:x}+{length} wraps", errno.EINVAL)
+        hw = _hw(lambda: self.hw.reg_mr(uctx.aspace, va, length, access & _ACCESS_NSNIC,
+                                        pd.pdn))
         mr = IbMr(0, pd, hw, access)
         mr.handle = uctx.add(mr)
         pd.users += 1
@@ -163,8 +206,10 @@ class IbDevice:
         del uctx.objects[mr.handle]
 
     def create_cq(self, uctx: Ucontext, cqe: int) -> IbCq:
+        _check_ints(cqe=cqe)
         hw = _hw(lambda: self.hw.create_cq(cqe))
-        cq = IbCq(0, hw)
+        cq = IbCq(0, hw, maps=[(uctx.aspace.map_phys(hw.ring_pa, hw.ring_bytes), hw.ring_bytes),
+                               (uctx.aspace.map_phys(hw.dbrec_pa, 64), 64)])
         cq.handle = uctx.add(cq)
         return cq
 
@@ -173,17 +218,25 @@ class IbDevice:
             raise KernelError("CQ still in use", errno.EBUSY)
         _hw(lambda: self.hw.destroy_cq(cq.hw))
         del uctx.objects[cq.handle]
+        self._unmap(uctx, cq.maps)
+        self.hw.free_cq(cq.hw)
 
     def create_qp(self, uctx: Ucontext, pd: IbPd, qp_type: int, send_cq: IbCq, recv_cq: IbCq,
                   cap: tuple[int, int, int, int, int]) -> IbQp:
+        _check_ints(qp_type=qp_type, **dict(zip(_CAP_NAMES, cap, strict=True)))
         try:
             t = QpType(qp_type)
         except ValueError:
             raise KernelError(f"unknown QP type {qp_type}", errno.EINVAL) from None
         if t is not QpType.RC:
             raise KernelError(f"QP type {t.name} is not supported by nsnic yet", errno.EOPNOTSUPP)
+        if min(cap) < 0:
+            raise KernelError("negative QP capability", errno.EINVAL)
         hw = _hw(lambda: self.hw.create_qp(t, pd.pdn, send_cq.hw.cqn, recv_cq.hw.cqn, *cap))
-        qp = IbQp(0, pd, send_cq, recv_cq, hw, t)
+        aspace = uctx.aspace
+        qp = IbQp(0, pd, send_cq, recv_cq, hw, t,
+                  maps=[(aspace.map_phys(hw.sq_pa, hw.sq_bytes), hw.sq_bytes),
+                        (aspace.map_phys(hw.rq_pa, hw.rq_bytes), hw.rq_bytes)])
         qp.attrs = blank_qpc(hw.qpn)
         qp.handle = uctx.add(qp)
         pd.users += 1
@@ -191,36 +244,60 @@ class IbDevice:
         recv_cq.users += 1
         return qp
 
-    def modify_qp(self, qp: IbQp, attrs: Qpc, mask: int) -> None:
+    @staticmethod
+    def _unmap(uctx: Ucontext, maps: list[tuple[int, int]]) -> None:
+        """Remove the process's mappings of an object's rings before their pages are freed:
+        no one gets pages that an old mapping could still write (rdma_user_mmap_entry
+        removal and zap in Linux)."""
+        for va, size in maps:
+            uctx.aspace.unmap_phys(va, size)
+
+    def modify_qp(self, qp: IbQp, attrs: Qpc, mask: int, cur_state: int | None = None,
+                  pkey_index: int = 0, port: int = 1) -> None:
+        """ib_modify_qp: the transition and its attribute mask, then every attribute's range,
+        on a copy of the QP's attributes. A rejected modify changes nothing."""
+        _check_ints(mask=mask, pkey_index=pkey_index, port=port)
         cur = qp.state
-        if mask & M.CUR_STATE and attrs.state != cur and not mask & M.STATE:
-            raise KernelError("cur_qp_state does not match", errno.EINVAL)
-        nxt = QpState(attrs.state) if mask & M.STATE else cur
+        if mask & M.CUR_STATE:
+            # The state the caller believes the QP is in must be the one it is in (rxe and
+            # mlx5 refuse otherwise); the NIC's view counts, as it may have moved to ERR.
+            cur = QpState(self.query_qp(qp).state)
+            if cur_state != cur:
+                raise KernelError(f"cur_qp_state {cur_state} is not the QP's state {cur.name}",
+                                  errno.EINVAL)
+        try:
+            nxt = QpState(attrs.state) if mask & M.STATE else cur
+        except ValueError:
+            raise KernelError(f"no QP state {attrs.state!r}", errno.EINVAL) from None
         if not modify_is_ok(cur, nxt, mask):
             raise KernelError(f"invalid QP transition {cur.name}->{nxt.name} with attr mask "
                               f"0x{mask:x}", errno.EINVAL)
-        a = qp.attrs
-        if mask & M.ACCESS_FLAGS:
-            if attrs.access & ~0xF:
-                raise KernelError("bad qp_access_flags", errno.EINVAL)
-            a.access = attrs.access
-        if mask & M.PATH_MTU:
-            if not 1 <= attrs.path_mtu <= 5:
-                raise KernelError(f"bad path MTU {attrs.path_mtu}", errno.EINVAL)
-            a.path_mtu = attrs.path_mtu
-        if mask & M.MAX_QP_RD_ATOMIC and attrs.max_rd_atomic > self.hw.caps.max_qp_rd_atom:
-            raise KernelError("max_rd_atomic beyond device limit", errno.EINVAL)
-        if mask & M.MAX_DEST_RD_ATOMIC and attrs.max_dest_rd_atomic > \
-                self.hw.caps.max_qp_rd_atom:
-            raise KernelError("max_dest_rd_atomic beyond device limit", errno.EINVAL)
-        for m, name in ((M.DEST_QPN, "dest_qpn"), (M.RQ_PSN, "rq_psn"), (M.SQ_PSN, "sq_psn"),
-                        (M.TIMEOUT, "timeout"), (M.RETRY_CNT, "retry_cnt"),
-                        (M.RNR_RETRY, "rnr_retry"), (M.MIN_RNR_TIMER, "min_rnr_timer"),
-                        (M.MAX_QP_RD_ATOMIC, "max_rd_atomic"),
-                        (M.MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic"), (M.QKEY, "qkey")):
-            if mask & m:
-                setattr(a, name, getattr(attrs, name))
+        if mask & M.PKEY_INDEX and pkey_index != 0:
+            raise KernelError(f"pkey_index {pkey_index}: the P_Key table has one entry",
+                              errno.EINVAL)
+        if mask & M.PORT and port != 1:
+            raise KernelError(f"no port {port}", errno.EINVAL)
+        a = replace(qp.attrs)
+        limits = {M.MAX_QP_RD_ATOMIC: self.hw.caps.max_qp_rd_atom,
+                  M.MAX_DEST_RD_ATOMIC: self.hw.caps.max_qp_rd_atom}
+        for m, name, lo, hi in _QP_ATTRS:
+            if not mask & m:
+                continue
+            v = getattr(attrs, name)
+            hi = limits.get(m, hi)
+            if not isinstance(v, int) or not lo <= v <= hi:
+                raise KernelError(f"{name} {v!r} out of range {lo}..{hi}", errno.EINVAL)
+            setattr(a, name, v)
+        if mask & M.ACCESS_FLAGS and a.access & ~_QP_ACCESS:
+            raise KernelError(f"bad qp_access_flags 0x{a.access:x}", errno.EINVAL)
+        # PSNs are 24 bits on the wire (IBA 9.7.1); the upper bits are dropped, as rxe does.
+        a.rq_psn &= 0xFFFFFF
+        a.sq_psn &= 0xFFFFFF
         if mask & M.AV:
+            _check_ints(traffic_class=attrs.traffic_class)
+            if not isinstance(attrs.dgid, bytes) or len(attrs.dgid) != 16 or \
+                    not 0 <= attrs.traffic_class <= 0xFFFF:
+                raise KernelError("bad address vector", errno.EINVAL)
             a.dgid, a.traffic_class = attrs.dgid, attrs.traffic_class
             a.sgid = _hw(lambda: self.hw.gid(0))
             a.smac = bytes(int(x, 16) for x in self.hw.fn.netdev.mac.split(":"))
@@ -229,8 +306,7 @@ class IbDevice:
         a.attr_mask = mask
         _hw(lambda: self.hw.modify_qp(a))
         qp.state = nxt
-        if nxt is QpState.RESET:
-            qp.attrs = blank_qpc(qp.hw.qpn)
+        qp.attrs = blank_qpc(qp.hw.qpn) if nxt is QpState.RESET else a
 
     def query_qp(self, qp: IbQp) -> Qpc:
         return _hw(lambda: self.hw.query_qp(qp.hw.qpn))
@@ -241,6 +317,8 @@ class IbDevice:
         qp.send_cq.users -= 1
         qp.recv_cq.users -= 1
         del uctx.objects[qp.handle]
+        self._unmap(uctx, qp.maps)
+        self.hw.free_qp(qp.hw)
 
     def close(self, uctx: Ucontext) -> None:
         """Process exit: destroy everything, QPs first, then MRs, CQs and PDs
@@ -250,6 +328,26 @@ class IbDevice:
             for obj in [o for o in uctx.objects.values() if isinstance(o, kind)]:
                 destroy(uctx, obj)  # type: ignore[operator]
         uctx.closed = True
+
+
+# (mask bit, Qpc field, lowest, highest) of the attributes modify_qp stores: the widths of
+# the IBA fields (timeout and min_rnr_timer 5 bits, retry counts 3 bits, QPN 24 bits).
+_QP_ATTRS = (
+    (M.ACCESS_FLAGS, "access", 0, 0xFF), (M.PATH_MTU, "path_mtu", 1, 5),
+    (M.DEST_QPN, "dest_qpn", 0, 0xFFFFFF), (M.RQ_PSN, "rq_psn", 0, 0xFFFFFFFF),
+    (M.SQ_PSN, "sq_psn", 0, 0xFFFFFFFF), (M.TIMEOUT, "timeout", 0, 31),
+    (M.RETRY_CNT, "retry_cnt", 0, 7), (M.RNR_RETRY, "rnr_retry", 0, 7),
+    (M.MIN_RNR_TIMER, "min_rnr_timer", 0, 31), (M.MAX_QP_RD_ATOMIC, "max_rd_atomic", 0, 0),
+    (M.MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic", 0, 0), (M.QKEY, "qkey", 0, 0xFFFFFFFF),
+)
+_CAP_NAMES = ("max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data")
+
+
+def _check_ints(**values: object) -> None:
+    """Arguments from user space are integers (a C ABI carries nothing else)."""
+    for name, v in values.items():
+        if not isinstance(v, int):
+            raise KernelError(f"{name} must be an integer, not {v!r}", errno.EINVAL)
 
 
 def _hw(fn):  # noqa: ANN001, ANN202

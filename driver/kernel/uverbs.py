@@ -108,7 +108,6 @@ class UverbsFile:
 
     def _dispatch(self, cmd: Cmd, a: dict) -> object:  # noqa: C901
         dev, u = self.dev, self.uctx
-        aspace = u.aspace
         if cmd is Cmd.QUERY_DEVICE:
             return dev.hw.caps
         if cmd is Cmd.QUERY_PORT:
@@ -127,9 +126,8 @@ class UverbsFile:
             return None
         if cmd is Cmd.CREATE_CQ:
             cq = dev.create_cq(u, a["cqe"])  # type: ignore[arg-type]
-            hw = cq.hw
-            return CreateCqResp(cq.handle, hw.cqn, aspace.map_phys(hw.ring_pa, hw.ring_bytes),
-                                hw.log_size, aspace.map_phys(hw.dbrec_pa, 64))
+            (ring_va, _), (dbrec_va, _) = cq.maps
+            return CreateCqResp(cq.handle, cq.hw.cqn, ring_va, cq.hw.log_size, dbrec_va)
         if cmd is Cmd.DESTROY_CQ:
             dev.destroy_cq(u, u.get(a["cq"], IbCq))  # type: ignore[arg-type]
             return None
@@ -138,14 +136,14 @@ class UverbsFile:
                                u.get(a["send_cq"], IbCq), u.get(a["recv_cq"], IbCq),
                                a["cap"])
             hw = qp.hw
-            return CreateQpResp(qp.handle, hw.qpn, aspace.map_phys(hw.sq_pa, hw.sq_bytes),
-                                hw.sq_log_size, hw.sq_log_stride,
-                                aspace.map_phys(hw.rq_pa, hw.rq_bytes), hw.rq_log_size,
-                                hw.rq_log_stride)
+            (sq_va, _), (rq_va, _) = qp.maps
+            return CreateQpResp(qp.handle, hw.qpn, sq_va, hw.sq_log_size, hw.sq_log_stride,
+                                rq_va, hw.rq_log_size, hw.rq_log_stride)
         if cmd is Cmd.MODIFY_QP:
             qp = u.get(a["qp"], IbQp)
             attrs: Qpc = a["attrs"]  # type: ignore[assignment]
-            dev.modify_qp(qp, attrs, a["mask"])  # type: ignore[arg-type]
+            dev.modify_qp(qp, attrs, a["mask"], a.get("cur_state"),  # type: ignore[arg-type]
+                          a.get("pkey_index", 0), a.get("port", 1))  # type: ignore[arg-type]
             return None
         if cmd is Cmd.QUERY_QP:
             return dev.query_qp(u.get(a["qp"], IbQp))  # type: ignore[arg-type]

@@ -36,6 +36,36 @@ _FENCE = int(ibv_send_flags.IBV_SEND_FENCE)
 _SOLICITED = int(ibv_send_flags.IBV_SEND_SOLICITED)
 _INLINE = int(ibv_send_flags.IBV_SEND_INLINE)
 _ATOMICS = (ibv_wr_opcode.IBV_WR_ATOMIC_CMP_AND_SWP, ibv_wr_opcode.IBV_WR_ATOMIC_FETCH_AND_ADD)
+MAX_MSG = 1 << 31  # the largest message (IBA 9.4.1 / rxe's validate_send_wr)
+_U64, _U32 = (1 << 64) - 1, (1 << 32) - 1
+_WR_FIELDS = (("wr_id", _U64), ("send_flags", _U32), ("imm_data", _U32), ("remote_addr", _U64),
+              ("rkey", _U32), ("compare_add", _U64), ("swap", _U64), ("invalidate_rkey", _U32))
+
+
+def _fits(what: str, value: object, top: int) -> None:
+    """A WR field must fit the C type it has in ibv_send_wr / ibv_sge."""
+    if not isinstance(value, int) or not 0 <= value <= top:
+        raise ProviderError(f"{what} {value!r} does not fit its field", errno.EINVAL)
+
+
+def _sges(wr: object, max_sge: int) -> list:
+    """The WR's scatter/gather list, checked: num_sge entries, each field in range, the
+    message at most 2^31 bytes."""
+    sg = list(wr.sg or [])  # type: ignore[attr-defined]
+    n = wr.num_sge  # type: ignore[attr-defined]
+    if not isinstance(n, int) or not 0 <= n <= len(sg):
+        raise ProviderError(f"num_sge {n!r} with {len(sg)} SGEs", errno.EINVAL)
+    if n > max_sge:
+        raise ProviderError(f"{n} SGEs > max_sge {max_sge}", errno.EINVAL)
+    total = 0
+    for s in sg[:n]:
+        _fits("SGE addr", s.addr, _U64)
+        _fits("SGE length", s.length, _U32)
+        _fits("SGE lkey", s.lkey, _U32)
+        total += s.length
+    if total > MAX_MSG:
+        raise ProviderError(f"message of {total} bytes > 2^31", errno.EINVAL)
+    return sg[:n]
 
 
 class ProviderError(Exception):
@@ -102,15 +132,15 @@ class ProviderQp:
                 self.db.write64(Reg.SQ_DB, (self.r.qpn << 32) | (self.sq_head & WQE_INDEX_MASK))
 
     def _write_send_wqe(self, wr: object) -> None:
-        op = int(wr.opcode)  # type: ignore[attr-defined]
+        op = wr.opcode  # type: ignore[attr-defined]
         if op not in _WR_OPCODES:
-            raise ProviderError(f"unsupported send opcode {op}", errno.EINVAL)
+            raise ProviderError(f"unsupported send opcode {op!r}", errno.EINVAL)
         if self.sq_head - self.sq_tail >= self.sq_size:
             raise ProviderError("send queue is full", errno.ENOMEM)
-        sges = list(wr.sg or [])[:wr.num_sge]  # type: ignore[attr-defined]
-        if len(sges) > self.max_send_sge:
-            raise ProviderError(f"{len(sges)} SGEs > max_send_sge {self.max_send_sge}",
-                                errno.EINVAL)
+        sges = _sges(wr, self.max_send_sge)
+        for name, top in _WR_FIELDS:
+            _fits(name, getattr(wr, name), top)
+        op = int(op)
         flags = 0
         sf = int(wr.send_flags)  # type: ignore[attr-defined]
         if sf & _SIGNALED or self.sq_sig_all:
@@ -152,10 +182,8 @@ class ProviderQp:
             while wr is not None:
                 if self.rq_head - self.rq_tail >= self.rq_size:
                     raise ProviderError("receive queue is full", errno.ENOMEM)
-                sges = list(wr.sg or [])[:wr.num_sge]  # type: ignore[attr-defined]
-                if len(sges) > self.max_recv_sge:
-                    raise ProviderError(f"{len(sges)} SGEs > max_recv_sge {self.max_recv_sge}",
-                                        errno.EINVAL)
+                sges = _sges(wr, self.max_recv_sge)
+                _fits("wr_id", wr.wr_id, _U64)  # type: ignore[attr-defined]
                 data = RecvWqeCtrl(len(sges)).pack() + b"".join(
                     Sge(s.addr, s.length, s.lkey).pack() for s in sges)
                 slot = self.rq_head & (self.rq_size - 1)

@@ -200,17 +200,62 @@ class WC:
 # -- objects ---------------------------------------------------------------------------------
 
 
-class Context:
+class _Resource:
+    """Lifetime rules of pyverbs objects: close() is idempotent, closing a parent closes its
+    children first (pyverbs' close_weakrefs), and using a closed object raises
+    PyverbsUserError instead of reaching freed memory (where pyverbs would pass NULL to
+    libibverbs and crash). Children are held strongly, in creation order, so closing is
+    deterministic; a closed child leaves its parents."""
+
+    closed = False
+
+    def __init__(self, *parents: _Resource) -> None:
+        self._children: dict[_Resource, None] = {}
+        self._parents = parents
+        for p in parents:
+            p._check()
+
+    def _created(self) -> None:
+        """The kernel object exists: the parents now close it with themselves."""
+        for p in self._parents:
+            p._children[self] = None
+
+    def _check(self) -> None:
+        if self.closed:
+            raise PyverbsUserError(f"this {type(self).__name__} is closed")
+
+    def _close_children(self) -> None:
+        # QPs before the MRs and CQs they use (ib_uverbs_cleanup_ucontext's order).
+        kids = sorted(self._children, key=lambda k: not isinstance(k, QP))
+        for child in kids:
+            child.close()
+
+    def _closed_now(self) -> None:
+        self.closed = True
+        for p in self._parents:
+            p._children.pop(self, None)
+
+    def __enter__(self):  # noqa: ANN204
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:  # pragma: no cover - every resource defines it
+        raise NotImplementedError
+
+
+class Context(_Resource):
     """An opened RDMA device (ibv_open_device + ibv_get_context)."""
 
     def __init__(self, name: str = "nsnic0", *, host: Host,
                  aspace: AddressSpace | None = None) -> None:
+        super().__init__()
         self.host = host
         self.aspace = aspace or host.new_address_space()
         self.file: UverbsFile = _call("open_device", open_device, host, name, self.aspace)
         self.name = name
         self.qps: dict[int, ProviderQp] = {}
-        self.closed = False
 
     @property
     def uverbs_commands(self) -> int:
@@ -218,9 +263,11 @@ class Context:
         return self.file.commands
 
     def query_device(self):  # noqa: ANN201
+        self._check()
         return _call("query_device", self.file.write, Cmd.QUERY_DEVICE)
 
     def query_gid(self, port_num: int = 1, index: int = 0) -> GID:
+        self._check()
         if port_num != 1:
             raise PyverbsRDMAError(f"no port {port_num}", errno.EINVAL)
         return GID(_call("query_gid", self.file.write, Cmd.QUERY_PORT, gid_index=index))
@@ -238,59 +285,97 @@ class Context:
         return _call("read_mem", self.aspace.read, va, n)
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            _call("close", self.file.close)
+        if self.closed:
+            return
+        self._close_children()
+        self._closed_now()
+        _call("close", self.file.close)
 
 
-class PD:
+class PD(_Resource):
     def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
         self.ctx = ctx
         self.handle: int = _call("alloc_pd", ctx.file.write, Cmd.ALLOC_PD)
+        self._created()
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self._close_children()
         _call("dealloc_pd", self.ctx.file.write, Cmd.DEALLOC_PD, pd=self.handle)
+        self._closed_now()
 
 
-class MR:
-    """ibv_reg_mr. Without `address`, allocates its own buffer of `length` bytes."""
+class MR(_Resource):
+    """ibv_reg_mr. Without `address`, allocates its own buffer of `length` bytes, which
+    close() frees (as pyverbs does), so its pages go back to the host."""
 
     def __init__(self, pd: PD, length: int, access: int, address: int | None = None) -> None:
+        super().__init__(pd)
         self.pd = pd
         self.ctx = pd.ctx
         self.length = length
+        self._own_buf = address is None
         self.buf = address if address is not None else self.ctx.alloc(length)
-        self.handle, self.lkey = _call("reg_mr", self.ctx.file.write, Cmd.REG_MR, pd=pd.handle,
-                                       va=self.buf, length=length, access=int(access))
+        try:
+            self.handle, self.lkey = _call("reg_mr", self.ctx.file.write, Cmd.REG_MR,
+                                           pd=pd.handle, va=self.buf, length=length,
+                                           access=int(access))
+        except PyverbsError:
+            if self._own_buf:
+                self.ctx.aspace.munmap(self.buf, length)
+            raise
         self.rkey = self.lkey
+        self._created()
 
     def write(self, data: bytes | str, length: int, offset: int = 0) -> None:
+        if self.closed or length < 0:
+            raise PyverbsUserError(f"The MR buffer isn't allocated or length {length} is "
+                                   "invalid")
         b = data.encode() if isinstance(data, str) else bytes(data)
         self.ctx.write_mem(self.buf + offset, b[:length])
 
     def read(self, length: int, offset: int = 0) -> bytes:
+        if offset < 0:
+            raise PyverbsUserError(f"Invalid offset {offset}")
+        if self.closed or length < 0:
+            raise PyverbsUserError(f"The MR buffer isn't allocated or length {length} is "
+                                   "invalid")
         return self.ctx.read_mem(self.buf + offset, length)
 
     def close(self) -> None:
+        if self.closed:
+            return
         _call("dereg_mr", self.ctx.file.write, Cmd.DEREG_MR, mr=self.handle)
+        self._closed_now()
+        if self._own_buf:
+            self.ctx.aspace.munmap(self.buf, self.length)
 
 
-class CQ:
+class CQ(_Resource):
     def __init__(self, ctx: Context, cqe: int, cq_context: object = None,
                  channel: object = None, comp_vector: int = 0) -> None:
+        super().__init__(ctx)
         self.ctx = ctx
         r = _call("create_cq", ctx.file.write, Cmd.CREATE_CQ, cqe=cqe)
         self.handle = r.handle
         self.cqn = r.cqn
         self._p = ProviderCq(ctx.host, ctx.aspace, r, ctx.qps)
+        self._created()
 
     def poll(self, num_entries: int = 1) -> tuple[int, list[WC]]:
+        self._check()
         wcs = [WC(w.wr_id, w.status, w.opcode, w.vendor_err, w.byte_len, w.qp_num, 0,
                   w.imm_data, w.wc_flags) for w in self._p.poll(num_entries)]
         return len(wcs), wcs
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self._close_children()  # the QPs that use it
         _call("destroy_cq", self.ctx.file.write, Cmd.DESTROY_CQ, cq=self.handle)
+        self._closed_now()
 
 
 _M = ibv_qp_attr_mask
@@ -301,12 +386,15 @@ _TO_RTS = (_M.IBV_QP_STATE | _M.IBV_QP_TIMEOUT | _M.IBV_QP_RETRY_CNT | _M.IBV_QP
            | _M.IBV_QP_SQ_PSN | _M.IBV_QP_MAX_QP_RD_ATOMIC)
 
 
-class QP:
+class QP(_Resource):
     def __init__(self, pd: PD, init_attr: QPInitAttr, qp_attr: QPAttr | None = None) -> None:
-        self.pd = pd
-        self.ctx = ctx = pd.ctx
         if init_attr.scq is None or init_attr.rcq is None:
             raise PyverbsRDMAError("a QP needs a send and a receive CQ", errno.EINVAL)
+        cqs = (init_attr.scq,) if init_attr.rcq is init_attr.scq else \
+            (init_attr.scq, init_attr.rcq)
+        super().__init__(pd, *cqs)
+        self.pd = pd
+        self.ctx = ctx = pd.ctx
         cap = init_attr.cap
         self.init_attr = init_attr
         r = _call("create_qp", ctx.file.write, Cmd.CREATE_QP, pd=pd.handle,
@@ -319,6 +407,7 @@ class QP:
         self._p = ProviderQp(ctx.host, ctx.aspace, ctx.file.doorbells, r, cap.max_send_sge,
                              cap.max_recv_sge, cap.max_inline_data, bool(init_attr.sq_sig_all))
         ctx.qps[r.qpn] = self._p
+        self._created()
         if qp_attr is not None:
             self.to_init(qp_attr)
 
@@ -329,24 +418,29 @@ class QP:
     # -- state changes (kernel) -------------------------------------------------------------
 
     def modify(self, qp_attr: QPAttr, attr_mask: int) -> None:
+        self._check()
         q = blank_qpc(self.qp_num)
         a = qp_attr
-        q.state, q.access, q.path_mtu = int(a.qp_state), int(a.qp_access_flags), int(a.path_mtu)
+        q.state, q.access, q.path_mtu = a.qp_state, a.qp_access_flags, a.path_mtu
         q.dest_qpn, q.rq_psn, q.sq_psn = a.dest_qp_num, a.rq_psn, a.sq_psn
         q.timeout, q.retry_cnt, q.rnr_retry = a.timeout, a.retry_cnt, a.rnr_retry
         q.min_rnr_timer, q.qkey = a.min_rnr_timer, a.qkey
         q.max_rd_atomic, q.max_dest_rd_atomic = a.max_rd_atomic, a.max_dest_rd_atomic
-        if attr_mask & _M.IBV_QP_CUR_STATE:
-            q.state = int(a.cur_qp_state) if not attr_mask & _M.IBV_QP_STATE else q.state
         if attr_mask & _M.IBV_QP_AV:
             ah = a.ah_attr
             if ah is None or ah.gr is None or ah.gr.dgid is None or not ah.is_global:
                 raise PyverbsRDMAError("RoCE needs a global route (GRH) in ah_attr",
                                        errno.EINVAL)
-            q.dgid = ah.gr.dgid.raw
-            q.traffic_class = (ah.gr.traffic_class & 0xFF) | ((ah.gr.hop_limit & 0xFF) << 8)
+            gr = ah.gr
+            if not (0 <= gr.traffic_class <= 0xFF and 0 <= gr.hop_limit <= 0xFF
+                    and 0 <= gr.flow_label <= 0xFFFFF) or gr.sgid_index != 0:
+                raise PyverbsRDMAError("bad global route in ah_attr", errno.EINVAL)
+            q.dgid = gr.dgid.raw
+            q.traffic_class = gr.traffic_class | gr.hop_limit << 8
         _call("modify_qp", self.ctx.file.write, Cmd.MODIFY_QP, qp=self.handle, attrs=q,
-              mask=int(attr_mask))
+              mask=int(attr_mask),
+              cur_state=a.cur_qp_state if attr_mask & _M.IBV_QP_CUR_STATE else None,
+              pkey_index=a.pkey_index, port=a.port_num)
         if attr_mask & _M.IBV_QP_STATE:
             self._p.state = int(a.qp_state)
             if a.qp_state == ibv_qp_state.IBV_QPS_RESET:
@@ -366,6 +460,7 @@ class QP:
         self.modify(qp_attr, _TO_RTS)
 
     def query(self, attr_mask: int = 0) -> tuple[QPAttr, QPInitAttr]:
+        self._check()
         q: Qpc = _call("query_qp", self.ctx.file.write, Cmd.QUERY_QP, qp=self.handle)
         attr = QPAttr(qp_state=q.state, cur_qp_state=q.state, path_mtu=q.path_mtu,
                       qp_access_flags=q.access, dest_qp_num=q.dest_qpn, rq_psn=q.rq_psn,
@@ -380,11 +475,16 @@ class QP:
     # -- data path (provider, no kernel) ----------------------------------------------------
 
     def post_send(self, wr: SendWR, bad_wr: object = None) -> None:
+        self._check()
         _call("post_send", self._p.post_send, wr)
 
     def post_recv(self, wr: RecvWR, bad_wr: object = None) -> None:
+        self._check()
         _call("post_recv", self._p.post_recv, wr)
 
     def close(self) -> None:
+        if self.closed:
+            return
         _call("destroy_qp", self.ctx.file.write, Cmd.DESTROY_QP, qp=self.handle)
+        self._closed_now()
         self.ctx.qps.pop(self.qp_num, None)

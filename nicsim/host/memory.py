@@ -8,6 +8,7 @@ physically contiguous region (dma_alloc_coherent).
 
 from __future__ import annotations
 
+import errno
 import random
 from collections import deque
 from collections.abc import Callable
@@ -60,24 +61,28 @@ class PhysMem:
         self._wlo, self._whi = 0, 0  # bounds of all watched ranges (empty: hi == 0)
         # Posted device writes not yet landed: (landing time, [(pa, data), ...]) in time order.
         self.posted: deque[tuple[float, list[tuple[int, bytes | memoryview]]]] = deque()
+        self.pins: dict[int, int] = {}  # physical page number -> pin count
+        # Freed while pinned: start address -> size (> 0: a page, < 0: a contiguous region).
+        self._deferred: dict[int, int] = {}
 
     # -- allocation ------------------------------------------------------------------------------
 
     def alloc_page(self) -> int:
-        import errno
-
         if not self._free_pages:
             raise MemoryError_("out of physical pages", errno.ENOMEM)
         return self._free_pages.pop() << PAGE_SHIFT
 
     def free_page(self, pa: int) -> None:
-        self.buf[pa:pa + PAGE_SIZE] = 0
+        """Give a page back. A pinned page stays allocated until its last unpin
+        (get_user_pages semantics): the device may still reach it."""
+        if self.pins.get(pa >> PAGE_SHIFT):
+            self._deferred[pa] = PAGE_SIZE
+            return
+        self._release(pa, PAGE_SIZE)
         self._free_pages.append(pa >> PAGE_SHIFT)
 
     def alloc_contig(self, size: int) -> int:
         """Physically contiguous, page-aligned, zeroed memory (for rings and tables)."""
-        import errno
-
         size = (size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
         for i, (pa, n) in enumerate(self._dma_free):
             if n == size:
@@ -91,8 +96,54 @@ class PhysMem:
 
     def free_contig(self, pa: int, size: int) -> None:
         size = (size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
-        self.buf[pa:pa + size] = 0
+        if any(self.pins.get(p) for p in range(pa >> PAGE_SHIFT, (pa + size) >> PAGE_SHIFT)):
+            self._deferred[pa] = -size  # negative: a contiguous region
+            return
+        self._release(pa, size)
         self._dma_free.append((pa, size))
+
+    def _release(self, pa: int, size: int) -> None:
+        """Zero memory that goes back to the allocator. Device writes that have landed are
+        applied first, so none can surface later in the next owner's memory."""
+        if self.posted:
+            self.sync()
+        self.buf[pa:pa + size] = 0
+
+    def pin(self, pages: list[int]) -> None:
+        """Pin physical pages (the page list handed to a device): freeing waits for unpin."""
+        pins = self.pins
+        for pa in pages:
+            pins[pa >> PAGE_SHIFT] = pins.get(pa >> PAGE_SHIFT, 0) + 1
+
+    def unpin(self, pages: list[int]) -> None:
+        pins = self.pins
+        for pa in pages:
+            pfn = pa >> PAGE_SHIFT
+            c = pins.get(pfn, 0) - 1
+            if c > 0:
+                pins[pfn] = c
+                continue
+            pins.pop(pfn, None)
+            if self._deferred:
+                self._free_deferred(pfn)
+
+    def _free_deferred(self, pfn: int) -> None:
+        """A page lost its last pin: free what was waiting for it."""
+        for start, size in list(self._deferred.items()):
+            n = abs(size)
+            if not start >> PAGE_SHIFT <= pfn < (start + n) >> PAGE_SHIFT:
+                continue
+            if size < 0 and any(self.pins.get(p) for p in
+                                range(start >> PAGE_SHIFT, (start + n) >> PAGE_SHIFT)):
+                continue
+            del self._deferred[start]
+            if size > 0:
+                self.free_page(start)
+            else:
+                self.free_contig(start, n)
+
+    def is_pinned(self, pa: int) -> bool:
+        return bool(self.pins.get(pa >> PAGE_SHIFT))
 
     # -- access ----------------------------------------------------------------------------------
 
@@ -216,7 +267,7 @@ class AddressSpace:
         self.mem = mem
         self.pages: dict[int, int] = {}
         self._next = base
-        self.pinned: dict[int, int] = {}  # vpn -> pin count
+        self._kernel: set[int] = set()  # vpns mapping kernel memory (rings): never freed here
 
     def mmap(self, size: int) -> int:
         """Anonymous memory backed by scattered physical pages; returns a page-aligned VA."""
@@ -228,51 +279,51 @@ class AddressSpace:
         return va
 
     def map_phys(self, pa: int, size: int) -> int:
-        """Map physically contiguous memory (a ring the kernel allocated) into the process."""
+        """Map physically contiguous kernel memory (a ring) into the process (mmap of the
+        device file). The kernel owns the pages: unmap_phys removes the mapping only."""
         npages = max(1, (size + PAGE_SIZE - 1) >> PAGE_SHIFT)
         va = self._next
         self._next += (npages + 1) << PAGE_SHIFT
         for i in range(npages):
-            self.pages[(va >> PAGE_SHIFT) + i] = pa + (i << PAGE_SHIFT)
+            vpn = (va >> PAGE_SHIFT) + i
+            self.pages[vpn] = pa + (i << PAGE_SHIFT)
+            self._kernel.add(vpn)
         return va
 
-    def munmap(self, va: int, size: int, *, free_phys: bool = True) -> None:
+    def unmap_phys(self, va: int, size: int) -> None:
+        """Zap a kernel mapping: afterwards any access through it faults (EFAULT)."""
         npages = max(1, (size + PAGE_SIZE - 1) >> PAGE_SHIFT)
         for i in range(npages):
             vpn = (va >> PAGE_SHIFT) + i
+            if vpn in self._kernel:
+                self._kernel.discard(vpn)
+                self.pages.pop(vpn, None)
+
+    def munmap(self, va: int, size: int) -> None:
+        """Unmap anonymous memory and free its pages (a pinned page is freed at its unpin)."""
+        npages = max(1, (size + PAGE_SIZE - 1) >> PAGE_SHIFT)
+        for i in range(npages):
+            vpn = (va >> PAGE_SHIFT) + i
+            if vpn in self._kernel:
+                continue  # a ring mapping: only its owner (the kernel) removes it
             pa = self.pages.pop(vpn, None)
-            # A pinned page stays allocated until unpinned (get_user_pages semantics).
-            if pa is not None and free_phys and not self.pinned.get(vpn):
+            if pa is not None:
                 self.mem.free_page(pa)
 
     def translate(self, va: int) -> int:
-        import errno
-
         pa = self.pages.get(va >> PAGE_SHIFT)
         if pa is None:
             raise MemoryError_(f"address 0x{va:x} is not mapped", errno.EFAULT)
         return pa + (va & (PAGE_SIZE - 1))
 
     def pin(self, va: int, length: int) -> list[int]:
-        """Pin the pages under [va, va+length) and return their physical addresses in order."""
+        """Pin the pages under [va, va+length) and return their physical addresses in order
+        (get_user_pages; EFAULT at the first unmapped page, nothing pinned then)."""
         first = va >> PAGE_SHIFT
         last = (va + max(length, 1) - 1) >> PAGE_SHIFT
-        out = []
-        for vpn in range(first, last + 1):
-            out.append(self.translate(vpn << PAGE_SHIFT))
-        for vpn in range(first, last + 1):
-            self.pinned[vpn] = self.pinned.get(vpn, 0) + 1
+        out = [self.translate(vpn << PAGE_SHIFT) for vpn in range(first, last + 1)]
+        self.mem.pin(out)
         return out
-
-    def unpin(self, va: int, length: int) -> None:
-        first = va >> PAGE_SHIFT
-        last = (va + max(length, 1) - 1) >> PAGE_SHIFT
-        for vpn in range(first, last + 1):
-            c = self.pinned.get(vpn, 0) - 1
-            if c <= 0:
-                self.pinned.pop(vpn, None)
-            else:
-                self.pinned[vpn] = c
 
     def _chunks(self, va: int, n: int):  # noqa: ANN202
         while n > 0:

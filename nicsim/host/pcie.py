@@ -88,6 +88,11 @@ class Pcie:
         k["tlps_up"] += ntlp
         return start + dur + self._lat
 
+    def writes_landed_by(self) -> float:
+        """When every posted write issued so far is in host memory (a later read request may
+        have moved up_free on: the bound is safe, not tight)."""
+        return self.up_free + self._lat
+
     def dma_read(self, nbytes: int, not_before: float = 0.0) -> float:
         """Read requests upstream, completions downstream; returns when the data is in the NIC."""
         nreq, ncpl, req_dur, cpl_dur = self._rcost.get(nbytes) or self._read_cost(nbytes)

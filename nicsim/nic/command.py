@@ -3,6 +3,12 @@
 The driver writes an input block to host memory, programs CMD_OPCODE/CMD_IN/CMD_OUT/CMD_MOD
 and writes CMD_GO. The NIC reads the input by DMA, executes after a firmware latency, writes
 the output by DMA and clears the busy bit in CMD_STATUS with a status code.
+
+Commands after which the driver releases memory the NIC could reach (INVALIDATE_MPT before
+the pages are unpinned, DESTROY_QP and DESTROY_CQ before the rings are freed) are fenced:
+they stop the NIC's use of the memory at once, and they complete only when every DMA write
+the NIC issued before them has landed. When the driver sees the status, nothing of the NIC's
+is still on its way into that memory.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ _IN_SIZE = {
     CmdOpcode.MODIFY_QP: QPC_SIZE,
     CmdOpcode.WRITE_MPT: MPT_SIZE,
 }
+
+# Commands whose completion the driver takes as "the NIC no longer reaches this memory".
+_FENCED = (CmdOpcode.INVALIDATE_MPT, CmdOpcode.DESTROY_QP, CmdOpcode.DESTROY_CQ)
 
 # Transitions the hardware accepts (IBA 10.3.1, figure 124); the kernel checks attributes.
 _LEGAL = {
@@ -101,6 +110,11 @@ class CommandProcessor:
         if out:
             t = nic.dma.write(pa_out, out)
             yield env.timeout(t - env.now)
+        if op in _FENCED:
+            t = nic.pcie.writes_landed_by()
+            if t > env.now:
+                self.counters.bump("fence_waits")
+                yield env.timeout(t - env.now)
         self._done(CmdStatus.OK)
 
     def _done(self, status: CmdStatus) -> None:
@@ -178,7 +192,8 @@ class CommandProcessor:
             for cqn in (qp.send_cqn, qp.recv_cqn):
                 if cqn in nic.cq.cqs:
                     nic.cq.cqs[cqn].refs -= 1
-            qp.state = QpState.RESET
+            # Every engine checks the state before it touches the QP's memory again.
+            self._reset(qp)
             return b""
         raise CommandError(CmdStatus.BAD_OPCODE)
 
@@ -237,10 +252,16 @@ class CommandProcessor:
         qp.recv_limit = qp.resend_psn = qp.timer_deadline = None
         qp.resp = RespCtx()
         qp.builder = None
+        qp.rx_addrs = None
 
     def _apply(self, qp: QpCtx, c: Qpc, m: QpAttrMask) -> None:
         M = QpAttrMask
         if m & M.ACCESS_FLAGS:
+            if c.access != qp.access:
+                # Takes effect at once, inside a message too (the responder checks the QP's
+                # rights on every packet, as rxe's check_op_valid does): messages in flight
+                # re-validate at their next packet.
+                self.nic.xlate.bump()
             qp.access = c.access
         if m & M.PATH_MTU:
             qp.mtu = 128 << c.path_mtu
@@ -269,6 +290,8 @@ class CommandProcessor:
             qp.traffic_class = c.traffic_class
         if m & (M.AV | M.DEST_QPN) and qp.dest_qpn and any(qp.dgid):
             qp.builder = self.nic.builder_for(qp)
+            path = qp.builder.path
+            qp.rx_addrs = path.dip + path.sip  # a frame from the peer: its IP, then ours
 
     def _qpc_of(self, qp: QpCtx) -> Qpc:
         c = blank_qpc(qp.qpn)

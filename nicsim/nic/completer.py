@@ -51,7 +51,7 @@ class Completer:
                                  "atomic_acks", "send_completions", "error_completions",
                                  "flush_completions", "unexpected_responses",
                                  "duplicate_responses", "out_of_sequence_responses",
-                                 "implicit_naks", "qp_errors")
+                                 "implicit_naks", "qp_errors", "nak_seq_redundant")
 
     @staticmethod
     def _pop(qp: QpCtx) -> SendOp:
@@ -82,10 +82,25 @@ class Completer:
     def local_error(self, qp: QpCtx, index: int, op: WqeOpcode, status: CqeStatus,
                     vendor: VendorErr) -> None:
         """A WQE failed before anything was sent: complete it (signaled or not) and fail the
-        QP, like a real NIC (IBA 10.8.3.2: errors always generate a completion)."""
+        QP, like a real NIC (IBA 10.8.3.2: errors always generate a completion). WQEs sent
+        before it and not yet acknowledged are flushed first: completions of a send queue
+        come in the order it was posted (IBA 10.8.6)."""
+        while qp.outstanding:
+            self.flush_send(qp, self._pop(qp).wqe_index)
         self.nic.cq.post(qp.send_cqn, qp.qpn, index, _CQE_OPCODE[op], status,
                          vendor_err=vendor)
         self.counters["error_completions"] += 1
+        self.qp_error(qp)
+
+    def fail_local(self, qp: QpCtx, sop: SendOp, status: CqeStatus,
+                   vendor: VendorErr) -> None:
+        """An outstanding WQE hit a local error (its memory was deregistered under it): the
+        WQEs before it are flushed, it completes with `status`, the QP goes to ERR."""
+        out = qp.outstanding
+        while out and out[0] is not sop:
+            self.flush_send(qp, self._pop(qp).wqe_index)
+        if out:
+            self._post_send(qp, self._pop(qp), status, vendor)
         self.qp_error(qp)
 
     def flush_send(self, qp: QpCtx, index: int) -> None:
@@ -139,7 +154,12 @@ class Completer:
                 if code == 0:
                     # PSN sequence error: everything before the PSN arrived; go back to it.
                     self._complete_through(qp, (p.psn - 1) & PSN_MASK, progress_only=True)
-                    if qp.state is QpState.RTS:
+                    if qp.resend_psn is not None and psn_diff(p.psn, qp.resend_psn) >= 0:
+                        # Already going back to that PSN or before it (an RNR wait, another
+                        # NAK): nothing was lost that the resend does not cover, and the
+                        # transport retry budget is not spent again (as rxe's started_retry).
+                        self.counters["nak_seq_redundant"] += 1
+                    elif qp.state is QpState.RTS:
                         self.retry(qp, p.psn, CqeStatus.RETRY_EXC_ERR,
                                    VendorErr.RETRY_EXCEEDED)
                 else:
@@ -283,8 +303,13 @@ class Completer:
         if n != (op.length - op.read_done if last else qp.mtu) or p.info.is_last != last:
             self._fail_at(qp, p.psn, CqeStatus.BAD_RESP_ERR, VendorErr.REMOTE_NAK)
             return
+        if p.pad != -n & 3:
+            self._fail_at(qp, p.psn, CqeStatus.BAD_RESP_ERR, VendorErr.REMOTE_NAK)
+            return
         t = self.nic.env.now + self.nic.cfg.rx_pipeline_ns
         if n:
+            if not self._dest_valid(qp, op):
+                return
             t, _ = self.nic.dma.place(op.segs, position(op.segs, op.read_done), p.payload, t)
             op.read_done += n
         qp.acked_psn = p.psn
@@ -294,6 +319,14 @@ class Completer:
                 self._post_send(qp, op, CqeStatus.SUCCESS, t=t)
         self._progress(qp)
 
+    def _dest_valid(self, qp: QpCtx, op: SendOp) -> bool:
+        """Before response data is placed: the READ's or atomic's local buffer is still
+        registered (else LOC_PROT_ERR, as rxe's do_read reports a failed copy)."""
+        if op.epoch == self.nic.xlate.epoch or self.nic.requester.still_valid(op):
+            return True
+        self.fail_local(qp, op, CqeStatus.LOC_PROT_ERR, VendorErr.BAD_LKEY)
+        return False
+
     def _atomic_ack(self, qp: QpCtx, p: Packet) -> None:
         self.counters["atomic_acks"] += 1
         out = qp.outstanding
@@ -301,7 +334,10 @@ class Completer:
         if not out or out[0].opcode not in _ATOMICS or out[0].first_psn != p.psn:
             self.counters["duplicate_responses"] += 1
             return
-        op = self._pop(qp)
+        op = out[0]
+        if not self._dest_valid(qp, op):
+            return
+        self._pop(qp)
         t = self.nic.env.now + self.nic.cfg.rx_pipeline_ns
         t, _ = self.nic.dma.place(op.segs, (0, 0), _Q.pack(p.atomic_orig), t)
         qp.acked_psn = p.psn

@@ -75,7 +75,8 @@ class Nic(MmioDevice):
         self.engine.start(self.requester, self.fetch)
         self.regs: dict[int, int] = {}
         self.rx = Counters("packets", "bytes", "roce_packets", "not_for_us", "unknown_qpn",
-                           "qp_type_mismatch", "bad_pkey", "cnp")
+                           "qp_type_mismatch", "bad_pkey", "bad_src_ip", "bad_dst_ip",
+                           "bad_padcount", "cnp")
         self.drops: Counters = Counters()  # parse drops by ParseError reason
         self.trace_log: list[tuple[float, str, dict[str, Any]]] = []
         self.tracing = False
@@ -178,6 +179,18 @@ class Nic(MmioDevice):
             return
         if p.pkey != qp.pkey:
             rx["bad_pkey"] += 1
+            return
+        # A connected QP takes packets only from its path: the IP source must be the peer
+        # and the destination this QP's own address (IBA 9.6 header validation; under
+        # RoCEv2 the IP addresses stand for the GRH's SGID and DGID, Annex A17; rxe's
+        # check_addr). Anything else is dropped silently, never executed or answered.
+        want = qp.rx_addrs
+        if want is not None and (frame[22:54] if p.ipv6 else frame[26:34]) != want:
+            mine = want[len(want) // 2:]
+            rx["bad_dst_ip" if (p.dip != mine) else "bad_src_ip"] += 1
+            return
+        if (p.payload_len + ((p._f1 >> 4) & 3)) & 3:
+            rx["bad_padcount"] += 1  # payload and pad fill whole 4-byte words (IBA 9.2)
             return
         if info.is_request:
             self.responder.request(qp, p)

@@ -41,6 +41,8 @@ class SendOp:
     read_done: int = 0  # bytes of READ response placed so far
     consumes_recv: bool = False  # a SEND or WRITE with immediate: uses a receive WQE
     gap: bool = False  # a READ response is missing and has been re-requested
+    keys: tuple[int, ...] = ()  # the lkeys `segs` came from, and the protection epoch they
+    epoch: int = 0  # were last checked at (nicsim.nic.translation: translations held)
 
     @property
     def wqe_index(self) -> int:
@@ -53,6 +55,19 @@ class SendOp:
 
 _WAITS_FOR_DATA = (WqeOpcode.RDMA_READ, WqeOpcode.ATOMIC_CMP_AND_SWP,
                    WqeOpcode.ATOMIC_FETCH_AND_ADD)
+
+
+@dataclass(slots=True)
+class RdRes:
+    """A READ or atomic the responder executed, kept to answer a duplicate of it: the
+    responder resources of IBA 9.7.5.1.1, as many as max_dest_rd_atomic (rxe's resp_res)."""
+
+    first_psn: int
+    last_psn: int
+    rkey: int
+    va: int
+    length: int
+    orig: int | None = None  # an atomic's original value (None for a READ)
 
 
 @dataclass(slots=True)
@@ -69,11 +84,14 @@ class RespCtx:
     recv_active: bool = False  # a receive WQE is taken by the message in progress
     data_ready_at: float = 0.0  # when the receive WQE's SGEs are known (RQ WQE fetch)
     unacked: int = 0  # packets since the last ACK
-    nak_sent: bool = False  # one NAK per sequence error (IBA 9.7.5.2.2)
+    nak_sent: bool = False  # one NAK per expected PSN, RNR included (IBA 9.7.5.2.2)
     last_done_at: float = 0.0  # when the last payload write lands in host memory
     posted_at: float = 0.0  # when the last payload write was posted to PCIe
     reads_inflight: int = 0  # READ requests whose responses are still being sent
     jobs_queued: int = 0  # responses waiting in the send engine (READs, and ACKs behind them)
+    keys: tuple[int, ...] = ()  # the keys `segs` came from (rkey; receive WQE lkeys) and the
+    epoch: int = 0  # protection epoch they were last checked at (see nicsim.nic.translation)
+    rd_res: deque[RdRes] = field(default_factory=deque)  # newest last
 
 
 @dataclass(slots=True)
@@ -130,7 +148,9 @@ class QpCtx:
     recv_outstanding: int = 0  # of those, not yet completed
     rd_outstanding: int = 0  # READs and atomics awaiting their response
     recv_limit: int | None = None  # from AETH credits: how many may be started (None: any)
-    atomic_replay: dict = field(default_factory=dict)  # responder: PSN -> original value
+    # What frames from the peer carry as IP source + destination (the QP's path, RoCEv2's
+    # stand-in for the GRH's SGID/DGID); None until the path is set.
+    rx_addrs: bytes | None = None
 
     @property
     def sq_pending(self) -> int:

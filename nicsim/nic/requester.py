@@ -82,26 +82,31 @@ class Requester:
         self.counters = Counters("wqes", "data_packets", "data_bytes", "read_requests",
                                  "atomic_requests", "local_errors", "flushed",
                                  "retransmitted_packets", "resends", "timeouts",
-                                 "blocked_rd_atomic", "blocked_fence", "blocked_credits")
+                                 "blocked_rd_atomic", "blocked_fence", "blocked_credits",
+                                 "revoked")
 
     # -- local translation ------------------------------------------------------------------
 
     def _local(self, qp: QpCtx, wqe: SendWqe, access: int, t: float
-               ) -> tuple[CqeStatus, VendorErr, list[tuple[int, int]], int, float]:
-        """Translate every SGE; returns status, vendor error, segments, length, ready time."""
+               ) -> tuple[CqeStatus, VendorErr, list[tuple[int, int]], int, float,
+                          tuple[int, ...]]:
+        """Translate every SGE; returns status, vendor error, segments, length, ready time and
+        the lkeys the segments came from."""
         segs: list[tuple[int, int]] = []
+        keys: list[int] = []
         total = 0
         for addr, length, lkey in wqe.sges:
             if not length:
                 continue
             st, s, t = self.nic.translate(lkey, qp.pd, access, addr, length, t)
             if st is not XlateStatus.OK:
-                return CqeStatus.LOC_PROT_ERR, _XLATE_VENDOR[st], [], 0, t
+                return CqeStatus.LOC_PROT_ERR, _XLATE_VENDOR[st], [], 0, t, ()
             segs += s
+            keys.append(lkey)
             total += length
         if total > MAX_MSG:
-            return CqeStatus.LOC_LEN_ERR, VendorErr.NONE, [], 0, t
-        return CqeStatus.SUCCESS, VendorErr.NONE, segs, total, t
+            return CqeStatus.LOC_LEN_ERR, VendorErr.NONE, [], 0, t, ()
+        return CqeStatus.SUCCESS, VendorErr.NONE, segs, total, t, tuple(keys)
 
     # -- admission --------------------------------------------------------------------------
 
@@ -144,14 +149,15 @@ class Requester:
             nic.completer.local_error(qp, wqe.index, op or WqeOpcode.SEND,
                                       CqeStatus.LOC_QP_OP_ERR, VendorErr.BAD_OPCODE)
             return
+        keys: tuple[int, ...] = ()
         if op in _MSG:
             if ctrl.flags & _INLINE:
                 segs, total, status, verr = [], len(wqe.inline), CqeStatus.SUCCESS, VendorErr.NONE
             else:
-                status, verr, segs, total, t = self._local(qp, wqe, 0, t)
+                status, verr, segs, total, t, keys = self._local(qp, wqe, 0, t)
         else:
             # READ and atomics write into local memory: LOCAL_WRITE is required on the MR.
-            status, verr, segs, total, t = self._local(qp, wqe, Access.LOCAL_WRITE, t)
+            status, verr, segs, total, t, keys = self._local(qp, wqe, Access.LOCAL_WRITE, t)
             if status is CqeStatus.SUCCESS and op is not WqeOpcode.RDMA_READ and total != 8:
                 status, verr = CqeStatus.LOC_LEN_ERR, VendorErr.NONE
         if status is not CqeStatus.SUCCESS:
@@ -162,7 +168,8 @@ class Requester:
         psn = qp.sq_psn
         qp.sq_psn = (psn + npkts) & PSN_MASK
         sop = SendOp(wqe, op, bool(ctrl.flags & _SIGNALED), psn, (psn + npkts - 1) & PSN_MASK,
-                     total, npkts, segs, consumes_recv=op in _CONSUMES_RECV)
+                     total, npkts, segs, consumes_recv=op in _CONSUMES_RECV, keys=keys,
+                     epoch=nic.xlate.epoch)
         if sop.consumes_recv:
             qp.recv_msgs_sent += 1
             qp.recv_outstanding += 1
@@ -244,6 +251,7 @@ class Requester:
         dqpn = qp.dest_qpn
         solicited = bool(ctrl.flags & _SOLICITED)
         inline = wqe.inline  # type: ignore[attr-defined]
+        xlate = nic.xlate
         c = self.counters
         c["data_packets"] += npkts - k0
         c["data_bytes"] += total - k0 * mtu
@@ -261,6 +269,13 @@ class Requester:
             if inline:
                 payload, ready = inline[i * mtu:i * mtu + n], t
             elif n:
+                if sop.epoch != xlate.epoch and not self.still_valid(sop):
+                    # The source buffer was deregistered under the message (go-back-N
+                    # included): nothing more of it is read.
+                    c["local_errors"] += 1
+                    nic.completer.fail_local(qp, sop, CqeStatus.LOC_PROT_ERR,
+                                             VendorErr.BAD_LKEY)
+                    return
                 payload, ready, pos = read_at(segs, pos, n, t)
             else:
                 payload, ready = b"", t
@@ -277,6 +292,16 @@ class Requester:
                 yield env.timeout(wait - env._now)
                 if qp.resend_psn is not None or qp.state is not QpState.RTS:
                     return  # a NAK or timeout rewound the QP; the resend covers the rest
+
+    def still_valid(self, sop: SendOp) -> bool:
+        """Whether the lkeys a WQE's translation came from still stand (see
+        nicsim.nic.translation); called when the protection epoch has moved."""
+        xlate = self.nic.xlate
+        if not xlate.held_valid(sop.keys, sop.epoch):
+            self.counters["revoked"] += 1
+            return False
+        sop.epoch = xlate.epoch
+        return True
 
     # -- transport timer --------------------------------------------------------------------
 

@@ -5,6 +5,11 @@ SEND scatters into the receive WQE at the head of the RQ; RDMA WRITE checks the 
 key, PD, REMOTE_WRITE, bounds) and writes through the MTT; READ queues response packets read
 from memory; atomics execute on the 8 bytes in host memory and answer with ATOMIC ACKNOWLEDGE.
 ACKs are coalesced: one per `ack_coalesce` packets and one for every packet with AckReq set.
+
+A message in flight keeps the translation its first packet got; every later packet first
+makes sure it still stands (see nicsim.nic.translation), and every packet is checked against
+the QP's access rights of the moment. READs and atomics are remembered, max_dest_rd_atomic of
+them, so that only a duplicate of one of those is executed again.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from nicsim.hwif import (
 )
 from nicsim.nic.aeth import Syndrome, credit_code
 from nicsim.nic.counters import Counters
-from nicsim.nic.qp import PSN_MASK, QpCtx, RespState, psn_diff
+from nicsim.nic.qp import PSN_MASK, QpCtx, RdRes, RespCtx, RespState, psn_diff
 from nicsim.wire import Kind, Packet, Pos, aeth, atomic_ack_eth
 from nicsim.wire.opcodes import Opcode
 
@@ -36,7 +41,9 @@ if TYPE_CHECKING:
 
 _Q = struct.Struct("<Q")
 _RECEIVING = (QpState.RTR, QpState.RTS, QpState.SQD)
-_REPLAY_DEPTH = 64  # atomic results remembered for duplicates
+MAX_DMA_LEN = 1 << 31  # a RETH DMA length beyond this is a length error (C9-92, as rxe)
+# A READ's source: segments, when they are known, the keys they came from.
+_ReadSource = tuple[list[tuple[int, int]], float, tuple[int, ...]]
 # Access rights as plain ints: IntFlag arithmetic builds enum objects on every check.
 _LW, _RW, _RR, _RA = (int(a) for a in (Access.LOCAL_WRITE, Access.REMOTE_WRITE,
                                        Access.REMOTE_READ, Access.REMOTE_ATOMIC))
@@ -48,10 +55,13 @@ class Responder:
         self.env: simpy.Environment = nic.env
         self._rx_lag = nic.cfg.rx_pipeline_ns
         self._ack_every = nic.cfg.ack_coalesce
+        self._xlate = nic.xlate
         self.counters = Counters(
             "requests", "send_packets", "write_packets", "read_requests", "atomics",
             "read_response_packets", "bytes_placed", "acks_sent", "naks_sent", "rnr_naks_sent",
-            "duplicates", "out_of_sequence", "recv_completions", "drop_qp_state")
+            "duplicates", "out_of_sequence", "recv_completions", "drop_qp_state",
+            "length_errors", "revoked", "duplicate_read_unknown", "duplicate_atomic_unknown",
+            "read_replays", "atomic_replays")
 
     # -- ACK/NAK ----------------------------------------------------------------------------
 
@@ -74,13 +84,17 @@ class Responder:
         self._send_ack(qp, psn, Syndrome.ACK | credit_code(free), t)
 
     def _rnr_nak(self, qp: QpCtx, psn: int, t: float) -> None:
-        """No receive WQE: RNR NAK carrying this QP's min_rnr_timer (IBA 9.7.5.2.8)."""
+        """No receive WQE: RNR NAK carrying this QP's min_rnr_timer (IBA 9.7.5.2.8). It is
+        the NAK for this expected PSN: requests behind it that the requester had already sent
+        are dropped silently, not NAKed again as sequence errors (which would spend the
+        requester's transport retries on packets that were never lost)."""
         self._send_ack(qp, psn, Syndrome.RNR_NAK | (qp.min_rnr_timer & 0x1F), t)
+        qp.resp.nak_sent = True
 
-    def _fatal_nak(self, qp: QpCtx, p: Packet, syndrome: int, t: float,
+    def _fatal_nak(self, qp: QpCtx, psn: int, syndrome: int, t: float,
                    recv_status: CqeStatus | None = None) -> None:
         """A class C/D error (IBA 9.9.3.1): NAK, and the responder QP goes to ERR."""
-        self._send_ack(qp, p.psn, syndrome, t)
+        self._send_ack(qp, psn, syndrome, t)
         r = qp.resp
         if recv_status is not None and r.recv_active:  # a receive WQE is being filled
             self.nic.completer.post_recv(qp, r.rq_index, CqeOpcode.RECV, recv_status,
@@ -99,10 +113,13 @@ class Responder:
         if (info.pos is Pos.MIDDLE and p.psn == qp.epsn and p.payload_len == qp.mtu
                 and (r.state is RespState.IN_WRITE and info.kind is Kind.WRITE
                      or r.state is RespState.IN_SEND and info.kind is Kind.SEND)
-                and r.msg_len + p.payload_len <= r.rq_cap):
+                and r.msg_len + p.payload_len <= r.rq_cap
+                and r.epoch == self._xlate.epoch and not p._f1 & 0x30):
             # The in-order continuation of the message in progress, which is most packets of
             # a stream: every check the general path below makes holds, so go straight to
-            # placing the payload. (A QP going to ERR or RESET resets r.state to IDLE.)
+            # placing the payload. (A QP going to ERR or RESET resets r.state to IDLE; an
+            # unchanged protection epoch means no key or access right changed since the
+            # message's last check; no pad on a middle packet.)
             c = self.counters
             c["requests"] += 1
             c["write_packets" if info.kind is Kind.WRITE else "send_packets"] += 1
@@ -144,12 +161,13 @@ class Responder:
             ok = kind is Kind.WRITE and not info.is_first
         plen = p.payload_len
         if ok and info.has_payload:
-            # FIRST and MIDDLE carry exactly one MTU; LAST and ONLY at most one (C9-x).
-            ok = plen == qp.mtu if not info.is_last else plen <= qp.mtu
+            # FIRST and MIDDLE carry exactly one MTU and no pad; LAST and ONLY at most one
+            # MTU (C9-92, rxe's check_length).
+            ok = (plen == qp.mtu and not p.pad) if not info.is_last else plen <= qp.mtu
             if ok and plen == 0 and info.is_last and not info.is_first:
                 ok = False  # a LAST packet carries at least one byte
         if not ok:
-            self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t, CqeStatus.REM_INV_REQ_ERR)
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t, CqeStatus.REM_INV_REQ_ERR)
             return
         if kind is Kind.SEND:
             self._send(qp, p, t)
@@ -202,16 +220,36 @@ class Responder:
         r.posted_at = pcie.last_write_start
         return done
 
+    # -- held translations -----------------------------------------------------------------
+
+    def _still_valid(self, r: RespCtx) -> bool:
+        """Whether the keys the message in flight holds still stand (a holder re-checks only
+        when the protection epoch moved since its last check)."""
+        x = self._xlate
+        if r.epoch == x.epoch:
+            return True
+        if not x.held_valid(r.keys, r.epoch):
+            self.counters["revoked"] += 1
+            return False
+        r.epoch = x.epoch
+        return True
+
     # -- SEND -------------------------------------------------------------------------------
 
     def _send(self, qp: QpCtx, p: Packet, t: float) -> None:
         r = qp.resp
         self.counters["send_packets"] += 1
-        if p.info.is_first and not self._take_recv_wqe(qp, p, t):
+        if p.info.is_first:
+            if not self._take_recv_wqe(qp, p, t):
+                return
+        elif not self._still_valid(r):
+            # The receive buffer was deregistered under the message: a local protection
+            # error on the receive WQE, a remote operational error for the sender.
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_OP, t, CqeStatus.LOC_PROT_ERR)
             return
         if r.msg_len + p.payload_len > r.rq_cap:
             # Message longer than the receive buffers (IBA 9.7.5.2.4: invalid request).
-            self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t, CqeStatus.LOC_LEN_ERR)
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t, CqeStatus.LOC_LEN_ERR)
             return
         self._place(qp, p, t)
         if p.info.is_last:
@@ -236,6 +274,7 @@ class Responder:
             return False
         sges, ready = self.nic.fetch.fetch_rq(qp, t)
         segs: list[tuple[int, int]] = []
+        keys: list[int] = []
         cap = 0
         for addr, length, lkey in sges:
             if not length:
@@ -244,11 +283,13 @@ class Responder:
                                               ready)
             if st is not XlateStatus.OK:
                 r.rq_index, r.rq_cap, r.msg_len, r.recv_active = qp.rq_ci, 0, 0, True
-                self._fatal_nak(qp, p, Syndrome.NAK_REM_OP, t, CqeStatus.LOC_PROT_ERR)
+                self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_OP, t, CqeStatus.LOC_PROT_ERR)
                 return False
             segs += s
+            keys.append(lkey)
             cap += length
         r.segs, r.seg_i, r.seg_off = segs, 0, 0
+        r.keys, r.epoch = tuple(keys), self._xlate.epoch
         r.rq_index, r.rq_cap, r.msg_len, r.recv_active = qp.rq_ci, cap, 0, True
         r.data_ready_at = ready
         return True
@@ -268,25 +309,54 @@ class Responder:
 
     # -- RDMA WRITE -------------------------------------------------------------------------
 
+    def _length_error(self, qp: QpCtx, p: Packet, t: float) -> None:
+        """The packet does not fit the DMA length its message announced (C9-92)."""
+        self.counters["length_errors"] += 1
+        self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)
+
     def _write(self, qp: QpCtx, p: Packet, t: float) -> None:
         r = qp.resp
         self.counters["write_packets"] += 1
         info = p.info
-        if info.is_first:
-            if not qp.access & _RW:
-                self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
-                return
-            st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RW,
-                                                 p.reth_va, p.reth_len, t)
-            if st is not XlateStatus.OK:
-                self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
-                return
-            r.segs, r.seg_i, r.seg_off, r.msg_len = segs, 0, 0, 0
-            r.rq_cap = p.reth_len
-            r.data_ready_at = ready
-        if r.msg_len + p.payload_len > r.rq_cap:
-            self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t)
+        plen = p.payload_len
+        # The QP's REMOTE_WRITE right is checked on every packet (rxe's check_op_valid): a
+        # modify that removes it stops a message in flight at its next packet.
+        if not qp.access & _RW:
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
+        if info.is_first:
+            length = p.reth_len
+            # The packet must agree with the RETH's DMA length: an ONLY carries all of it,
+            # with the pad that length implies; a FIRST leaves more to come (C9-92; rxe's
+            # check_rkey).
+            if length > MAX_DMA_LEN or (
+                    (plen != length or p.pad != -length & 3) if info.is_last
+                    else length <= qp.mtu):
+                self._length_error(qp, p, t)
+                return
+            if length:
+                st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RW,
+                                                     p.reth_va, length, t)
+                if st is not XlateStatus.OK:
+                    self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+                    return
+                r.keys = (p.reth_rkey,)
+            else:
+                # A zero-length WRITE needs no valid R_Key or address (C9-88): nothing is
+                # checked and nothing is placed.
+                segs, ready, r.keys = [], t, ()
+            r.segs, r.seg_i, r.seg_off, r.msg_len = segs, 0, 0, 0
+            r.rq_cap = length
+            r.epoch = self._xlate.epoch
+            r.data_ready_at = ready
+        else:
+            if not self._still_valid(r):
+                self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+                return
+            if r.msg_len + plen > r.rq_cap or info.is_last and (
+                    r.msg_len + plen != r.rq_cap or p.pad != -plen & 3):
+                self._length_error(qp, p, t)
+                return
         if info.is_last and info.imm and qp.rq_ci == qp.rq_pi:
             # The immediate needs a receive WQE: RNR NAK before anything of this packet is
             # placed, so the retried packet starts from the same state.
@@ -310,39 +380,77 @@ class Responder:
 
     # -- RDMA READ --------------------------------------------------------------------------
 
-    def _read(self, qp: QpCtx, p: Packet, t: float, duplicate: bool = False) -> None:
+    def _remember(self, qp: QpCtx, res: RdRes) -> None:
+        """Keep a READ or atomic for its duplicates: the newest max_dest_rd_atomic of them
+        (a requester never has more outstanding, so an older one cannot be retried)."""
+        rd = qp.resp.rd_res
+        rd.append(res)
+        while len(rd) > max(1, qp.max_dest_rd_atomic):
+            rd.popleft()
+
+    @staticmethod
+    def _find(qp: QpCtx, psn: int) -> RdRes | None:
+        for res in qp.resp.rd_res:
+            if psn_diff(psn, res.first_psn) >= 0 and psn_diff(res.last_psn, psn) >= 0:
+                return res
+        return None
+
+    def _read(self, qp: QpCtx, p: Packet, t: float) -> None:
         self.counters["read_requests"] += 1
         if not qp.access & _RR:
-            self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
         r = qp.resp
-        if not duplicate and r.reads_inflight >= max(1, qp.max_dest_rd_atomic):
+        if r.reads_inflight >= max(1, qp.max_dest_rd_atomic):
             # More READs outstanding than this QP accepts (IBA 9.7.7.1, C9-129).
-            self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t)
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)
             return
         length = p.reth_len
+        if length > MAX_DMA_LEN:
+            self._length_error(qp, p, t)
+            return
+        npkts = max(1, -(-length // qp.mtu))
+        src = self._read_source(qp, p, t)
+        if src is None:
+            return
+        self._remember(qp, RdRes(p.psn, (p.psn + npkts - 1) & PSN_MASK, p.reth_rkey,
+                                 p.reth_va, length))
+        qp.epsn = (p.psn + npkts) & PSN_MASK
+        qp.msn = (qp.msn + 1) & 0xFFFFFF  # a READ counts at once (C9-148)
+        r.unacked = 0
+        # A duplicate reuses the resource of the READ it repeats: only new READs count.
+        r.reads_inflight += 1
+        self._queue_read_response(qp, p, src, counted=True)
+
+    def _read_source(self, qp: QpCtx, p: Packet, t: float) -> _ReadSource | None:
+        """Check the READ's R_Key: the segments to read, when they are known and the keys
+        they came from; None after a NAK."""
+        length = p.reth_len
+        if not length:
+            return [], t, ()  # C9-88: a zero-length READ has no R_Key or address to check
         st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RR, p.reth_va, length, t)
         if st is not XlateStatus.OK:
-            self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
-            return
-        if not duplicate:
-            npkts = max(1, -(-length // qp.mtu))
-            qp.epsn = (p.psn + npkts) & PSN_MASK
-            qp.msn = (qp.msn + 1) & 0xFFFFFF
-            r.unacked = 0
-            # A duplicate reuses the resource of the READ it repeats: only new READs count.
-            r.reads_inflight += 1
-        psn, msn = p.psn, qp.msn
-        r.jobs_queued += 1
-        self.nic.engine.add_job(lambda: self._read_response(qp, psn, msn, segs, length, ready,
-                                                            counted=not duplicate))
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+            return None
+        return segs, ready, (p.reth_rkey,)
+
+    def _queue_read_response(self, qp: QpCtx, p: Packet, src: _ReadSource,
+                             counted: bool) -> None:
+        segs, ready, keys = src
+        psn, msn, length, epoch = p.psn, qp.msn, p.reth_len, self._xlate.epoch
+        qp.resp.jobs_queued += 1
+        self.nic.engine.add_job(lambda: self._read_response(
+            qp, psn, msn, segs, length, ready, keys, epoch, counted))
 
     def _read_response(self, qp: QpCtx, psn: int, msn: int, segs: list[tuple[int, int]],
-                       length: int, ready: float,
+                       length: int, ready: float, keys: tuple[int, ...], epoch: int,
                        counted: bool = True) -> Generator[simpy.Event, None, None]:
-        """Send the READ RESPONSE packets, payload read from host memory (IBA 9.7.4.1.4)."""
+        """Send the READ RESPONSE packets, payload read from host memory (IBA 9.7.4.1.4).
+        Each packet's read first checks that the R_Key still stands: a region deregistered
+        under the stream ends it with a NAK remote access error at that packet's PSN."""
         nic = self.nic
         env = self.env
+        xlate = self._xlate
         b = qp.builder
         assert b is not None
         mtu = qp.mtu
@@ -354,6 +462,13 @@ class Responder:
             for i in range(npkts):
                 if qp.state is QpState.ERR or qp.state is QpState.RESET:
                     return  # a QP in error sends nothing more
+                if epoch != xlate.epoch:
+                    if not xlate.held_valid(keys, epoch):
+                        self.counters["revoked"] += 1
+                        self._fatal_nak(qp, (psn + i) & PSN_MASK, Syndrome.NAK_REM_ACCESS,
+                                        env.now + pipeline)
+                        return
+                    epoch = xlate.epoch
                 n = min(mtu, length - i * mtu)
                 if n:
                     payload, t, pos = nic.dma.read_at(segs, pos, n, ready)
@@ -386,25 +501,22 @@ class Responder:
         self.counters["atomics"] += 1
         va = p.atomic_va
         if va & 7:
-            self._fatal_nak(qp, p, Syndrome.NAK_INV_REQ, t)
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)
             return
         if not qp.access & _RA:
-            self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
         st, segs, ready = self.nic.translate(p.atomic_rkey, qp.pd, _RA, va, 8,
                                              t)
         if st is not XlateStatus.OK:
-            self._fatal_nak(qp, p, Syndrome.NAK_REM_ACCESS, t)
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
         pa = segs[0][0]
         mem = self.nic.dma.mem
         (orig,) = _Q.unpack(mem.read(pa, 8))
         # Remember the result: a duplicate of this request is answered from here and never
         # executed twice (IBA 9.7.5.1.1, o9-28).
-        replay = qp.atomic_replay
-        replay[p.psn] = orig
-        if len(replay) > _REPLAY_DEPTH:
-            del replay[next(iter(replay))]
+        self._remember(qp, RdRes(p.psn, p.psn, p.atomic_rkey, va, 8, orig))
         if p.opcode == Opcode.RC_COMPARE_SWAP:
             new = p.atomic_swap_add if orig == p.atomic_compare else orig
         else:
@@ -450,19 +562,36 @@ class Responder:
 
     def _duplicate(self, qp: QpCtx, p: Packet, t: float) -> None:
         """A request already executed (IBA 9.7.5.1.1): a SEND or WRITE is acknowledged again
-        (once per message, on its AckReq packet, so a go-back-N burst draws no ACK storm) and
-        never re-executed; a READ is executed again from the requested PSN; an atomic is
-        answered from the replay cache."""
+        (once per message, on its AckReq packet, so a go-back-N burst draws no ACK storm;
+        C9-105) and never re-executed; a READ is executed again from the requested PSN and
+        an atomic answered from its remembered result, but only if it is a duplicate of one
+        the responder remembers. Anything else is a class D error, dropped silently (9.9.3):
+        otherwise a few bytes of forged requests would draw any amount of response."""
         kind = p.info.kind
         if kind is Kind.SEND or kind is Kind.WRITE:
             if p.ackreq:
                 self._ack(qp, (qp.epsn - 1) & PSN_MASK, t)
-        elif kind is Kind.READ_REQ:
-            self._read(qp, p, t, duplicate=True)
-        else:
-            orig = qp.atomic_replay.get(p.psn)
-            if orig is None:
-                self.counters.bump("duplicate_atomic_unknown")
-            else:
-                self.counters.bump("atomic_replays")
-                self._atomic_ack(qp, p.psn, orig, t)
+            return
+        res = self._find(qp, p.psn)
+        if kind is Kind.READ_REQ:
+            # The request must ask for the rest of the remembered READ from that PSN on,
+            # with its R_Key: the PSN's packet offset matches the address's (rxe checks a
+            # subset; a PSN that does not match its address would misplace data).
+            if res is None or res.orig is not None or p.reth_rkey != res.rkey or \
+                    p.reth_va - res.va != psn_diff(p.psn, res.first_psn) * qp.mtu or \
+                    p.reth_va + p.reth_len != res.va + res.length:
+                self.counters["duplicate_read_unknown"] += 1
+                return
+            if not qp.access & _RR:
+                self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+                return
+            self.counters["read_replays"] += 1
+            src = self._read_source(qp, p, t)
+            if src is not None:
+                self._queue_read_response(qp, p, src, counted=False)
+            return
+        if res is None or res.orig is None or res.first_psn != p.psn:
+            self.counters["duplicate_atomic_unknown"] += 1
+            return
+        self.counters["atomic_replays"] += 1
+        self._atomic_ack(qp, p.psn, res.orig, t)

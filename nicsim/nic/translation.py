@@ -3,6 +3,25 @@
 The MPT and MTT tables live in host memory (set up by INIT_HCA, written by WRITE_MPT and
 WRITE_MTT). The NIC keeps a small cache of entries; a miss fetches the entry by a DMA read and
 costs that read's time. `check_and_split` is the pure rule the RTL translation unit is held to.
+
+Translations held across time. A message in flight keeps the physical segments it was given
+when its key was checked (its first packet, or the WQE's start), because a NIC does not walk
+the tables again for every packet. Deregistration must not leave those segments usable: once
+Deregister Memory Region returns, the region's keys are invalid and its pages may be reused
+(IBA Vol. 1 11.2.8, memory management verbs; an access through an invalid key is an L_Key or
+R_Key violation, 10.6.3 / 9.7.5.2). The NIC meets this the way rxe's rxe_recheck_mr does, in
+hardware terms:
+
+- every holder of a translation (a responder message, a send WQE, a READ response stream, a
+  READ's destination) records the keys it used and the protection epoch it checked them at;
+- INVALIDATE_MPT and WRITE_MPT revoke the MPT index at once (`revoke`), advancing the epoch;
+  changes of a QP's access rights advance it too (`bump`);
+- every access through a held translation first compares its epoch with the current one
+  (one integer compare on the per-packet path), and on a difference re-validates its keys
+  (`held_valid`): a revoked key ends the message with the protection error hardware reports;
+- the command that invalidates does not complete until every DMA write the NIC issued before
+  it has landed (the command processor's fence), so when the driver unpins and frees the
+  pages, no access to them is in flight and none can start.
 """
 
 from __future__ import annotations
@@ -111,6 +130,11 @@ class TranslationCache:
         self._mpt: OrderedDict[int, Mpt] = OrderedDict()
         self._mtt = _MttLines(self._fetch_line, mtt_entries)
         self.mpt_hits = self.mpt_misses = self.mtt_hits = 0
+        # Protection epoch (see the module docstring): advanced by every change that can
+        # invalidate a translation someone holds; MPT index -> epoch of its last revocation.
+        self.epoch = 0
+        self._revoked_at: dict[int, int] = {}
+        self.revocations = 0
 
     @property
     def mtt_misses(self) -> int:
@@ -121,7 +145,22 @@ class TranslationCache:
                                                MTT_LINE * MTT_ENTRY_SIZE))
 
     def invalidate_mpt(self, index: int) -> None:
+        """The MPT entry at `index` changed: drop it from the cache and revoke every
+        translation held through it."""
         self._mpt.pop(index, None)
+        self.epoch += 1
+        self._revoked_at[index] = self.epoch
+        self.revocations += 1
+
+    def bump(self) -> None:
+        """A protection attribute other than an MPT entry changed (a QP's access rights):
+        holders re-validate at their next access."""
+        self.epoch += 1
+
+    def held_valid(self, keys: tuple[int, ...], since: int) -> bool:
+        """Whether translations through `keys`, checked at epoch `since`, still stand."""
+        revoked = self._revoked_at
+        return all(revoked.get(key_index(k), -1) <= since for k in keys)
 
     def invalidate_mtt(self, first: int, count: int) -> None:
         for i in range(first, first + count):

@@ -172,6 +172,10 @@ class NsnicDriver:
         self.mpts = Allocator(1, 1 << log_mpt)
         self.mtt = RangeAllocator(1 << log_mtt)
         self._variant: dict[int, int] = {}
+        # What the device may reach now, by MPT index / QPN / CQN (as /sys would list it).
+        self.mrs: dict[int, HwMr] = {}
+        self.qps: dict[int, HwQp] = {}
+        self.cqs: dict[int, HwCq] = {}
 
     # -- command mailbox --------------------------------------------------------------------
 
@@ -206,12 +210,16 @@ class NsnicDriver:
         if length <= 0:
             raise HwError("zero-length MR", errno.EINVAL)
         pages = aspace.pin(va, length)  # get_user_pages: fails with EFAULT if unmapped
-        idx = self.mpts.alloc()
+        try:
+            idx = self.mpts.alloc()
+        except HwError:
+            self.host.mem.unpin(pages)
+            raise
         try:
             mtt_start = self.mtt.alloc(len(pages))
         except HwError:
             self.mpts.free(idx)
-            aspace.unpin(va, length)
+            self.host.mem.unpin(pages)
             raise
         variant = (self._variant.get(idx, 0) + 1) & 0xFF
         self._variant[idx] = variant
@@ -221,13 +229,19 @@ class NsnicDriver:
             self.cmd(CmdOpcode.WRITE_MTT, pack_mtt(chunk), mod=mtt_start + i)
         mpt = Mpt(key, pd, va, length, mtt_start, access, MptFlags.VALID, PAGE_SHIFT)
         self.cmd(CmdOpcode.WRITE_MPT, mpt.pack(), mod=idx)
-        return HwMr(key, idx, mtt_start, len(pages), va, length, pages, aspace)
+        mr = HwMr(key, idx, mtt_start, len(pages), va, length, pages, aspace)
+        self.mrs[idx] = mr
+        return mr
 
     def dereg_mr(self, mr: HwMr) -> None:
+        """INVALIDATE_MPT is fenced in the NIC: when it completes, the key is revoked for
+        messages in flight too and no DMA write through it is still on its way, so the
+        pages can be unpinned (and freed by their owner) at once."""
         self.cmd(CmdOpcode.INVALIDATE_MPT, mod=mr.index)
+        del self.mrs[mr.index]
         self.mtt.free(mr.mtt_start, mr.npages)
         self.mpts.free(mr.index)
-        mr.aspace.unpin(mr.va, mr.length)
+        self.host.mem.unpin(mr.pages)
 
     # -- CQ ---------------------------------------------------------------------------------
 
@@ -247,11 +261,18 @@ class NsnicDriver:
             mem.free_contig(ring, ring_bytes)
             mem.free_contig(dbrec, 64)
             raise
-        return HwCq(cqn, log, ring, ring_bytes, dbrec)
+        cq = HwCq(cqn, log, ring, ring_bytes, dbrec)
+        self.cqs[cqn] = cq
+        return cq
 
     def destroy_cq(self, cq: HwCq) -> None:
+        """Stop the NIC using the CQ (a fenced command). Its memory stays until free_cq:
+        the caller first removes every mapping of it."""
         self.cmd(CmdOpcode.DESTROY_CQ, mod=cq.cqn)
+        del self.cqs[cq.cqn]
         self.cqns.free(cq.cqn)
+
+    def free_cq(self, cq: HwCq) -> None:
         self.host.mem.free_contig(cq.ring_pa, cq.ring_bytes)
         self.host.mem.free_contig(cq.dbrec_pa, 64)
 
@@ -286,8 +307,10 @@ class NsnicDriver:
             mem.free_contig(sq, sq_bytes)
             mem.free_contig(rq, rq_bytes)
             raise
-        return HwQp(qpn, sq, sq_bytes, sq_log, qpc.sq_log_stride, rq, rq_bytes, rq_log,
-                    qpc.rq_log_stride, qpc)
+        qp = HwQp(qpn, sq, sq_bytes, sq_log, qpc.sq_log_stride, rq, rq_bytes, rq_log,
+                  qpc.rq_log_stride, qpc)
+        self.qps[qpn] = qp
+        return qp
 
     def modify_qp(self, qpc: Qpc) -> None:
         self.cmd(CmdOpcode.MODIFY_QP, qpc.pack())
@@ -296,8 +319,13 @@ class NsnicDriver:
         return Qpc.unpack(self.cmd(CmdOpcode.QUERY_QP, mod=qpn, out_size=Qpc.size()))
 
     def destroy_qp(self, qp: HwQp) -> None:
+        """Stop the NIC using the QP (a fenced command). Its rings stay until free_qp: the
+        caller first removes every mapping of them."""
         self.cmd(CmdOpcode.DESTROY_QP, mod=qp.qpn)
+        del self.qps[qp.qpn]
         self.qpns.free(qp.qpn)
+
+    def free_qp(self, qp: HwQp) -> None:
         self.host.mem.free_contig(qp.sq_pa, qp.sq_bytes)
         self.host.mem.free_contig(qp.rq_pa, qp.rq_bytes)
 
