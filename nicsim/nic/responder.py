@@ -60,7 +60,7 @@ class Responder:
             "requests", "send_packets", "write_packets", "read_requests", "atomics",
             "read_response_packets", "bytes_placed", "acks_sent", "naks_sent", "rnr_naks_sent",
             "duplicates", "out_of_sequence", "recv_completions", "drop_qp_state",
-            "length_errors", "revoked", "duplicate_read_unknown", "duplicate_atomic_unknown",
+            "length_errors", "revoked", "duplicate_read_dropped", "duplicate_atomic_dropped",
             "read_replays", "atomic_replays")
 
     # -- ACK/NAK ----------------------------------------------------------------------------
@@ -452,7 +452,6 @@ class Responder:
         env = self.env
         xlate = self._xlate
         b = qp.builder
-        assert b is not None
         mtu = qp.mtu
         npkts = max(1, -(-length // mtu))
         ack = aeth(Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, msn)
@@ -460,8 +459,8 @@ class Responder:
         pos = (0, 0)
         try:
             for i in range(npkts):
-                if qp.state is QpState.ERR or qp.state is QpState.RESET:
-                    return  # a QP in error sends nothing more
+                if qp.state is QpState.ERR or qp.state is QpState.RESET or b is None:
+                    return  # a QP in error (or reset, or destroyed) sends nothing more
                 if epoch != xlate.epoch:
                     if not xlate.held_valid(keys, epoch):
                         self.counters["revoked"] += 1
@@ -512,8 +511,12 @@ class Responder:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
         pa = segs[0][0]
-        mem = self.nic.dma.mem
-        (orig,) = _Q.unpack(mem.read(pa, 8))
+        dma = self.nic.dma
+        # The read-modify-write: a DMA read round trip, then the write, posted behind it. No
+        # other access through this NIC interleaves (its own later reads see the posted
+        # write, PCIe ordering).
+        raw, t_read = dma.read(pa, 8, ready)
+        (orig,) = _Q.unpack(raw)
         # Remember the result: a duplicate of this request is answered from here and never
         # executed twice (IBA 9.7.5.1.1, o9-28).
         self._remember(qp, RdRes(p.psn, p.psn, p.atomic_rkey, va, 8, orig))
@@ -521,10 +524,7 @@ class Responder:
             new = p.atomic_swap_add if orig == p.atomic_compare else orig
         else:
             new = (orig + p.atomic_swap_add) & 0xFFFFFFFFFFFFFFFF
-        # The read-modify-write costs a DMA read round trip and a write.
-        t_read = self.nic.dma.pcie.dma_read(8, ready)
-        mem.write(pa, _Q.pack(new))
-        self.nic.dma.pcie.dma_write(8, t_read)
+        dma.write(pa, _Q.pack(new), t_read)
         qp.epsn = (p.psn + 1) & PSN_MASK
         qp.msn = (qp.msn + 1) & 0xFFFFFF
         qp.resp.unacked = 0
@@ -580,7 +580,7 @@ class Responder:
             if res is None or res.orig is not None or p.reth_rkey != res.rkey or \
                     p.reth_va - res.va != psn_diff(p.psn, res.first_psn) * qp.mtu or \
                     p.reth_va + p.reth_len != res.va + res.length:
-                self.counters["duplicate_read_unknown"] += 1
+                self.counters["duplicate_read_dropped"] += 1
                 return
             if not qp.access & _RR:
                 self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
@@ -591,7 +591,7 @@ class Responder:
                 self._queue_read_response(qp, p, src, counted=False)
             return
         if res is None or res.orig is None or res.first_psn != p.psn:
-            self.counters["duplicate_atomic_unknown"] += 1
+            self.counters["duplicate_atomic_dropped"] += 1
             return
         self.counters["atomic_replays"] += 1
         self._atomic_ack(qp, p.psn, res.orig, t)

@@ -159,8 +159,8 @@ class NsnicDriver:
         if self.bar.read64(Reg.DEV_ID) != DEV_ID:
             raise HwError(f"{name}: not an nsnic device", errno.ENODEV)
         mem = host.mem
-        self._cmd_in = mem.alloc_contig(PAGE_SIZE * 16)
-        self._cmd_out = mem.alloc_contig(PAGE_SIZE)
+        self.cmd_in_pa = mem.alloc_contig(PAGE_SIZE * 16)
+        self.cmd_out_pa = mem.alloc_contig(PAGE_SIZE)
         self.caps = DeviceCaps.unpack(self.cmd(CmdOpcode.QUERY_DEVICE, out_size=DeviceCaps.size()))
         log_mpt = min(self.lim.log_mpt, (self.caps.max_mpt - 1).bit_length())
         log_mtt = min(self.lim.log_mtt, (self.caps.max_mtt - 1).bit_length())
@@ -184,11 +184,11 @@ class NsnicDriver:
         mem = self.host.mem
         if len(data) > PAGE_SIZE * 16:
             raise HwError("command input too large", errno.EINVAL)
-        mem.write(self._cmd_in, data)
+        mem.write(self.cmd_in_pa, data)
         bar = self.bar
         bar.write64(Reg.CMD_OPCODE, op)
-        bar.write64(Reg.CMD_IN, self._cmd_in)
-        bar.write64(Reg.CMD_OUT, self._cmd_out)
+        bar.write64(Reg.CMD_IN, self.cmd_in_pa)
+        bar.write64(Reg.CMD_OUT, self.cmd_out_pa)
         bar.write64(Reg.CMD_MOD, mod)
         bar.write64(Reg.CMD_GO, 1)
         self.host.spend(self.fn.pcie.cfg.latency_ns)  # let GO reach the device
@@ -202,7 +202,7 @@ class NsnicDriver:
         status = CmdStatus(st & 0xFF)
         if status is not CmdStatus.OK:
             raise HwError(f"{op.name} failed: {status.name}", _CMD_ERRNO[status])
-        return mem.read(self._cmd_out, out_size) if out_size else b""
+        return mem.read(self.cmd_out_pa, out_size) if out_size else b""
 
     # -- memory registration ----------------------------------------------------------------
 
