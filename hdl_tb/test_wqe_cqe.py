@@ -3,7 +3,7 @@
 Host memory is cocotbext-axi's AxiRamRead / AxiRamWrite (with random pauses on its channels
 for AXI latency and backpressure). The SQ rings are filled with hwif.SendWqeCtrl(...).pack()
 and hwif.Sge(...).pack() at the hwif.send_wqe_stride layout, and doorbells carry the hwif
-Reg.SQ_DB value split into (qpn, pi); the fetched fields must equal the records written.
+UarReg.SQ_DB value split into (qpn, pi); the fetched fields must equal the records written.
 Completions go in, and the CQ rings must hold hwif.Cqe(...).pack() with the owner bit of
 hwif.cqe_owner(index, log_size), byte for byte, with nothing else in memory changed.
 
@@ -177,7 +177,7 @@ class WqeTB:
             assert hwif.SendWqeCtrl.unpack(self.ram.read(addr, hwif.SEND_WQE_CTRL_SIZE)) == ctrl
             sq.expected.append((index, ctrl, sges))
             sq.posted += 1
-        db = (sq.qpn << 32) | ((sq.start + sq.posted) & hwif.WQE_INDEX_MASK)  # Reg.SQ_DB
+        db = (sq.qpn << 32) | ((sq.start + sq.posted) & hwif.WQE_INDEX_MASK)  # UarReg.SQ_DB
         await self.db.send(DbTransaction(qpn=db >> 32, pi=db & hwif.WQE_INDEX_MASK))
 
     def check(self, w) -> None:

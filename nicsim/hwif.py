@@ -3,7 +3,8 @@
 Defined once and used by the NIC model, the driver and the RTL testbenches. All multi-byte
 fields in host memory are little-endian. Nothing here knows about SimPy or the driver.
 
-BAR0 register map (every register 64 bits wide, at 8-byte aligned offsets):
+BAR0 register map (every register 64 bits wide, at 8-byte aligned offsets). Page 0 holds the
+device's control registers, for the kernel driver only:
 
     0x000 DEV_ID        RO  0x6e736e69 ("nsni") << 32 | HWIF_VERSION
     0x008 CMD_OPCODE    RW  CmdOpcode of the next command
@@ -12,15 +13,22 @@ BAR0 register map (every register 64 bits wide, at 8-byte aligned offsets):
     0x020 CMD_MOD       RW  command modifier (e.g. MTT start index, target QP state)
     0x028 CMD_GO        WO  write 1: run the command
     0x030 CMD_STATUS    RO  bit 63 busy; bits 7:0 CmdStatus of the last command
-    0x040 SQ_DB         WO  (qpn << 32) | sq producer index (16 bits, wraps)
-    0x048 RQ_DB         WO  (qpn << 32) | rq producer index
-    0x050 CQ_ARM        WO  (cqn << 32) | (solicited_only << 31): request one completion event
     0x058 INT_STATUS    RC  bit n set: EQ n has new entries
 
-The SQ and RQ doorbells are on the data path: the user-space provider writes them directly
-through its mmap of the doorbell page, never through the kernel. The CQ consumer index is kept
-by software in a doorbell record in host memory (the CQC names its address); the NIC reads it
-by DMA only when its own count says the CQ may be full.
+Pages 1 to max_uar are the doorbell pages (UARs, user access regions), one per process that
+opened the device, at uar_offset(uar, reg):
+
+    0x000 SQ_DB         WO  (qpn << 32) | sq producer index (16 bits, wraps)
+    0x008 RQ_DB         WO  (qpn << 32) | rq producer index
+    0x010 CQ_ARM        WO  (cqn << 32) | (solicited_only << 31): request one completion event
+
+Every QP and CQ is created with the UAR of the process that owns it (Qpc.uar, Cqc.uar), and
+the device takes a doorbell for it only through that page: another process, which can map
+only its own UAR, cannot move this QP's producer index or arm this CQ (mlx5 binds QPs to UARs
+the same way). The SQ and RQ doorbells are on the data path: the user-space provider writes
+them directly through its mmap of the doorbell page, never through the kernel. The CQ consumer
+index is kept by software in a doorbell record in host memory (the CQC names its address); the
+NIC reads it by DMA only when its own count says the CQ may be full.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from dataclasses import dataclass, fields
 from enum import IntEnum, IntFlag
 from operator import attrgetter
 
-HWIF_VERSION = 1
+HWIF_VERSION = 2  # 2: doorbells moved to per-process UAR pages
 DEV_ID = (0x6E736E69 << 32) | HWIF_VERSION
 PAGE_SHIFT = 12
 PAGE_SIZE = 1 << PAGE_SHIFT
@@ -45,14 +53,26 @@ class Reg(IntEnum):
     CMD_MOD = 0x020
     CMD_GO = 0x028
     CMD_STATUS = 0x030
-    SQ_DB = 0x040
-    RQ_DB = 0x048
-    CQ_ARM = 0x050
     INT_STATUS = 0x058
 
 
-BAR0_SIZE = 0x1000
+class UarReg(IntEnum):
+    """Registers of a doorbell page (UAR), at uar_offset(uar, reg)."""
+
+    SQ_DB = 0x000
+    RQ_DB = 0x008
+    CQ_ARM = 0x010
+
+
+UAR_BASE = PAGE_SIZE  # UAR n (n >= 1) is BAR0 page n
+MAX_UAR = 1024
+BAR0_SIZE = UAR_BASE + MAX_UAR * PAGE_SIZE
 CMD_BUSY = 1 << 63
+
+
+def uar_offset(uar: int, reg: UarReg) -> int:
+    """BAR0 offset of `reg` in doorbell page `uar` (1..MAX_UAR)."""
+    return uar * PAGE_SIZE + reg
 
 
 class CmdOpcode(IntEnum):
@@ -440,7 +460,7 @@ class Qpc(Record):
     fields named by attr_mask. Addresses: dgid/sgid are IPv6 or IPv4-mapped (::ffff:a.b.c.d).
     """
 
-    FMT = struct.Struct("<IBBBBIIIQQBBBBBBBBIIIII6s6s16s16sHBBI12x")
+    FMT = struct.Struct("<IBBBBIIIQQBBBBBBBBIIIII6s6s16s16sHBBII8x")
     qpn: int
     state: int
     type: int
@@ -472,6 +492,7 @@ class Qpc(Record):
     max_rd_atomic: int
     max_dest_rd_atomic: int
     traffic_class: int  # DSCP << 2 | ECN, plus hop limit << 8
+    uar: int = 0  # the doorbell page this QP's doorbells must come through (CREATE_QP)
 
 
 QPC_SIZE = Qpc.FMT.size
@@ -486,12 +507,13 @@ def blank_qpc(qpn: int = 0) -> Qpc:
 class Cqc(Record):
     """CQ context, 32 bytes: the input of CREATE_CQ."""
 
-    FMT = struct.Struct("<IBxxxQQI4x")
+    FMT = struct.Struct("<IBxxxQQII")
     cqn: int
     log_size: int
     base: int  # physical address of the CQ ring (physically contiguous)
     dbrec: int  # physical address of the u32 consumer-index doorbell record
     eqn: int
+    uar: int = 0  # the doorbell page CQ_ARM for this CQ must come through
 
 
 CQC_SIZE = Cqc.FMT.size
@@ -501,7 +523,7 @@ CQC_SIZE = Cqc.FMT.size
 class DeviceCaps(Record):
     """Output of QUERY_DEVICE."""
 
-    FMT = struct.Struct("<IIIIIIIII")
+    FMT = struct.Struct("<IIIIIIIIII")
     max_qp: int
     max_cq: int
     max_mpt: int
@@ -511,6 +533,7 @@ class DeviceCaps(Record):
     max_cqe: int
     max_qp_rd_atom: int
     max_inline: int
+    max_uar: int
 
 
 def pack_mtt(pas: list[int]) -> bytes:

@@ -9,7 +9,7 @@ from nicsim.nic.config import NicConfig
 from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect, make_side
 from nicsim.world import World
 
-__all__ = ["ALL_ACCESS", "Side", "connect", "make_side", "pair", "settle", "wait"]
+__all__ = ["ALL_ACCESS", "Side", "connect", "drain", "make_side", "pair", "settle", "wait"]
 
 
 def pair(mtu: int = e.IBV_MTU_1024, mr_len: int = 1 << 16, seed: int = 0,
@@ -32,6 +32,16 @@ def wait(side: Side, n: int = 1, limit_ns: float = 10e6) -> list[WC]:
         _, wcs = side.cq.poll(n - len(out))
         out += wcs
         assert env.now < deadline, f"only {len(out)} of {n} completions after {limit_ns} ns"
+    return out
+
+
+def drain(side: Side, ns: float = 200_000) -> list[WC]:
+    """Every completion that arrives within `ns` of simulated time (expecting maybe none)."""
+    env = side.ctx.host.env
+    end = env.now + ns
+    out: list[WC] = []
+    while env.now < end:
+        out += side.cq.poll(16)[1]
     return out
 
 

@@ -26,9 +26,10 @@ from driver.user.verbs import (
 )
 from nicsim.fabric.faults import FaultConfig
 from nicsim.host.memory import MemoryError_
+from nicsim.hwif import UarReg
 from nicsim.wire import Opcode, parse, reth
 from nicsim.world import World
-from tests.rdma import ALL_ACCESS, Side, connect, make_side, pair, settle, wait
+from tests.rdma import ALL_ACCESS, Side, connect, drain, make_side, pair, settle, wait
 
 KIB = 1 << 10
 BIG = 512 * KIB
@@ -352,16 +353,6 @@ def test_destroyed_cq_ring_is_unmapped():
             a.ctx.aspace.write(va, b"x")
 
 
-def _drain(s: Side, ns: float = 200_000) -> list:
-    """Every completion that arrives within `ns` of simulated time."""
-    env = s.ctx.host.env
-    end = env.now + ns
-    out = []
-    while env.now < end:
-        out += s.cq.poll(16)[1]
-    return out
-
-
 def test_stale_qp_cannot_corrupt_the_rings_of_the_next_process():
     """A destroyed QP's SQ and RQ rings go back to the kernel, which hands them to the next
     process's CQ ring and SQ ring. Posting on the stale QP object must raise, and the next
@@ -388,9 +379,40 @@ def test_stale_qp_cannot_corrupt_the_rings_of_the_next_process():
                 post()
             except PyverbsUserError:
                 refused += 1
-    got = [(c.wr_id, c.status, c.qp_num) for c in _drain(x)]
+    got = [(c.wr_id, c.status, c.qp_num) for c in drain(x)]
     assert got == [(100 + i, e.IBV_WC_SUCCESS, x.qp.qp_num) for i in range(16)]
     assert refused == 32
+
+
+def test_another_process_cannot_ring_this_qps_doorbells():
+    """A sibling of the ring holes: doorbells carry a QPN, so a process that could ring any
+    QP's doorbell could move another process's producer index and make the NIC execute stale
+    WQEs from its ring (or consume stale receive WQEs). Each process has its own doorbell page
+    (UAR) and the NIC takes a QP's or CQ's doorbell only through its owner's page."""
+    w = World.two_hosts()
+    y, peer = make_side(w, "a"), make_side(w, "b")
+    connect(y, peer)
+    connect(peer, y)
+    for i in range(4):
+        y.qp.post_send(_write_wr(y, peer, wr_id=i))
+    assert [c.status for c in drain(y)] == [e.IBV_WC_SUCCESS] * 4
+    x = make_side(w, "a")  # the attacker, another process on the same host
+    assert x.ctx.file.doorbells.uar != y.ctx.file.doorbells.uar
+    nic, qpc = w.nics["a"], w.nics["a"].qps[y.qp.qp_num]
+    sent = counter(w, "a", "requester.data_packets")
+    db = x.ctx.file.doorbells
+    # Wrap the ring: 64 "new" WQEs, the four old ones among them.
+    db.write64(UarReg.SQ_DB, y.qp.qp_num << 32 | (qpc.sq_pi + 64) & 0xFFFF)
+    db.write64(UarReg.RQ_DB, y.qp.qp_num << 32 | (qpc.rq_pi + 64) & 0xFFFF)
+    db.write64(UarReg.CQ_ARM, y.cq.cqn << 32)
+    w.hosts["a"].spend(100_000)
+    assert counter(w, "a", "sched.doorbell_bad_target") == 3
+    assert (qpc.sq_pending, qpc.rq_pi) == (0, 0) and not nic.cq.cqs[y.cq.cqn].armed
+    assert counter(w, "a", "requester.data_packets") == sent
+    assert drain(y) == []
+    # Its own doorbells still work.
+    y.qp.post_send(_write_wr(y, peer, wr_id=9))
+    assert [(c.wr_id, c.status) for c in drain(y)] == [(9, e.IBV_WC_SUCCESS)]
 
 
 @pytest.mark.parametrize("op", ["read", "write"])

@@ -18,7 +18,7 @@ from driver.user.verbs import MR, SGE, QPAttr, RecvWR, SendWR
 from nicsim.wire import FrameBuilder, Opcode, aeth, atomic_eth, compute_icrc, parse, reth
 from nicsim.wire.packet import frame_end
 from nicsim.world import World
-from tests.rdma import ALL_ACCESS, Side, pair, settle, wait
+from tests.rdma import ALL_ACCESS, Side, drain, pair, settle, wait
 
 KIB = 1 << 10
 MINE = b"\xab"
@@ -71,15 +71,6 @@ def counters(w: World, host: str) -> dict[str, int]:
 def grown(before: dict[str, int], after: dict[str, int], prefix: str = "") -> dict[str, int]:
     return {k: v - before.get(k, 0) for k, v in after.items()
             if k.startswith(prefix) and v != before.get(k, 0)}
-
-
-def drain(s: Side, ns: float = 50_000) -> list:
-    env = s.ctx.host.env
-    end = env.now + ns
-    out = []
-    while env.now < end:
-        out += s.cq.poll(16)[1]
-    return out
 
 
 def epsn(w: World, s: Side) -> int:

@@ -148,6 +148,7 @@ class Ucontext:
 
     dev: IbDevice
     aspace: AddressSpace
+    uar: int  # the doorbell page (BAR0 page) the process's QPs and CQs are bound to
     objects: dict[int, object] = field(default_factory=dict)
     next_handle: int = 1
     closed: bool = False
@@ -167,6 +168,10 @@ class Ucontext:
 
 class IbDevice:
     """A registered RDMA device (ib_device) backed by a vendor driver."""
+
+    def open(self, aspace: AddressSpace) -> Ucontext:
+        """A process opens the device: its context, and its own doorbell page."""
+        return Ucontext(self, aspace, _hw(self.hw.uars.alloc))
 
     def __init__(self, name: str, hw: NsnicDriver) -> None:
         self.name = name
@@ -207,7 +212,7 @@ class IbDevice:
 
     def create_cq(self, uctx: Ucontext, cqe: int) -> IbCq:
         _check_ints(cqe=cqe)
-        hw = _hw(lambda: self.hw.create_cq(cqe))
+        hw = _hw(lambda: self.hw.create_cq(cqe, uctx.uar))
         cq = IbCq(0, hw, maps=[(uctx.aspace.map_phys(hw.ring_pa, hw.ring_bytes), hw.ring_bytes),
                                (uctx.aspace.map_phys(hw.dbrec_pa, 64), 64)])
         cq.handle = uctx.add(cq)
@@ -232,7 +237,8 @@ class IbDevice:
             raise KernelError(f"QP type {t.name} is not supported by nsnic yet", errno.EOPNOTSUPP)
         if min(cap) < 0:
             raise KernelError("negative QP capability", errno.EINVAL)
-        hw = _hw(lambda: self.hw.create_qp(t, pd.pdn, send_cq.hw.cqn, recv_cq.hw.cqn, *cap))
+        hw = _hw(lambda: self.hw.create_qp(t, pd.pdn, uctx.uar, send_cq.hw.cqn,
+                                           recv_cq.hw.cqn, *cap))
         aspace = uctx.aspace
         qp = IbQp(0, pd, send_cq, recv_cq, hw, t,
                   maps=[(aspace.map_phys(hw.sq_pa, hw.sq_bytes), hw.sq_bytes),
@@ -328,6 +334,7 @@ class IbDevice:
             for obj in [o for o in uctx.objects.values() if isinstance(o, kind)]:
                 destroy(uctx, obj)  # type: ignore[operator]
         uctx.closed = True
+        self.hw.uars.free(uctx.uar)  # quarantined like QPNs before another process gets it
 
 
 # (mask bit, Qpc field, lowest, highest) of the attributes modify_qp stores: the widths of

@@ -12,10 +12,10 @@ import errno
 from dataclasses import dataclass
 from enum import IntEnum
 
-from driver.kernel.ib_core import IbCq, IbMr, IbPd, IbQp, Kernel, KernelError, Ucontext
+from driver.kernel.ib_core import IbCq, IbMr, IbPd, IbQp, Kernel, KernelError
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
-from nicsim.hwif import Qpc, Reg
+from nicsim.hwif import Qpc, UarReg, uar_offset
 
 
 class Cmd(IntEnum):
@@ -64,19 +64,22 @@ class UverbsError(Exception):
 
 
 class DoorbellPage:
-    """The doorbell registers mmap'ed into a process (the UAR page): SQ/RQ doorbells and CQ
-    arm only. Writes go straight to the device; nothing here enters the kernel."""
+    """The process's doorbell page (its UAR) mmap'ed from BAR0: SQ/RQ doorbells and CQ arm
+    for its own QPs and CQs only. Writes go straight to the device; nothing here enters the
+    kernel."""
 
-    _ALLOWED = (Reg.SQ_DB, Reg.RQ_DB, Reg.CQ_ARM)
-
-    def __init__(self, bar: object) -> None:
+    def __init__(self, bar: object, uar: int) -> None:
         self._bar = bar
+        self.uar = uar
 
-    def write64(self, reg: Reg, value: int) -> None:
-        if reg not in self._ALLOWED:
-            raise UverbsError(f"register {reg!r} is not on the doorbell page", errno.EFAULT)
+    def write64(self, reg: UarReg, value: int) -> None:
+        if reg not in _UAR_REGS:
+            raise UverbsError(f"offset {reg!r} is not a doorbell register", errno.EFAULT)
         # The store's CPU time is part of the provider's per-post cost.
-        self._bar.write64(reg, value, cpu=False)  # type: ignore[attr-defined]
+        self._bar.write64(uar_offset(self.uar, reg), value, cpu=False)  # type: ignore
+
+
+_UAR_REGS = frozenset(UarReg)
 
 
 class UverbsFile:
@@ -88,9 +91,9 @@ class UverbsFile:
             raise UverbsError(f"no RDMA device {dev_name!r}", errno.ENODEV)
         self.host = host
         self.dev = dev
-        self.uctx = Ucontext(dev, aspace)
+        self.uctx = dev.open(aspace)
         self.commands = 0
-        self.doorbells = DoorbellPage(dev.hw.bar)
+        self.doorbells = DoorbellPage(dev.hw.bar, self.uctx.uar)
 
     def _enter(self) -> None:
         if self.uctx.closed:

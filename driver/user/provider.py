@@ -24,9 +24,9 @@ from nicsim.hwif import (
     CqeFlags,
     CqeOpcode,
     RecvWqeCtrl,
-    Reg,
     SendWqeCtrl,
     Sge,
+    UarReg,
 )
 
 _WR_OPCODES = {int(o) for o in ibv_wr_opcode}
@@ -129,7 +129,7 @@ class ProviderQp:
         finally:
             if n:
                 self.host.spend(self.host.costs.post_send * n)
-                self.db.write64(Reg.SQ_DB, (self.r.qpn << 32) | (self.sq_head & WQE_INDEX_MASK))
+                self.db.write64(UarReg.SQ_DB, (self.r.qpn << 32) | (self.sq_head & WQE_INDEX_MASK))
 
     def _write_send_wqe(self, wr: object) -> None:
         op = wr.opcode  # type: ignore[attr-defined]
@@ -195,7 +195,7 @@ class ProviderQp:
         finally:
             if n:
                 self.host.spend(self.host.costs.post_recv * n)
-                self.db.write64(Reg.RQ_DB, (self.r.qpn << 32) | (self.rq_head & WQE_INDEX_MASK))
+                self.db.write64(UarReg.RQ_DB, (self.r.qpn << 32) | (self.rq_head & WQE_INDEX_MASK))
 
 
 _FLAG_MAP = tuple((int(a), int(b)) for a, b in (

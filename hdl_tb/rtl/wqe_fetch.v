@@ -39,7 +39,7 @@
 //   cfg_log_size[4:0]   log2(ring entries)
 //   cfg_log_stride[3:0] log2(bytes per WQE slot)
 //   cfg_index[15:0]     initial producer and fetch index (0 for a new QP)
-//   db_valid            SQ doorbell: hwif Reg.SQ_DB value = (db_qpn << 32) | db_pi
+//   db_valid            SQ doorbell: hwif UarReg.SQ_DB value = (db_qpn << 32) | db_pi
 //   db_qpn, db_pi[15:0] QP number and new producer index
 //   sq_ci[NUM_QP*16-1:0] fetch index of each QP (QP q at bits 16q+15:16q)
 //   m_axi_ar*, m_axi_r* AXI4 read master (burst INCR, full-width beats)

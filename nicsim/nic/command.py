@@ -132,7 +132,8 @@ class CommandProcessor:
         if op is CmdOpcode.QUERY_DEVICE:
             return DeviceCaps(cfg.max_qp, cfg.max_cq, 1 << cfg.log_mpt_entries,
                               1 << cfg.log_mtt_entries, cfg.max_qp_wr, cfg.max_sge,
-                              cfg.max_cqe, cfg.max_qp_rd_atom, cfg.max_inline).pack()
+                              cfg.max_cqe, cfg.max_qp_rd_atom, cfg.max_inline,
+                              cfg.max_uar).pack()
         if op is CmdOpcode.INIT_HCA:
             h = HcaInit.unpack(raw)
             if h.log_mpt_entries > cfg.log_mpt_entries or h.log_mtt_entries > cfg.log_mtt_entries:
@@ -162,11 +163,11 @@ class CommandProcessor:
             return b""
         if op is CmdOpcode.CREATE_CQ:
             c = Cqc.unpack(raw)
-            if c.cqn in nic.cq.cqs or c.cqn >= cfg.max_cq:
+            if c.cqn in nic.cq.cqs or c.cqn >= cfg.max_cq or not 0 < c.uar <= cfg.max_uar:
                 raise CommandError(CmdStatus.BAD_PARAM)
             if (1 << c.log_size) > cfg.max_cqe:
                 raise CommandError(CmdStatus.EXCEED_LIM)
-            nic.cq.cqs[c.cqn] = CqCtx(c.cqn, c.log_size, c.base, c.dbrec, c.eqn)
+            nic.cq.cqs[c.cqn] = CqCtx(c.cqn, c.log_size, c.base, c.dbrec, c.eqn, uar=c.uar)
             return b""
         if op is CmdOpcode.DESTROY_CQ:
             cq = nic.cq.cqs.get(mod)
@@ -204,7 +205,8 @@ class CommandProcessor:
 
     def _create_qp(self, c: Qpc) -> bytes:
         nic = self.nic
-        if c.qpn in nic.qps or not 0 < c.qpn < nic.cfg.max_qp:
+        if c.qpn in nic.qps or not 0 < c.qpn < nic.cfg.max_qp or \
+                not 0 < c.uar <= nic.cfg.max_uar:
             raise CommandError(CmdStatus.BAD_PARAM)
         try:
             qtype = QpType(c.type)
@@ -217,7 +219,7 @@ class CommandProcessor:
             nic.cq.cqs[cqn].refs += 1
         nic.qps[c.qpn] = QpCtx(c.qpn, qtype, c.pd, c.send_cqn, c.recv_cqn, c.sq_base,
                                c.sq_log_size, c.sq_log_stride, c.rq_base, c.rq_log_size,
-                               c.rq_log_stride)
+                               c.rq_log_stride, uar=c.uar)
         return b""
 
     def _modify_qp(self, c: Qpc) -> bytes:
@@ -307,4 +309,5 @@ class CommandProcessor:
         c.dmac, c.smac, c.sgid, c.dgid = qp.dmac, qp.smac, qp.sgid, qp.dgid
         c.pkey, c.max_rd_atomic = qp.pkey, qp.max_rd_atomic
         c.max_dest_rd_atomic, c.traffic_class = qp.max_dest_rd_atomic, qp.traffic_class
+        c.uar = qp.uar
         return c

@@ -322,7 +322,7 @@ class Completer:
     def _dest_valid(self, qp: QpCtx, op: SendOp) -> bool:
         """Before response data is placed: the READ's or atomic's local buffer is still
         registered (else LOC_PROT_ERR, as rxe's do_read reports a failed copy)."""
-        if op.epoch == self.nic.xlate.epoch or self.nic.requester.still_valid(op):
+        if self.nic.requester.still_valid(op):
             return True
         self.fail_local(qp, op, CqeStatus.LOC_PROT_ERR, VendorErr.BAD_LKEY)
         return False

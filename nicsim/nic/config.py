@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nicsim.host.pcie import PcieConfig
+from nicsim.hwif import MAX_UAR
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class NicConfig:
     max_cqe: int = 1 << 20
     max_qp_rd_atom: int = 16
     max_inline: int = 256
+    max_uar: int = MAX_UAR  # doorbell pages: one per process that opens the device
     # Latencies of fixed-function stages, in ns.
     firmware_ns: float = 2000.0  # command processor per command
     doorbell_ns: float = 20.0  # doorbell decode to scheduler

@@ -31,6 +31,7 @@ class CqCtx:
     overrun: bool = False
     armed: bool = False
     refs: int = 0  # QPs using this CQ
+    uar: int = 0  # the doorbell page CQ_ARM must come through
 
     @property
     def size(self) -> int:

@@ -16,7 +16,18 @@ import simpy
 
 from nicsim.host.memory import PhysMem
 from nicsim.host.pcie import MmioDevice, Pcie
-from nicsim.hwif import DEV_ID, WQE_INDEX_MASK, QpState, QpType, Reg, XlateStatus
+from nicsim.hwif import (
+    DEV_ID,
+    PAGE_SHIFT,
+    PAGE_SIZE,
+    UAR_BASE,
+    WQE_INDEX_MASK,
+    QpState,
+    QpType,
+    Reg,
+    UarReg,
+    XlateStatus,
+)
 from nicsim.nic.command import CommandProcessor
 from nicsim.nic.completer import Completer
 from nicsim.nic.config import NicConfig
@@ -90,33 +101,39 @@ class Nic(MmioDevice):
     # -- BAR --------------------------------------------------------------------------------
 
     def mmio_write(self, offset: int, value: int) -> None:
-        if offset == Reg.SQ_DB:
-            qp = self.qps.get(value >> 32)
-            self.engine.counters["doorbells"] += 1
-            if qp is None:
-                self.engine.counters.bump("doorbell_bad_qpn")
-                return
-            qp.sq_pi = value & WQE_INDEX_MASK
-            if qp.state is QpState.RTS or qp.state is QpState.ERR:
-                self.engine.kick(qp)
-        elif offset == Reg.RQ_DB:
-            qp = self.qps.get(value >> 32)
-            if qp is None:
-                self.engine.counters.bump("doorbell_bad_qpn")
-                return
-            qp.rq_pi = value & WQE_INDEX_MASK
-            if qp.state is QpState.ERR:
-                self.completer.flush_recv(qp)
+        if offset >= UAR_BASE:
+            self._doorbell(offset >> PAGE_SHIFT, offset & (PAGE_SIZE - 1), value)
         elif offset == Reg.CMD_GO:
             r = self.regs
             self.commands.go(r.get(Reg.CMD_OPCODE, 0), r.get(Reg.CMD_IN, 0),
                              r.get(Reg.CMD_OUT, 0), r.get(Reg.CMD_MOD, 0))
-        elif offset == Reg.CQ_ARM:
-            cq = self.cq.cqs.get(value >> 32)
-            if cq is not None:
-                cq.armed = True
         else:
             self.regs[offset] = value
+
+    def _doorbell(self, uar: int, reg: int, value: int) -> None:
+        """A write to doorbell page `uar`. It counts only for QPs and CQs created with that
+        page: a process can reach its own UAR only, so it cannot ring another's queues."""
+        c = self.engine.counters
+        if reg == UarReg.CQ_ARM:
+            cq = self.cq.cqs.get(value >> 32)
+            if cq is None or cq.uar != uar:
+                c["doorbell_bad_target"] += 1
+                return
+            cq.armed = True
+            return
+        qp = self.qps.get(value >> 32)
+        if qp is None or qp.uar != uar or reg not in (UarReg.SQ_DB, UarReg.RQ_DB):
+            c["doorbell_bad_target"] += 1
+            return
+        if reg == UarReg.SQ_DB:
+            c["doorbells"] += 1
+            qp.sq_pi = value & WQE_INDEX_MASK
+            if qp.state is QpState.RTS or qp.state is QpState.ERR:
+                self.engine.kick(qp)
+        else:
+            qp.rq_pi = value & WQE_INDEX_MASK
+            if qp.state is QpState.ERR:
+                self.completer.flush_recv(qp)
 
     def mmio_read(self, offset: int) -> int:
         if offset == Reg.DEV_ID:

@@ -151,6 +151,7 @@ class QpCtx:
     # What frames from the peer carry as IP source + destination (the QP's path, RoCEv2's
     # stand-in for the GRH's SGID/DGID); None until the path is set.
     rx_addrs: bytes | None = None
+    uar: int = 0  # the doorbell page (UAR) the QP's doorbells must come through
 
     @property
     def sq_pending(self) -> int:

@@ -295,13 +295,11 @@ class Requester:
 
     def still_valid(self, sop: SendOp) -> bool:
         """Whether the lkeys a WQE's translation came from still stand (see
-        nicsim.nic.translation); called when the protection epoch has moved."""
-        xlate = self.nic.xlate
-        if not xlate.held_valid(sop.keys, sop.epoch):
-            self.counters["revoked"] += 1
-            return False
-        sop.epoch = xlate.epoch
-        return True
+        nicsim.nic.translation)."""
+        if sop.epoch == self.nic.xlate.epoch or self.nic.xlate.recheck(sop):
+            return True
+        self.counters["revoked"] += 1
+        return False
 
     # -- transport timer --------------------------------------------------------------------
 

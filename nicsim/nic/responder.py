@@ -32,6 +32,7 @@ from nicsim.hwif import (
 from nicsim.nic.aeth import Syndrome, credit_code
 from nicsim.nic.counters import Counters
 from nicsim.nic.qp import PSN_MASK, QpCtx, RdRes, RespCtx, RespState, psn_diff
+from nicsim.nic.translation import Held
 from nicsim.wire import Kind, Packet, Pos, aeth, atomic_ack_eth
 from nicsim.wire.opcodes import Opcode
 
@@ -222,17 +223,13 @@ class Responder:
 
     # -- held translations -----------------------------------------------------------------
 
-    def _still_valid(self, r: RespCtx) -> bool:
-        """Whether the keys the message in flight holds still stand (a holder re-checks only
+    def _still_valid(self, held: RespCtx | Held) -> bool:
+        """Whether the keys a message in flight holds still stand (a holder re-checks only
         when the protection epoch moved since its last check)."""
-        x = self._xlate
-        if r.epoch == x.epoch:
+        if held.epoch == self._xlate.epoch or self._xlate.recheck(held):
             return True
-        if not x.held_valid(r.keys, r.epoch):
-            self.counters["revoked"] += 1
-            return False
-        r.epoch = x.epoch
-        return True
+        self.counters["revoked"] += 1
+        return False
 
     # -- SEND -------------------------------------------------------------------------------
 
@@ -450,7 +447,7 @@ class Responder:
         under the stream ends it with a NAK remote access error at that packet's PSN."""
         nic = self.nic
         env = self.env
-        xlate = self._xlate
+        held = Held(keys, epoch)
         b = qp.builder
         mtu = qp.mtu
         npkts = max(1, -(-length // mtu))
@@ -461,13 +458,10 @@ class Responder:
             for i in range(npkts):
                 if qp.state is QpState.ERR or qp.state is QpState.RESET or b is None:
                     return  # a QP in error (or reset, or destroyed) sends nothing more
-                if epoch != xlate.epoch:
-                    if not xlate.held_valid(keys, epoch):
-                        self.counters["revoked"] += 1
-                        self._fatal_nak(qp, (psn + i) & PSN_MASK, Syndrome.NAK_REM_ACCESS,
-                                        env.now + pipeline)
-                        return
-                    epoch = xlate.epoch
+                if not self._still_valid(held):
+                    self._fatal_nak(qp, (psn + i) & PSN_MASK, Syndrome.NAK_REM_ACCESS,
+                                    env.now + pipeline)
+                    return
                 n = min(mtu, length - i * mtu)
                 if n:
                     payload, t, pos = nic.dma.read_at(segs, pos, n, ready)

@@ -37,7 +37,7 @@ class SendEngine:
         self._wake: simpy.Event | None = None
         self.requester: Requester
         self.fetch: WqeFetch
-        self.counters = Counters("doorbells", "schedules", "jobs")
+        self.counters = Counters("doorbells", "doorbell_bad_target", "schedules", "jobs")
 
     def start(self, requester: Requester, fetch: WqeFetch) -> None:
         self.requester = requester

@@ -29,6 +29,7 @@ from __future__ import annotations
 import struct
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from nicsim.hwif import (
     MPT_SIZE,
@@ -112,6 +113,15 @@ class _MttLines(OrderedDict):
         return self.get(i, 0)
 
 
+@dataclass(slots=True)
+class Held:
+    """A translation held across time: the keys it came from and the protection epoch they
+    were last checked at. (Responder and requester contexts carry the same two fields.)"""
+
+    keys: tuple[int, ...] = ()
+    epoch: int = 0
+
+
 class TranslationCache:
     """LRU caches of MPT and MTT entries in front of the tables in host memory.
 
@@ -161,6 +171,15 @@ class TranslationCache:
         """Whether translations through `keys`, checked at epoch `since`, still stand."""
         revoked = self._revoked_at
         return all(revoked.get(key_index(k), -1) <= since for k in keys)
+
+    def recheck(self, held: Held) -> bool:
+        """For a holder whose epoch is behind: whether its keys still stand; if they do, it
+        is brought up to the current epoch."""
+        if self.held_valid(held.keys, held.epoch):
+            held.epoch = self.epoch
+            return True
+        return False
+
 
     def invalidate_mtt(self, first: int, count: int) -> None:
         for i in range(first, first + count):

@@ -169,6 +169,7 @@ class NsnicDriver:
         self.cmd(CmdOpcode.INIT_HCA, HcaInit(self.mpt_pa, self.mtt_pa, log_mpt, log_mtt).pack())
         self.qpns = Allocator(0x11, self.caps.max_qp)  # QPNs 0 and 1 are special (IBA 10.2.4)
         self.cqns = Allocator(1, self.caps.max_cq)
+        self.uars = Allocator(1, self.caps.max_uar + 1)  # doorbell pages, one per process
         self.mpts = Allocator(1, 1 << log_mpt)
         self.mtt = RangeAllocator(1 << log_mtt)
         self._variant: dict[int, int] = {}
@@ -245,7 +246,7 @@ class NsnicDriver:
 
     # -- CQ ---------------------------------------------------------------------------------
 
-    def create_cq(self, cqe: int) -> HwCq:
+    def create_cq(self, cqe: int, uar: int) -> HwCq:
         if cqe < 1 or cqe > self.caps.max_cqe:
             raise HwError(f"CQ size {cqe} out of range", errno.EINVAL)
         log = max(1, (cqe - 1).bit_length())
@@ -255,7 +256,7 @@ class NsnicDriver:
         dbrec = mem.alloc_contig(64)
         cqn = self.cqns.alloc()
         try:
-            self.cmd(CmdOpcode.CREATE_CQ, Cqc(cqn, log, ring, dbrec, 0).pack())
+            self.cmd(CmdOpcode.CREATE_CQ, Cqc(cqn, log, ring, dbrec, 0, uar).pack())
         except HwError:
             self.cqns.free(cqn)
             mem.free_contig(ring, ring_bytes)
@@ -278,8 +279,8 @@ class NsnicDriver:
 
     # -- QP ---------------------------------------------------------------------------------
 
-    def create_qp(self, qp_type: int, pd: int, send_cqn: int, recv_cqn: int, max_send_wr: int,
-                  max_recv_wr: int, max_send_sge: int, max_recv_sge: int,
+    def create_qp(self, qp_type: int, pd: int, uar: int, send_cqn: int, recv_cqn: int,
+                  max_send_wr: int, max_recv_wr: int, max_send_sge: int, max_recv_sge: int,
                   max_inline: int) -> HwQp:
         c = self.caps
         if (max_send_wr > c.max_qp_wr or max_recv_wr > c.max_qp_wr or max_send_sge > c.max_sge
@@ -295,7 +296,7 @@ class NsnicDriver:
         rq = mem.alloc_contig(rq_bytes)
         qpn = self.qpns.alloc()
         qpc = Qpc.unpack(bytes(Qpc.size()))
-        qpc.qpn, qpc.type, qpc.pd = qpn, qp_type, pd
+        qpc.qpn, qpc.type, qpc.pd, qpc.uar = qpn, qp_type, pd, uar
         qpc.send_cqn, qpc.recv_cqn = send_cqn, recv_cqn
         qpc.sq_base, qpc.rq_base = sq, rq
         qpc.sq_log_size, qpc.sq_log_stride = sq_log, sq_stride.bit_length() - 1
