@@ -13,8 +13,11 @@ rings the kernel has handed to another process.
 
 from __future__ import annotations
 
+import errno
+
 import pytest
 
+from driver.kernel.uverbs import UverbsError
 from driver.user import enums as e
 from driver.user.verbs import (
     MR,
@@ -437,3 +440,15 @@ def test_destroy_qp_with_work_in_flight_then_reuse_pages(op):
     w.hosts["a"].spend(2e6)
     assert changed(other, va, BIG) == 0
     assert t.carrying(STRANGER_RUN) == 0
+
+
+def test_doorbell_page_of_a_closed_context_is_unmapped():
+    """Closing the device file gives its doorbell page back (to be reused by another process
+    once out of quarantine): a store through the old mapping faults instead of ringing the
+    next owner's queues."""
+    w, a, b = pair()
+    db = a.ctx.file.doorbells
+    a.ctx.close()
+    with pytest.raises(UverbsError) as ei:
+        db.write64(UarReg.SQ_DB, b.qp.qp_num << 32 | 1)
+    assert ei.value.errno == errno.EFAULT

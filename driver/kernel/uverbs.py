@@ -71,8 +71,13 @@ class DoorbellPage:
     def __init__(self, bar: object, uar: int) -> None:
         self._bar = bar
         self.uar = uar
+        self.mapped = True
 
     def write64(self, reg: UarReg, value: int) -> None:
+        if not self.mapped:
+            # Closing the device file zaps the mapping: the page number may go to another
+            # process, and a store through the old mapping must not reach its queues.
+            raise UverbsError("doorbell page is no longer mapped", errno.EFAULT)
         if reg not in _UAR_REGS:
             raise UverbsError(f"offset {reg!r} is not a doorbell register", errno.EFAULT)
         # The store's CPU time is part of the provider's per-post cost.
@@ -158,6 +163,7 @@ class UverbsFile:
     def close(self) -> None:
         if not self.uctx.closed:
             self.host.spend(self.host.costs.syscall)
+            self.doorbells.mapped = False
             self.dev.close(self.uctx)
 
 
