@@ -80,6 +80,7 @@ class CmdOpcode(IntEnum):
     INIT_HCA = 0x02  # input: HcaInit (where the MPT and MTT tables live in host memory)
     CREATE_CQ = 0x10
     DESTROY_CQ = 0x11
+    QUERY_CQ = 0x12  # CMD_MOD = CQN; output: the Cqc, with its state
     CREATE_QP = 0x20
     MODIFY_QP = 0x21
     QUERY_QP = 0x22
@@ -97,6 +98,11 @@ class CmdStatus(IntEnum):
     BAD_STATE = 0x04  # QP transition the hardware does not allow
     BUSY = 0x05  # resource in use (e.g. destroying a CQ that a QP still uses)
     EXCEED_LIM = 0x06  # index or size beyond the device's capacity
+
+
+class CqState(IntEnum):
+    OK = 0
+    OVERRUN = 1  # a completion found the CQ full: the CQ is in error (IBA 11.6.2)
 
 
 class QpState(IntEnum):
@@ -505,11 +511,12 @@ def blank_qpc(qpn: int = 0) -> Qpc:
 
 @dataclass(slots=True)
 class Cqc(Record):
-    """CQ context, 32 bytes: the input of CREATE_CQ."""
+    """CQ context, 32 bytes: the input of CREATE_CQ (state 0) and the output of QUERY_CQ."""
 
-    FMT = struct.Struct("<IBxxxQQII")
+    FMT = struct.Struct("<IBBxxQQII")
     cqn: int
     log_size: int
+    state: int  # CqState
     base: int  # physical address of the CQ ring (physically contiguous)
     dbrec: int  # physical address of the u32 consumer-index doorbell record
     eqn: int

@@ -12,10 +12,10 @@ import errno
 from dataclasses import dataclass, field, replace
 from enum import IntEnum, IntFlag
 
-from driver.kernel.hw.nsnic import HwCq, HwError, HwMr, HwQp, NsnicDriver
+from driver.kernel.hw.nsnic import HwCq, HwError, HwMr, HwQp, NsnicDriver, RingPool
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
-from nicsim.hwif import Access, QpAttrMask, Qpc, QpState, QpType, blank_qpc
+from nicsim.hwif import Access, Cqc, QpAttrMask, Qpc, QpState, QpType, blank_qpc
 
 
 class KernelError(Exception):
@@ -126,7 +126,6 @@ class IbCq:
     handle: int
     hw: HwCq
     users: int = 0
-    maps: list[tuple[int, int]] = field(default_factory=list)  # (VA, size) in the process
 
 
 @dataclass
@@ -139,7 +138,6 @@ class IbQp:
     qp_type: QpType
     state: QpState = QpState.RESET
     attrs: Qpc = field(default_factory=blank_qpc)
-    maps: list[tuple[int, int]] = field(default_factory=list)  # (VA, size) of SQ and RQ
 
 
 @dataclass
@@ -149,6 +147,7 @@ class Ucontext:
     dev: IbDevice
     aspace: AddressSpace
     uar: int  # the doorbell page (BAR0 page) the process's QPs and CQs are bound to
+    rings: RingPool  # the process's ring memory (mapped into it)
     objects: dict[int, object] = field(default_factory=dict)
     next_handle: int = 1
     closed: bool = False
@@ -171,7 +170,7 @@ class IbDevice:
 
     def open(self, aspace: AddressSpace) -> Ucontext:
         """A process opens the device: its context, and its own doorbell page."""
-        return Ucontext(self, aspace, _hw(self.hw.uars.alloc))
+        return Ucontext(self, aspace, _hw(self.hw.uars.alloc), RingPool(self.hw.host.mem, aspace))
 
     def __init__(self, name: str, hw: NsnicDriver) -> None:
         self.name = name
@@ -212,19 +211,21 @@ class IbDevice:
 
     def create_cq(self, uctx: Ucontext, cqe: int) -> IbCq:
         _check_ints(cqe=cqe)
-        hw = _hw(lambda: self.hw.create_cq(cqe, uctx.uar))
-        cq = IbCq(0, hw, maps=[(uctx.aspace.map_phys(hw.ring_pa, hw.ring_bytes), hw.ring_bytes),
-                               (uctx.aspace.map_phys(hw.dbrec_pa, 64), 64)])
+        hw = _hw(lambda: self.hw.create_cq(cqe, uctx.uar, uctx.rings))
+        cq = IbCq(0, hw)
         cq.handle = uctx.add(cq)
         return cq
+
+    def query_cq(self, cq: IbCq) -> Cqc:
+        return _hw(lambda: self.hw.query_cq(cq.hw.cqn))
 
     def destroy_cq(self, uctx: Ucontext, cq: IbCq) -> None:
         if cq.users:
             raise KernelError("CQ still in use", errno.EBUSY)
         _hw(lambda: self.hw.destroy_cq(cq.hw))
         del uctx.objects[cq.handle]
-        self._unmap(uctx, cq.maps)
-        self.hw.free_cq(cq.hw)
+        # The NIC has stopped (a fenced command): the ring and its mapping can go.
+        self.hw.free_cq(cq.hw, uctx.rings)
 
     def create_qp(self, uctx: Ucontext, pd: IbPd, qp_type: int, send_cq: IbCq, recv_cq: IbCq,
                   cap: tuple[int, int, int, int, int]) -> IbQp:
@@ -237,26 +238,15 @@ class IbDevice:
             raise KernelError(f"QP type {t.name} is not supported by nsnic yet", errno.EOPNOTSUPP)
         if min(cap) < 0:
             raise KernelError("negative QP capability", errno.EINVAL)
-        hw = _hw(lambda: self.hw.create_qp(t, pd.pdn, uctx.uar, send_cq.hw.cqn,
+        hw = _hw(lambda: self.hw.create_qp(t, pd.pdn, uctx.uar, uctx.rings, send_cq.hw.cqn,
                                            recv_cq.hw.cqn, *cap))
-        aspace = uctx.aspace
-        qp = IbQp(0, pd, send_cq, recv_cq, hw, t,
-                  maps=[(aspace.map_phys(hw.sq_pa, hw.sq_bytes), hw.sq_bytes),
-                        (aspace.map_phys(hw.rq_pa, hw.rq_bytes), hw.rq_bytes)])
+        qp = IbQp(0, pd, send_cq, recv_cq, hw, t)
         qp.attrs = blank_qpc(hw.qpn)
         qp.handle = uctx.add(qp)
         pd.users += 1
         send_cq.users += 1
         recv_cq.users += 1
         return qp
-
-    @staticmethod
-    def _unmap(uctx: Ucontext, maps: list[tuple[int, int]]) -> None:
-        """Remove the process's mappings of an object's rings before their pages are freed:
-        no one gets pages that an old mapping could still write (rdma_user_mmap_entry
-        removal and zap in Linux)."""
-        for va, size in maps:
-            uctx.aspace.unmap_phys(va, size)
 
     def modify_qp(self, qp: IbQp, attrs: Qpc, mask: int, cur_state: int | None = None,
                   pkey_index: int = 0, port: int = 1) -> None:
@@ -323,8 +313,10 @@ class IbDevice:
         qp.send_cq.users -= 1
         qp.recv_cq.users -= 1
         del uctx.objects[qp.handle]
-        self._unmap(uctx, qp.maps)
-        self.hw.free_qp(qp.hw)
+        # The NIC has stopped (a fenced command): the rings, and their pages' mappings once
+        # no ring of the process is left on them, can go. No one else gets a page that an old
+        # mapping could still write (rdma_user_mmap_entry removal and zap in Linux).
+        self.hw.free_qp(qp.hw, uctx.rings)
 
     def close(self, uctx: Ucontext) -> None:
         """Process exit: destroy everything, QPs first, then MRs, CQs and PDs

@@ -34,6 +34,9 @@ class Cmd(IntEnum):
     QUERY_QP = 25
     MODIFY_QP = 26
     DESTROY_QP = 27
+    # nsnic's own: a CQ's state. It stands in for the CQ_ERR asynchronous event (ib_uverbs'
+    # async event file) until the device's event queues exist.
+    QUERY_CQ = 0x1000
 
 
 @dataclass
@@ -134,8 +137,11 @@ class UverbsFile:
             return None
         if cmd is Cmd.CREATE_CQ:
             cq = dev.create_cq(u, a["cqe"])  # type: ignore[arg-type]
-            (ring_va, _), (dbrec_va, _) = cq.maps
-            return CreateCqResp(cq.handle, cq.hw.cqn, ring_va, cq.hw.log_size, dbrec_va)
+            hw = cq.hw
+            return CreateCqResp(cq.handle, hw.cqn, u.rings.va(hw.ring_pa), hw.log_size,
+                                u.rings.va(hw.dbrec_pa))
+        if cmd is Cmd.QUERY_CQ:
+            return dev.query_cq(u.get(a["cq"], IbCq))  # type: ignore[arg-type]
         if cmd is Cmd.DESTROY_CQ:
             dev.destroy_cq(u, u.get(a["cq"], IbCq))  # type: ignore[arg-type]
             return None
@@ -144,9 +150,9 @@ class UverbsFile:
                                u.get(a["send_cq"], IbCq), u.get(a["recv_cq"], IbCq),
                                a["cap"])
             hw = qp.hw
-            (sq_va, _), (rq_va, _) = qp.maps
-            return CreateQpResp(qp.handle, hw.qpn, sq_va, hw.sq_log_size, hw.sq_log_stride,
-                                rq_va, hw.rq_log_size, hw.rq_log_stride)
+            return CreateQpResp(qp.handle, hw.qpn, u.rings.va(hw.sq_pa), hw.sq_log_size,
+                                hw.sq_log_stride, u.rings.va(hw.rq_pa), hw.rq_log_size,
+                                hw.rq_log_stride)
         if cmd is Cmd.MODIFY_QP:
             qp = u.get(a["qp"], IbQp)
             attrs: Qpc = a["attrs"]  # type: ignore[assignment]

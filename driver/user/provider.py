@@ -213,6 +213,7 @@ class ProviderCq:
         self.size = 1 << r.log_size
         self.ci = 0
         self.qps = qps  # QPs of the context, by QPN
+        self.silent = False  # the last empty poll waited its whole window with no CQE write
         self._ring_pa = aspace.translate(r.ring_va)  # the ring is physically contiguous
 
     def poll(self, num_entries: int) -> list[RawWc]:
@@ -228,9 +229,10 @@ class ProviderCq:
         if out:
             a.write(self.r.dbrec_va, struct.pack("<I", self.ci & 0xFFFFFFFF))
             self.host.spend(self.host.costs.poll_cqe * len(out))
+            self.silent = False
         else:
-            self.host.poll_wait(self.host.costs.poll_empty, self._ring_pa,
-                                self._ring_pa + self.size * CQE_SIZE)
+            self.silent = not self.host.poll_wait(self.host.costs.poll_empty, self._ring_pa,
+                                                  self._ring_pa + self.size * CQE_SIZE)
         return out
 
     def _to_wc(self, c: Cqe) -> RawWc:

@@ -26,7 +26,7 @@ from driver.user.enums import (
 from driver.user.provider import ProviderCq, ProviderError, ProviderQp
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace, MemoryError_
-from nicsim.hwif import Qpc, blank_qpc
+from nicsim.hwif import CqState, Qpc, blank_qpc
 
 
 class PyverbsError(Exception):
@@ -365,9 +365,23 @@ class CQ(_Resource):
         self._created()
 
     def poll(self, num_entries: int = 1) -> tuple[int, list[WC]]:
+        """Polls for up to `num_entries` completions. An empty poll lets simulated time run
+        until the NIC writes the CQ (or 100 us pass). When a whole window passes with no
+        CQE, the CQ's state is checked: a CQ that overran is in error and will never complete
+        anything again, which the device reports by an asynchronous event (IBV_EVENT_CQ_ERR);
+        until nicsim has event queues, this facade raises instead of letting the caller wait
+        forever."""
         self._check()
+        p = self._p
         wcs = [WC(w.wr_id, w.status, w.opcode, w.vendor_err, w.byte_len, w.qp_num, 0,
-                  w.imm_data, w.wc_flags) for w in self._p.poll(num_entries)]
+                  w.imm_data, w.wc_flags) for w in p.poll(num_entries)]
+        if not wcs and p.silent:
+            st = _call("poll_cq", self.ctx.file.write, Cmd.QUERY_CQ, cq=self.handle)
+            if st.state == CqState.OVERRUN:
+                raise PyverbsRDMAError(
+                    f"poll_cq: CQ {self.cqn} overran (a completion found all {p.size} entries "
+                    "full): completions were lost, the CQ and the QPs that use it are in error "
+                    "(IBV_EVENT_CQ_ERR)", errno.EOVERFLOW)
         return len(wcs), wcs
 
     def close(self) -> None:

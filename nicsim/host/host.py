@@ -75,11 +75,11 @@ class Host:
         if ns > 0:
             advance(self.env, self.env.now + ns)
 
-    def poll_wait(self, cost: float, lo: int, hi: int, cap_ns: float = 100_000.0) -> None:
+    def poll_wait(self, cost: float, lo: int, hi: int, cap_ns: float = 100_000.0) -> bool:
         """An empty poll of host memory [lo, hi) (physical). A polling CPU can observe nothing
         new there until a device write lands in it, so time runs until the first such write
         (as MONITOR/MWAIT would wake), at least `cost`, at most `cap_ns`, so callers with a
-        deadline in simulated time still get control back."""
+        deadline in simulated time still get control back. Returns whether a write woke it."""
         env = self.env
         start = env.now
         woke = [False]
@@ -95,6 +95,7 @@ class Host:
             step()
         self.mem.unwatch(entry)
         advance(env, max(start + cost, env.now) if woke[0] else deadline)
+        return woke[0]
 
     def plug(self, name: str, device: MmioDevice, pcie: Pcie, netdev: NetDev) -> None:
         """Plug a PCIe device in: the host gets a BAR mapping of it."""

@@ -2,14 +2,16 @@
 
 Physical pages are handed out in a shuffled order, so a buffer that is contiguous in a
 process's virtual address space is scattered in physical memory, as it is on a real host: the
-NIC must walk the MTT to find it. Rings and other DMA-coherent buffers come from a separate
-physically contiguous region (dma_alloc_coherent).
+NIC must walk the MTT to find it. Rings and other DMA-coherent buffers are physically
+contiguous (dma_alloc_coherent).
 """
 
 from __future__ import annotations
 
 import errno
+import mmap
 import random
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 
@@ -27,8 +29,51 @@ class MemoryError_(Exception):
         self.errno = errno_
 
 
+class Extents:
+    """First-fit allocation of ranges from a free list, merging neighbours when freed (used
+    for contiguous host memory here and for the NIC's MTT ranges by the driver)."""
+
+    def __init__(self, start: int = 0, size: int = 0) -> None:
+        self._free: list[tuple[int, int]] = [(start, size)] if size else []
+
+    def alloc(self, n: int) -> int | None:
+        """The start of a free range of `n`, or None."""
+        for i, (start, ln) in enumerate(self._free):
+            if ln >= n:
+                if ln == n:
+                    del self._free[i]
+                else:
+                    self._free[i] = (start + n, ln - n)
+                return start
+        return None
+
+    def free(self, start: int, n: int) -> None:
+        free = self._free
+        i = bisect_left(free, (start, 0))
+        free.insert(i, (start, n))
+        # Merge with the neighbours on either side.
+        if i + 1 < len(free) and start + n == free[i + 1][0]:
+            free[i] = (start, n + free.pop(i + 1)[1])
+        if i and free[i - 1][0] + free[i - 1][1] == start:
+            s0, n0 = free.pop(i - 1)
+            free[i - 1] = (s0, n0 + free[i - 1][1])
+
+    @property
+    def largest(self) -> int:
+        return max((n for _, n in self._free), default=0)
+
+
 class PhysMem:
-    """Physical memory of one host. `dma_fraction` of it is reserved for contiguous allocations.
+    """Physical memory of one host.
+
+    Backed by an anonymous mapping without transparent huge pages, so the simulator's resident
+    memory follows the pages the simulation touches, not the size of the simulated host; a
+    freed page is given back to the OS (and reads as zeros). Pages for processes are handed
+    out upward from the bottom, in 2 MiB blocks whose pages are taken in a seeded shuffled
+    order: a buffer contiguous in a process's virtual memory is scattered in physical memory as
+    on a real host (the NIC must walk the MTT), while touching it stays local. Physically
+    contiguous allocations (rings, device tables) come from the top down. The two meet only
+    when memory is full.
 
     Device writes are posted: each lands at a time the PCIe model computes. Rather than one
     simulation event per write, posted writes wait in a queue ordered by landing time and are
@@ -37,24 +82,28 @@ class PhysMem:
     observer sees exactly what it would see if each write had its own event.
     """
 
-    def __init__(self, size: int = 64 << 20, seed: int = 0, dma_fraction: float = 0.25,
+    BLOCK_PAGES = 512  # 2 MiB
+
+    def __init__(self, size: int = 64 << 20, seed: int = 0,
                  env: simpy.Environment | None = None) -> None:
-        if size % PAGE_SIZE:
-            raise ValueError("physical memory size must be a multiple of the page size")
+        if size % PAGE_SIZE or size < 16 * PAGE_SIZE:
+            raise ValueError("physical memory must be whole pages, at least 16 of them")
         self.size = size
-        self.buf = np.zeros(size, dtype=np.uint8)
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
+        self._map = mmap.mmap(-1, size, flags=flags)
+        if hasattr(mmap, "MADV_NOHUGEPAGE"):
+            self._map.madvise(mmap.MADV_NOHUGEPAGE)
+        self.buf = np.frombuffer(self._map, dtype=np.uint8)
         # Copies go through a memoryview of the same bytes: a plain memcpy, without numpy's
         # per-call overhead, which dominates at packet sizes.
         self.mv = memoryview(self.buf)
-        npages = size >> PAGE_SHIFT
-        ndma = max(16, int(npages * dma_fraction))
+        self._rng = random.Random(seed)
         # Page 0 is never handed out, so physical address 0 can mean "none".
-        self._dma_next = 1 << PAGE_SHIFT
-        self._dma_end = ndma << PAGE_SHIFT
-        self._dma_free: list[tuple[int, int]] = []
-        pages = list(range(ndma, npages))
-        random.Random(seed).shuffle(pages)
-        self._free_pages = pages
+        self._low = 1  # next fresh page number for processes
+        self._block: list[int] = []  # the rest of the current block, in shuffled order
+        self._high = size >> PAGE_SHIFT  # contiguous memory lies at [_high, end)
+        self._free_pages: list[int] = []  # freed page numbers, reused first (LIFO)
+        self._contig_free = Extents()  # freed contiguous ranges (bytes), reused first
         self.env = env
         # Address ranges a CPU is waiting on (MONITOR/MWAIT): [lo, hi) -> callback.
         self.watches: list[tuple[int, int, Callable[[], None]]] = []
@@ -67,10 +116,27 @@ class PhysMem:
 
     # -- allocation ------------------------------------------------------------------------------
 
+    @property
+    def free_bytes(self) -> int:
+        """Memory that can still be allocated (pages, or contiguous runs of them)."""
+        fresh = max(0, self._high - self._low - len(self._block)) + len(self._block)
+        return (fresh + len(self._free_pages)) * PAGE_SIZE + sum(
+            n for _, n in self._contig_free._free)
+
     def alloc_page(self) -> int:
-        if not self._free_pages:
-            raise MemoryError_("out of physical pages", errno.ENOMEM)
-        return self._free_pages.pop() << PAGE_SHIFT
+        if self._free_pages:
+            return self._free_pages.pop() << PAGE_SHIFT
+        if not self._block:
+            end = min(self._low + self.BLOCK_PAGES, self._high)
+            if end <= self._low:
+                pa = self._contig_free.alloc(PAGE_SIZE)  # the last resort: freed ring memory
+                if pa is None:
+                    raise MemoryError_("out of physical pages", errno.ENOMEM)
+                return pa
+            self._block = list(range(self._low, end))
+            self._rng.shuffle(self._block)
+            self._low = end
+        return self._block.pop() << PAGE_SHIFT
 
     def free_page(self, pa: int) -> None:
         """Give a page back. A pinned page stays allocated until its last unpin
@@ -84,15 +150,14 @@ class PhysMem:
     def alloc_contig(self, size: int) -> int:
         """Physically contiguous, page-aligned, zeroed memory (for rings and tables)."""
         size = (size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
-        for i, (pa, n) in enumerate(self._dma_free):
-            if n == size:
-                del self._dma_free[i]
-                return pa
-        if self._dma_next + size > self._dma_end:
-            raise MemoryError_("out of DMA-coherent memory", errno.ENOMEM)
-        pa = self._dma_next
-        self._dma_next += size
-        return pa
+        pa = self._contig_free.alloc(size)
+        if pa is not None:
+            return pa
+        npages = size >> PAGE_SHIFT
+        if self._high - npages < self._low:
+            raise MemoryError_(f"out of contiguous memory for {size} bytes", errno.ENOMEM)
+        self._high -= npages
+        return self._high << PAGE_SHIFT
 
     def free_contig(self, pa: int, size: int) -> None:
         size = (size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
@@ -100,14 +165,15 @@ class PhysMem:
             self._deferred[pa] = -size  # negative: a contiguous region
             return
         self._release(pa, size)
-        self._dma_free.append((pa, size))
+        self._contig_free.free(pa, size)
 
     def _release(self, pa: int, size: int) -> None:
-        """Zero memory that goes back to the allocator. Device writes that have landed are
-        applied first, so none can surface later in the next owner's memory."""
+        """Zero memory that goes back to the allocator, and give its pages back to the OS.
+        Device writes that have landed are applied first, so none can surface later in the
+        next owner's memory."""
         if self.posted:
             self.sync()
-        self.buf[pa:pa + size] = 0
+        self._map.madvise(mmap.MADV_DONTNEED, pa, size)
 
     def pin(self, pages: list[int]) -> None:
         """Pin physical pages (the page list handed to a device): freeing waits for unpin."""
@@ -272,6 +338,9 @@ class AddressSpace:
     def mmap(self, size: int) -> int:
         """Anonymous memory backed by scattered physical pages; returns a page-aligned VA."""
         npages = max(1, (size + PAGE_SIZE - 1) >> PAGE_SHIFT)
+        if npages << PAGE_SHIFT > self.mem.free_bytes:
+            raise MemoryError_(f"cannot map {size} bytes: {self.mem.free_bytes} bytes free",
+                               errno.ENOMEM)
         va = self._next
         self._next += (npages + 1) << PAGE_SHIFT  # leave a guard page
         for i in range(npages):

@@ -27,6 +27,7 @@ from nicsim.hwif import (
     CmdOpcode,
     CmdStatus,
     Cqc,
+    CqState,
     DeviceCaps,
     HcaInit,
     Mpt,
@@ -169,6 +170,12 @@ class CommandProcessor:
                 raise CommandError(CmdStatus.EXCEED_LIM)
             nic.cq.cqs[c.cqn] = CqCtx(c.cqn, c.log_size, c.base, c.dbrec, c.eqn, uar=c.uar)
             return b""
+        if op is CmdOpcode.QUERY_CQ:
+            cq = nic.cq.cqs.get(mod)
+            if cq is None:
+                raise CommandError(CmdStatus.BAD_RESOURCE)
+            return Cqc(cq.cqn, cq.log_size, CqState.OVERRUN if cq.overrun else CqState.OK,
+                       cq.base, cq.dbrec, cq.eqn, cq.uar).pack()
         if op is CmdOpcode.DESTROY_CQ:
             cq = nic.cq.cqs.get(mod)
             if cq is None:

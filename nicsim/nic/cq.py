@@ -3,13 +3,16 @@
 The owner bit flips on every pass over the ring, so software can tell a new CQE from an old one
 without the NIC ever reading the ring. The NIC tracks software's consumer index lazily: only
 when its own producer count says the ring may be full does it read the doorbell record (one
-small DMA read). A CQ that is really full overruns: the CQE is dropped and counted, and the CQ
-is marked in error (IBA 11.6.2, CQ overrun is an affiliated asynchronous error).
+small DMA read). A CQ that is really full overruns: the CQE is dropped and counted, the CQ goes
+to its error state and stays there (IBA 11.6.2: CQ overrun is an affiliated asynchronous
+error), and `on_overrun` tells the NIC, which moves the QPs that use the CQ to ERR: their work
+can no longer complete.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from nicsim.hwif import CQE_SIZE, WQE_INDEX_MASK, Cqe, cqe_owner
@@ -43,6 +46,7 @@ class CqWriter:
         self.dma = dma
         self.cqs: dict[int, CqCtx] = {}
         self.counters = Counters("cqes", "cqe_errors", "dbrec_reads", "overruns", "no_cq")
+        self.on_overrun: Callable[[CqCtx], None] = lambda cq: None
 
     def post(self, cqn: int, qpn: int, wqe_index: int, opcode: int, status: int,
              byte_len: int = 0, imm_inv: int = 0, src_qp: int = 0, flags: int = 0,
@@ -63,6 +67,7 @@ class CqWriter:
             if cq.pi - cq.ci_seen >= cq.size:
                 cq.overrun = True
                 c["overruns"] += 1
+                self.on_overrun(cq)
                 return self.dma.env.now
         owner = cqe_owner(cq.pi, cq.log_size)
         pa = cq.base + (cq.pi & (cq.size - 1)) * CQE_SIZE

@@ -33,7 +33,7 @@ from nicsim.nic.aeth import Syndrome, credit_code
 from nicsim.nic.counters import Counters
 from nicsim.nic.qp import PSN_MASK, QpCtx, RdRes, RespCtx, RespState, psn_diff
 from nicsim.nic.translation import Held
-from nicsim.wire import Kind, Packet, Pos, aeth, atomic_ack_eth
+from nicsim.wire import Kind, Packet, aeth, atomic_ack_eth
 from nicsim.wire.opcodes import Opcode
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 _Q = struct.Struct("<Q")
 _RECEIVING = (QpState.RTR, QpState.RTS, QpState.SQD)
+_WRITE_MIDDLE = int(Opcode.RC_RDMA_WRITE_MIDDLE)
 MAX_DMA_LEN = 1 << 31  # a RETH DMA length beyond this is a length error (C9-92, as rxe)
 # A READ's source: segments, when they are known, the keys they came from.
 _ReadSource = tuple[list[tuple[int, int]], float, tuple[int, ...]]
@@ -108,27 +109,37 @@ class Responder:
 
     # -- entry ------------------------------------------------------------------------------
 
-    def request(self, qp: QpCtx, p: Packet) -> None:
+    def middle(self, qp: QpCtx, frame: bytes, b: int, end: int) -> bool:
+        """The receive fast path (Nic.receive): a MIDDLE packet of a WRITE or SEND whose
+        header the NIC has checked (address, P_Key, flags: no pad, no SE) and whose ICRC is
+        good. If it is the in-order continuation of the message in progress, which is most
+        packets of a stream, every check `request` makes holds: place the payload and return
+        True; otherwise False, and the packet takes the general path. (A QP going to ERR or
+        RESET resets r.state to IDLE; an unchanged protection epoch means no key or access
+        right changed since the message's last check.)"""
         r = qp.resp
-        info = p.info
-        if (info.pos is Pos.MIDDLE and p.psn == qp.epsn and p.payload_len == qp.mtu
-                and (r.state is RespState.IN_WRITE and info.kind is Kind.WRITE
-                     or r.state is RespState.IN_SEND and info.kind is Kind.SEND)
-                and r.msg_len + p.payload_len <= r.rq_cap
-                and r.epoch == self._xlate.epoch and not p._f1 & 0x30):
-            # The in-order continuation of the message in progress, which is most packets of
-            # a stream: every check the general path below makes holds, so go straight to
-            # placing the payload. (A QP going to ERR or RESET resets r.state to IDLE; an
-            # unchanged protection epoch means no key or access right changed since the
-            # message's last check; no pad on a middle packet.)
+        n = end - b - 16  # BTH 12, ICRC 4: a MIDDLE packet has no other header
+        if (int.from_bytes(frame[b + 9:b + 12], "big") != qp.epsn or n != qp.mtu
+                or r.msg_len + n > r.rq_cap or r.epoch != self._xlate.epoch):
+            return False
+        if frame[b] == _WRITE_MIDDLE:
+            if r.state is not RespState.IN_WRITE:
+                return False
             c = self.counters
-            c["requests"] += 1
-            c["write_packets" if info.kind is Kind.WRITE else "send_packets"] += 1
-            r.nak_sent = False
-            t = self.env._now + self._rx_lag  # (the attribute behind `now`: per packet)
-            self._place(qp, p, t)
-            self._advance(qp, p, t)
-            return
+            c["write_packets"] += 1
+        elif r.state is RespState.IN_SEND:
+            c = self.counters
+            c["send_packets"] += 1
+        else:
+            return False
+        c["requests"] += 1
+        r.nak_sent = False
+        t = self.env._now + self._rx_lag  # (the attribute behind `now`: per packet)
+        self._place(qp, frame, b + 12, n, t)
+        self._advance(qp, qp.epsn, frame[b + 8] >= 0x80, t)
+        return True
+
+    def request(self, qp: QpCtx, p: Packet) -> None:
         c = self.counters
         # The receive side works in RTR, RTS and SQD (only the send queue drains in SQD).
         if qp.state not in _RECEIVING:
@@ -179,21 +190,21 @@ class Responder:
         else:
             self._atomic(qp, p, t)
 
-    def _advance(self, qp: QpCtx, p: Packet, t: float) -> None:
+    def _advance(self, qp: QpCtx, psn: int, ackreq: bool, t: float) -> None:
         """The packet is done: expect the next PSN, and ACK if asked or if enough are due."""
-        qp.epsn = (p.psn + 1) & PSN_MASK
+        qp.epsn = (psn + 1) & PSN_MASK
         r = qp.resp
         r.unacked += 1
-        if p.ackreq or r.unacked >= self._ack_every:
-            self._ack(qp, p.psn, t if t > r.posted_at else r.posted_at)
+        if ackreq or r.unacked >= self._ack_every:
+            self._ack(qp, psn, t if t > r.posted_at else r.posted_at)
 
-    def _place(self, qp: QpCtx, p: Packet, t: float) -> float:
-        """Write the packet's payload at the current position of the message's segments."""
+    def _place(self, qp: QpCtx, frame: bytes, off: int, n: int, t: float) -> float:
+        """Write a payload of `n` bytes, frame[off:], at the current position of the
+        message's segments."""
         r = qp.resp
-        n = p.payload_len
         if not n:
             return t
-        mv = memoryview(p.frame)[p.payload_off:p.payload_off + n]
+        mv = memoryview(frame)[off:off + n]
         pa, ln = r.segs[r.seg_i]
         off = r.seg_off
         if off + n <= ln:  # the common case: inside one physical segment
@@ -248,7 +259,7 @@ class Responder:
             # Message longer than the receive buffers (IBA 9.7.5.2.4: invalid request).
             self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t, CqeStatus.LOC_LEN_ERR)
             return
-        self._place(qp, p, t)
+        self._place(qp, p.frame, p.payload_off, p.payload_len, t)
         if p.info.is_last:
             flags, imm = 0, 0
             if p.info.imm:
@@ -261,7 +272,7 @@ class Responder:
             self._complete_recv(qp, CqeOpcode.RECV, flags, imm, t)
         else:
             r.state = RespState.IN_SEND
-        self._advance(qp, p, t)
+        self._advance(qp, p.psn, p.ackreq, t)
 
     def _take_recv_wqe(self, qp: QpCtx, p: Packet, t: float) -> bool:
         """Start a message that consumes a receive WQE; RNR NAK if there is none."""
@@ -359,7 +370,7 @@ class Responder:
             # placed, so the retried packet starts from the same state.
             self._rnr_nak(qp, p.psn, t)
             return
-        self._place(qp, p, t)
+        self._place(qp, p.frame, p.payload_off, p.payload_len, t)
         if info.is_last:
             if info.imm:
                 # The receive WQE is consumed without scatter: it only carries the completion.
@@ -373,7 +384,7 @@ class Responder:
                 r.rq_cap = 0
         else:
             r.state = RespState.IN_WRITE
-        self._advance(qp, p, t)
+        self._advance(qp, p.psn, p.ackreq, t)
 
     # -- RDMA READ --------------------------------------------------------------------------
 

@@ -409,24 +409,13 @@ class Packet:
 _ETH_TYPE = struct.Struct("!H")
 
 
-def parse(frame: bytes, *, check_icrc: bool = True) -> Packet:
+def parse(frame: bytes, *, check_icrc: bool = True,
+          l3: tuple[int, int, int, bool] | None = None) -> Packet:
     """Parse one frame (without FCS). Raises WireError, and only WireError, if it is not a
     well-formed RoCEv2 packet. Trailing bytes past the IP length (Ethernet padding) are ignored.
+    `l3` is what l3_of(frame) gave, if the caller has it.
     """
-    n = len(frame)
-    # Whether a flow's Ethernet type + IP + UDP header bytes are valid, where the packet ends
-    # and the ICRC's state after them are pure functions of those bytes, which repeat for
-    # every packet of a flow: look them up before working them out.
-    key = frame[12:42] if n > 14 and frame[14] == 0x45 else frame[12:62]
-    hit = _L3.get(key)
-    if hit is None:
-        hit = _l3_slow(frame, n)
-        if len(_L3) > 8192:
-            _L3.clear()
-        _L3[frame[12:hit[1]]] = hit
-    end, b, prefix, ipv6 = hit
-    if end > n:
-        raise WireError(ParseError.BAD_IP_LENGTH, f"IP length says {end}, frame {n}")
+    end, b, prefix, ipv6 = l3 or l3_of(frame)
     if end - b < BTH_LEN + ICRC_LEN:
         raise WireError(ParseError.TRUNCATED, "BTH")
     opcode, f1, pkey, w1, w2 = _BTH.unpack_from(frame, b)
@@ -477,15 +466,41 @@ def parse(frame: bytes, *, check_icrc: bool = True) -> Packet:
         x += size
     p.payload_off, p.payload_len = x, payload_len
     (p.icrc,) = _ICRC.unpack_from(frame, end - ICRC_LEN)
-    if check_icrc:
-        crc = zlib.crc32(memoryview(frame)[b + 5:end - ICRC_LEN],
-                         zlib.crc32(frame[b:b + 4] + b"\xff", prefix))
-        if crc != p.icrc:
-            raise WireError(ParseError.BAD_ICRC, f"ICRC 0x{p.icrc:08x}")
+    if check_icrc and not icrc_ok(frame, b, end, prefix):
+        raise WireError(ParseError.BAD_ICRC, f"ICRC 0x{p.icrc:08x}")
     return p
 
 
+def l3_of(frame: bytes) -> tuple[int, int, int, bool]:
+    """Validate Ethernet, IP and UDP of a RoCEv2 frame: (end of the IP packet, BTH offset,
+    ICRC state after the masked IP and UDP headers, IPv6?). Raises WireError."""
+    # Whether a flow's Ethernet type + IP + UDP header bytes are valid, where the packet ends
+    # and the ICRC's state after them are pure functions of those bytes, which repeat for
+    # every packet of a flow: look them up before working them out.
+    n = len(frame)
+    hit = _L3.get(frame[12:42] if n > 14 and frame[14] == 0x45 else frame[12:62])
+    if hit is None:
+        hit = _l3_slow(frame, n)
+        if len(_L3) > _FLOW_CACHE:
+            _L3.clear()
+        _L3[frame[12:hit[1]]] = hit
+    if hit[0] > n:
+        raise WireError(ParseError.BAD_IP_LENGTH, f"IP length says {hit[0]}, frame {n}")
+    return hit
+
+
+def icrc_ok(frame: bytes, b: int, end: int, prefix: int) -> bool:
+    """Whether the frame's ICRC is right, given the state after its IP and UDP headers."""
+    crc = zlib.crc32(memoryview(frame)[b + 5:end - ICRC_LEN],
+                     zlib.crc32(frame[b:b + 4] + b"\xff", prefix))
+    return crc == _ICRC.unpack_from(frame, end - ICRC_LEN)[0]
+
+
 _L3: dict[bytes, tuple[int, int, int, bool]] = {}
+# Header work is remembered per flow (and frame length); a world of 10,000 QP pairs has
+# 20,000 flows, and a cache that kept fewer would be cleared over and over. An entry is about
+# 200 bytes.
+_FLOW_CACHE = 1 << 17
 
 
 def _l3_slow(frame: bytes, n: int) -> tuple[int, int, int, bool]:
@@ -553,7 +568,7 @@ def _prefix_crc(frame: bytes, l3: int, b: int) -> int:
         n = (frame[l3] & 0xF) * 4
         ip = key[0:1] + b"\xff" + key[2:8] + b"\xff" + key[9:10] + b"\xff\xff" + key[12:n]
     crc = zlib.crc32(key[-8:-2] + b"\xff\xff", zlib.crc32(ip, _CRC_ONES8))
-    if len(_PREFIX) > 8192:
+    if len(_PREFIX) > _FLOW_CACHE:
         _PREFIX.clear()
     _PREFIX[key] = crc
     return crc

@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from nicsim.host.host import Host, PciFunction
-from nicsim.host.memory import AddressSpace
+from nicsim.host.memory import AddressSpace, Extents, MemoryError_, PhysMem
 from nicsim.hwif import (
     CMD_BUSY,
     CQE_SIZE,
@@ -25,6 +25,7 @@ from nicsim.hwif import (
     CmdOpcode,
     CmdStatus,
     Cqc,
+    CqState,
     DeviceCaps,
     HcaInit,
     Mpt,
@@ -45,6 +46,8 @@ _CMD_ERRNO = {
     CmdStatus.BUSY: errno.EBUSY,
     CmdStatus.EXCEED_LIM: errno.ENOMEM,
 }
+DBREC_SIZE = 64  # a CQ's doorbell record: a u32, on its own cache line
+_MTT_PER_CMD = 4096  # page addresses per WRITE_MTT (its input block is 64 KiB)
 # Freed QPNs and MPT indices wait in quarantine before reuse, so a packet or rkey still in
 # flight for the old object can never reach a new one.
 QUARANTINE = 64
@@ -54,6 +57,14 @@ class HwError(Exception):
     def __init__(self, msg: str, errno_: int) -> None:
         super().__init__(msg)
         self.errno = errno_
+
+
+def _mem(fn):  # noqa: ANN001, ANN202
+    """Host memory exhaustion, as the driver reports it."""
+    try:
+        return fn()
+    except MemoryError_ as e:
+        raise HwError(str(e), e.errno) from None
 
 
 class Allocator:
@@ -79,29 +90,57 @@ class Allocator:
         self._free.append(n)
 
 
-class RangeAllocator:
-    """First-fit ranges of MTT entries."""
+class RingPool:
+    """The ring memory of one process (ucontext): rings and doorbell records are sized to what
+    they hold, and those smaller than a page share pages, but only with rings of the same
+    process, because a page is mapped into the process whole. Rings of a page or more get
+    their own contiguous pages. Every page is mapped into the process when it is taken and
+    unmapped when its last ring goes, before it is freed (mlx5 packs doorbell records per
+    process the same way)."""
 
-    def __init__(self, size: int) -> None:
-        self._free: list[tuple[int, int]] = [(0, size)]
+    def __init__(self, mem: PhysMem, aspace: AddressSpace) -> None:
+        self.mem = mem
+        self.aspace = aspace
+        self._va: dict[int, int] = {}  # page (or contiguous run) -> its VA in the process
+        self._free: dict[int, dict[int, set[int]]] = {}  # slot size -> page -> free offsets
+        self._used: dict[int, int] = {}  # shared page -> slots in use
 
-    def alloc(self, n: int) -> int:
-        for i, (start, ln) in enumerate(self._free):
-            if ln >= n:
-                self._free[i] = (start + n, ln - n)
-                return start
-        raise HwError("out of MTT entries", errno.ENOMEM)
+    def alloc(self, size: int) -> int:
+        """Physically contiguous memory of `size` bytes (a power of two), aligned to it."""
+        if size >= PAGE_SIZE:
+            pa = self.mem.alloc_contig(size)
+            self._va[pa] = self.aspace.map_phys(pa, size)
+            return pa
+        pages = self._free.setdefault(size, {})
+        page = next((p for p, offs in pages.items() if offs), None)
+        if page is None:
+            page = self.mem.alloc_contig(PAGE_SIZE)
+            self._va[page] = self.aspace.map_phys(page, PAGE_SIZE)
+            pages[page] = set(range(0, PAGE_SIZE, size))
+            self._used[page] = 0
+        off = min(pages[page])
+        pages[page].discard(off)
+        self._used[page] += 1
+        return page + off
 
-    def free(self, start: int, n: int) -> None:
-        self._free.append((start, n))
-        self._free.sort()
-        merged: list[tuple[int, int]] = []
-        for s, ln in self._free:
-            if merged and merged[-1][0] + merged[-1][1] == s:
-                merged[-1] = (merged[-1][0], merged[-1][1] + ln)
-            else:
-                merged.append((s, ln))
-        self._free = merged
+    def va(self, pa: int) -> int:
+        """Where the process sees the memory at `pa`."""
+        base = pa if pa in self._va else pa & ~(PAGE_SIZE - 1)
+        return self._va[base] + (pa - base)
+
+    def free(self, pa: int, size: int) -> None:
+        """Give a ring back (after the NIC has stopped using it)."""
+        if size >= PAGE_SIZE:
+            self.aspace.unmap_phys(self._va.pop(pa), size)
+            self.mem.free_contig(pa, size)
+            return
+        page = pa & ~(PAGE_SIZE - 1)
+        self._free[size][page].add(pa - page)
+        self._used[page] -= 1
+        if not self._used[page]:
+            del self._used[page], self._free[size][page]
+            self.aspace.unmap_phys(self._va.pop(page), PAGE_SIZE)
+            self.mem.free_contig(page, PAGE_SIZE)
 
 
 @dataclass
@@ -141,8 +180,8 @@ class HwQp:
 
 @dataclass
 class Limits:
-    log_mpt: int = 14
-    log_mtt: int = 16
+    log_mpt: int = 0  # table sizes the driver gave the NIC at INIT_HCA
+    log_mtt: int = 0
     commands: int = 0
     command_log: list[str] = field(default_factory=list)
 
@@ -162,8 +201,12 @@ class NsnicDriver:
         self.cmd_in_pa = mem.alloc_contig(PAGE_SIZE * 16)
         self.cmd_out_pa = mem.alloc_contig(PAGE_SIZE)
         self.caps = DeviceCaps.unpack(self.cmd(CmdOpcode.QUERY_DEVICE, out_size=DeviceCaps.size()))
-        log_mpt = min(self.lim.log_mpt, (self.caps.max_mpt - 1).bit_length())
-        log_mtt = min(self.lim.log_mtt, (self.caps.max_mtt - 1).bit_length())
+        # As many MPT entries as the NIC has; MTT entries enough to register all of this host's
+        # memory twice over, up to the NIC's table (the tables cost memory only where used).
+        log_mpt = (self.caps.max_mpt - 1).bit_length()
+        log_mtt = min((self.caps.max_mtt - 1).bit_length(),
+                      ((mem.size >> PAGE_SHIFT) - 1).bit_length() + 1)
+        self.lim.log_mpt, self.lim.log_mtt = log_mpt, log_mtt
         self.mpt_pa = mem.alloc_contig(MPT_SIZE << log_mpt)
         self.mtt_pa = mem.alloc_contig(MTT_ENTRY_SIZE << log_mtt)
         self.cmd(CmdOpcode.INIT_HCA, HcaInit(self.mpt_pa, self.mtt_pa, log_mpt, log_mtt).pack())
@@ -171,7 +214,7 @@ class NsnicDriver:
         self.cqns = Allocator(1, self.caps.max_cq)
         self.uars = Allocator(1, self.caps.max_uar + 1)  # doorbell pages, one per process
         self.mpts = Allocator(1, 1 << log_mpt)
-        self.mtt = RangeAllocator(1 << log_mtt)
+        self.mtt = Extents(0, 1 << log_mtt)
         self._variant: dict[int, int] = {}
         # What the device may reach now, by MPT index / QPN / CQN (as /sys would list it).
         self.mrs: dict[int, HwMr] = {}
@@ -216,17 +259,17 @@ class NsnicDriver:
         except HwError:
             self.host.mem.unpin(pages)
             raise
-        try:
-            mtt_start = self.mtt.alloc(len(pages))
-        except HwError:
+        mtt_start = self.mtt.alloc(len(pages))
+        if mtt_start is None:
             self.mpts.free(idx)
             self.host.mem.unpin(pages)
-            raise
+            raise HwError(f"out of MTT entries for {len(pages)} pages (the largest free run "
+                          f"is {self.mtt.largest} of {1 << self.lim.log_mtt})", errno.ENOMEM)
         variant = (self._variant.get(idx, 0) + 1) & 0xFF
         self._variant[idx] = variant
         key = (idx << 8) | variant
-        for i in range(0, len(pages), 500):
-            chunk = pages[i:i + 500]
+        for i in range(0, len(pages), _MTT_PER_CMD):
+            chunk = pages[i:i + _MTT_PER_CMD]
             self.cmd(CmdOpcode.WRITE_MTT, pack_mtt(chunk), mod=mtt_start + i)
         mpt = Mpt(key, pd, va, length, mtt_start, access, MptFlags.VALID, PAGE_SHIFT)
         self.cmd(CmdOpcode.WRITE_MPT, mpt.pack(), mod=idx)
@@ -246,21 +289,24 @@ class NsnicDriver:
 
     # -- CQ ---------------------------------------------------------------------------------
 
-    def create_cq(self, cqe: int, uar: int) -> HwCq:
+    def create_cq(self, cqe: int, uar: int, pool: RingPool) -> HwCq:
         if cqe < 1 or cqe > self.caps.max_cqe:
             raise HwError(f"CQ size {cqe} out of range", errno.EINVAL)
         log = max(1, (cqe - 1).bit_length())
-        mem = self.host.mem
         ring_bytes = CQE_SIZE << log
-        ring = mem.alloc_contig(ring_bytes)
-        dbrec = mem.alloc_contig(64)
+        ring = _mem(lambda: pool.alloc(ring_bytes))
+        try:
+            dbrec = _mem(lambda: pool.alloc(DBREC_SIZE))
+        except HwError:
+            pool.free(ring, ring_bytes)
+            raise
         cqn = self.cqns.alloc()
         try:
-            self.cmd(CmdOpcode.CREATE_CQ, Cqc(cqn, log, ring, dbrec, 0, uar).pack())
+            self.cmd(CmdOpcode.CREATE_CQ, Cqc(cqn, log, CqState.OK, ring, dbrec, 0, uar).pack())
         except HwError:
             self.cqns.free(cqn)
-            mem.free_contig(ring, ring_bytes)
-            mem.free_contig(dbrec, 64)
+            pool.free(ring, ring_bytes)
+            pool.free(dbrec, DBREC_SIZE)
             raise
         cq = HwCq(cqn, log, ring, ring_bytes, dbrec)
         self.cqs[cqn] = cq
@@ -273,15 +319,19 @@ class NsnicDriver:
         del self.cqs[cq.cqn]
         self.cqns.free(cq.cqn)
 
-    def free_cq(self, cq: HwCq) -> None:
-        self.host.mem.free_contig(cq.ring_pa, cq.ring_bytes)
-        self.host.mem.free_contig(cq.dbrec_pa, 64)
+    def query_cq(self, cqn: int) -> Cqc:
+        return Cqc.unpack(self.cmd(CmdOpcode.QUERY_CQ, mod=cqn, out_size=Cqc.size()))
+
+    @staticmethod
+    def free_cq(cq: HwCq, pool: RingPool) -> None:
+        pool.free(cq.ring_pa, cq.ring_bytes)
+        pool.free(cq.dbrec_pa, DBREC_SIZE)
 
     # -- QP ---------------------------------------------------------------------------------
 
-    def create_qp(self, qp_type: int, pd: int, uar: int, send_cqn: int, recv_cqn: int,
-                  max_send_wr: int, max_recv_wr: int, max_send_sge: int, max_recv_sge: int,
-                  max_inline: int) -> HwQp:
+    def create_qp(self, qp_type: int, pd: int, uar: int, pool: RingPool, send_cqn: int,
+                  recv_cqn: int, max_send_wr: int, max_recv_wr: int, max_send_sge: int,
+                  max_recv_sge: int, max_inline: int) -> HwQp:
         c = self.caps
         if (max_send_wr > c.max_qp_wr or max_recv_wr > c.max_qp_wr or max_send_sge > c.max_sge
                 or max_recv_sge > c.max_sge or max_inline > c.max_inline):
@@ -290,11 +340,19 @@ class NsnicDriver:
         rq_log = max(1, (max(max_recv_wr, 1) - 1).bit_length())
         sq_stride = send_wqe_stride(max_send_sge, max_inline)
         rq_stride = recv_wqe_stride(max_recv_sge)
-        mem = self.host.mem
         sq_bytes, rq_bytes = sq_stride << sq_log, rq_stride << rq_log
-        sq = mem.alloc_contig(sq_bytes)
-        rq = mem.alloc_contig(rq_bytes)
-        qpn = self.qpns.alloc()
+        sq = _mem(lambda: pool.alloc(sq_bytes))
+        try:
+            rq = _mem(lambda: pool.alloc(rq_bytes))
+        except HwError:
+            pool.free(sq, sq_bytes)
+            raise
+        try:
+            qpn = self.qpns.alloc()
+        except HwError:
+            pool.free(sq, sq_bytes)
+            pool.free(rq, rq_bytes)
+            raise
         qpc = Qpc.unpack(bytes(Qpc.size()))
         qpc.qpn, qpc.type, qpc.pd, qpc.uar = qpn, qp_type, pd, uar
         qpc.send_cqn, qpc.recv_cqn = send_cqn, recv_cqn
@@ -305,8 +363,8 @@ class NsnicDriver:
             self.cmd(CmdOpcode.CREATE_QP, qpc.pack())
         except HwError:
             self.qpns.free(qpn)
-            mem.free_contig(sq, sq_bytes)
-            mem.free_contig(rq, rq_bytes)
+            pool.free(sq, sq_bytes)
+            pool.free(rq, rq_bytes)
             raise
         qp = HwQp(qpn, sq, sq_bytes, sq_log, qpc.sq_log_stride, rq, rq_bytes, rq_log,
                   qpc.rq_log_stride, qpc)
@@ -326,9 +384,10 @@ class NsnicDriver:
         del self.qps[qp.qpn]
         self.qpns.free(qp.qpn)
 
-    def free_qp(self, qp: HwQp) -> None:
-        self.host.mem.free_contig(qp.sq_pa, qp.sq_bytes)
-        self.host.mem.free_contig(qp.rq_pa, qp.rq_bytes)
+    @staticmethod
+    def free_qp(qp: HwQp, pool: RingPool) -> None:
+        pool.free(qp.sq_pa, qp.sq_bytes)
+        pool.free(qp.rq_pa, qp.rq_bytes)
 
     # -- addressing -------------------------------------------------------------------------
 
