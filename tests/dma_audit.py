@@ -101,7 +101,8 @@ class DmaAudit:
             while left and si < len(segs):
                 pa, ln = segs[si]
                 k = min(ln - so, left)
-                self._check(host, "read", pa + so, k, allowed)
+                if k:  # (a position at the end of a segment reads nothing there)
+                    self._check(host, "read", pa + so, k, allowed)
                 left -= k
                 si, so = si + 1, 0
             return read_at(segs, pos, n, not_before)

@@ -189,3 +189,33 @@ def test_pd_of_another_process_is_no_way_in():
     x.qp.post_send(wr)
     assert wait(x)[0].status == e.IBV_WC_LOC_PROT_ERR
     assert MR(PD(x.ctx), 4096, ALL_ACCESS).lkey != a.mr.lkey
+
+
+def test_request_in_the_invalidation_window_sees_the_invalid_key():
+    """INVALIDATE_MPT zeroes the entry in host memory by a posted write, and the command
+    completes only when it has landed. A request that arrives in between, with the entry out
+    of the NIC's cache, must read the entry as the NIC itself left it (its own write in
+    flight, PCIe ordering), not the stale valid one: the atomic is refused."""
+    from nicsim.hwif import CmdOpcode, Reg, key_index
+    from nicsim.wire import atomic_eth
+    from nicsim.wire.opcodes import Opcode
+
+    w, a, b = pair()
+    nb = w.nics["b"]
+    target = MR(b.pd, 4096, ALL_ACCESS)
+    qb = nb.qps[b.qp.qp_num]
+    bld = w.nics["a"].qps[a.qp.qp_num].builder
+    revoked = nb.xlate.revocations
+    # The driver's INVALIDATE_MPT, issued by hand so the world can be stopped inside it.
+    bar = b.ctx.file.dev.hw.bar
+    bar.write64(Reg.CMD_OPCODE, CmdOpcode.INVALIDATE_MPT)
+    bar.write64(Reg.CMD_MOD, key_index(target.rkey))
+    bar.write64(Reg.CMD_GO, 1)
+    _until(w, lambda: nb.xlate.revocations > revoked)
+    assert nb.dma.mem.posted, "the zeroing write is still on its way"
+    nb.receive(bld.build(Opcode.RC_FETCH_ADD, qb.qpn, qb.epsn,
+                         atomic_eth(target.buf, target.rkey, 5, 0), ackreq=True))
+    settle(w)
+    c = nb.counters()
+    assert (c["responder.atomics"], c["responder.naks_sent"]) == (1, 1)
+    assert b.qp.query()[0].qp_state == e.IBV_QPS_ERR

@@ -310,7 +310,11 @@ class Completer:
         if n:
             if not self._dest_valid(qp, op):
                 return
-            t, _ = self.nic.dma.place(op.segs, position(op.segs, op.read_done), p.payload, t)
+            w = op.walk
+            assert w is not None
+            if w.covered < op.read_done + n:
+                t = self.nic.walk(w, op.read_done + n, t)
+            t, _ = self.nic.dma.place(w.segs, position(w.segs, op.read_done), p.payload, t)
             op.read_done += n
         qp.acked_psn = p.psn
         if last:
@@ -339,7 +343,10 @@ class Completer:
             return
         self._pop(qp)
         t = self.nic.env.now + self.nic.cfg.rx_pipeline_ns
-        t, _ = self.nic.dma.place(op.segs, (0, 0), _Q.pack(p.atomic_orig), t)
+        w = op.walk
+        assert w is not None
+        t = self.nic.walk(w, 8, t)
+        t, _ = self.nic.dma.place(w.segs, (0, 0), _Q.pack(p.atomic_orig), t)
         qp.acked_psn = p.psn
         if op.signaled:
             self._post_send(qp, op, CqeStatus.SUCCESS, t=t)

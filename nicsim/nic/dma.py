@@ -22,13 +22,18 @@ class Dma:
         self.pcie = pcie
 
     def read(self, pa: int, n: int, not_before: float = 0.0) -> tuple[bytes, float]:
+        return self.peek(pa, n), self.pcie.dma_read(n, not_before)
+
+    def peek(self, pa: int, n: int) -> bytes:
+        """What a device read of [pa, pa+n) returns now, without its timing: host memory
+        with this NIC's own posted writes patched in (a read does not pass them)."""
         mem = self.mem
         if mem.posted:
             mem.sync()
         data = mem.mv[pa:pa + n].tobytes()
         if mem.posted:
             data = mem.overlay(pa, data)
-        return data, self.pcie.dma_read(n, not_before)
+        return data
 
     def read_at(self, segs: Segs, pos: tuple[int, int], n: int, not_before: float = 0.0
                 ) -> tuple[bytes | memoryview, float, tuple[int, int]]:

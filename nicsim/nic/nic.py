@@ -39,7 +39,7 @@ from nicsim.nic.qp import QpCtx
 from nicsim.nic.requester import Requester
 from nicsim.nic.responder import Responder
 from nicsim.nic.scheduler import SendEngine
-from nicsim.nic.translation import TranslationCache
+from nicsim.nic.translation import TranslationCache, Walk
 from nicsim.nic.wqe_fetch import WqeFetch
 from nicsim.wire import (
     Ecn,
@@ -76,7 +76,9 @@ class Nic(MmioDevice):
         self.pcie = Pcie(env, cfg.pcie)
         self.dma = Dma(env, mem, self.pcie)
         self.port = Port(env, self.receive)
-        self.xlate = TranslationCache(lambda pa, n: mem.read(pa, n), cfg.mpt_cache_entries,
+        # Table reads see the NIC's own table writes still in flight (an INVALIDATE_MPT's
+        # zeroes): a stale entry must not be fetched back into the cache.
+        self.xlate = TranslationCache(self.dma.peek, cfg.mpt_cache_entries,
                                       cfg.mtt_cache_entries)
         self.mpt_entries = 0
         self.mtt_entries = 0
@@ -164,6 +166,28 @@ class Nic(MmioDevice):
         for _ in range(misses):
             t = pcie.dma_read(64, t)  # an MPT entry or a line of MTT entries
         return st, segs, t
+
+    def check_walk(self, pieces: list[tuple[int, int, int]], pd: int, access: int, t: float
+                   ) -> tuple[XlateStatus, Walk, float]:
+        """Check every (key, va, length) piece of a buffer (MPT misses cost DMA reads after
+        `t`); the Walk then translates it as it is used (see `walk`)."""
+        xlate, pcie = self.xlate, self.pcie
+        checked = []
+        for key, va, length in pieces:
+            st, mpt, misses = xlate.check_key(key, pd, access, va, length)
+            for _ in range(misses):
+                t = pcie.dma_read(64, t)  # an MPT entry
+            if st is not XlateStatus.OK:
+                return st, Walk(), t
+            checked.append((mpt, va, length))
+        return XlateStatus.OK, Walk(checked), t
+
+    def walk(self, w: Walk, upto: int, t: float) -> float:
+        """Translate w on to `upto` bytes; each MTT line missed costs a DMA read after `t`.
+        Returns when the segments are known."""
+        for _ in range(self.xlate.walk(w, upto)):
+            t = self.pcie.dma_read(64, t)
+        return t
 
     def builder_for(self, qp: QpCtx) -> FrameBuilder:
         tc = qp.traffic_class

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from nicsim.hwif import WQE_INDEX_MASK, QpState, QpType, WqeOpcode
+from nicsim.nic.translation import Walk
 from nicsim.wire import FrameBuilder
 
 PSN_MASK = 0xFFFFFF
@@ -37,12 +38,16 @@ class SendOp:
     last_psn: int
     length: int
     npkts: int
-    segs: list[tuple[int, int]] = field(default_factory=list)  # local memory, by translation
+    walk: Walk | None = None  # the local buffer's translation (None: inline data)
     read_done: int = 0  # bytes of READ response placed so far
     consumes_recv: bool = False  # a SEND or WRITE with immediate: uses a receive WQE
     gap: bool = False  # a READ response is missing and has been re-requested
     keys: tuple[int, ...] = ()  # the lkeys `segs` came from, and the protection epoch they
     epoch: int = 0  # were last checked at (nicsim.nic.translation: translations held)
+
+    @property
+    def segs(self) -> list[tuple[int, int]]:
+        return self.walk.segs if self.walk is not None else []
 
     @property
     def wqe_index(self) -> int:
@@ -75,7 +80,8 @@ class RespCtx:
     """Responder state of one QP."""
 
     state: RespState = RespState.IDLE
-    segs: list[tuple[int, int]] = field(default_factory=list)
+    walk: Walk = field(default_factory=Walk)  # the message's buffer, translated as it goes
+    segs: list[tuple[int, int]] = field(default_factory=list)  # walk.segs
     seg_i: int = 0
     seg_off: int = 0
     msg_len: int = 0  # bytes placed so far in the current message

@@ -31,6 +31,7 @@ from nicsim.hwif import (
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import position
 from nicsim.nic.qp import PSN_MASK, QpCtx, SendOp, psn_diff
+from nicsim.nic.translation import Walk
 from nicsim.nic.wqe_fetch import SendWqe
 from nicsim.wire import Kind, Pos, Transport, atomic_eth, ieth, immdt, message_opcodes, reth
 from nicsim.wire.opcodes import Opcode
@@ -88,25 +89,17 @@ class Requester:
     # -- local translation ------------------------------------------------------------------
 
     def _local(self, qp: QpCtx, wqe: SendWqe, access: int, t: float
-               ) -> tuple[CqeStatus, VendorErr, list[tuple[int, int]], int, float,
-                          tuple[int, ...]]:
-        """Translate every SGE; returns status, vendor error, segments, length, ready time and
-        the lkeys the segments came from."""
-        segs: list[tuple[int, int]] = []
-        keys: list[int] = []
-        total = 0
-        for addr, length, lkey in wqe.sges:
-            if not length:
-                continue
-            st, s, t = self.nic.translate(lkey, qp.pd, access, addr, length, t)
-            if st is not XlateStatus.OK:
-                return CqeStatus.LOC_PROT_ERR, _XLATE_VENDOR[st], [], 0, t, ()
-            segs += s
-            keys.append(lkey)
-            total += length
-        if total > MAX_MSG:
-            return CqeStatus.LOC_LEN_ERR, VendorErr.NONE, [], 0, t, ()
-        return CqeStatus.SUCCESS, VendorErr.NONE, segs, total, t, tuple(keys)
+               ) -> tuple[CqeStatus, VendorErr, Walk | None, int, float, tuple[int, ...]]:
+        """Check every SGE's key (the buffer is walked through the MTT as it is sent);
+        returns status, vendor error, the walk, length, ready time and the lkeys."""
+        pieces = [(lkey, addr, length) for addr, length, lkey in wqe.sges if length]
+        st, walk, t = self.nic.check_walk(pieces, qp.pd, access, t)
+        if st is not XlateStatus.OK:
+            return CqeStatus.LOC_PROT_ERR, _XLATE_VENDOR[st], None, 0, t, ()
+        if walk.total > MAX_MSG:
+            return CqeStatus.LOC_LEN_ERR, VendorErr.NONE, None, 0, t, ()
+        return (CqeStatus.SUCCESS, VendorErr.NONE, walk, walk.total, t,
+                tuple(lkey for lkey, _, _ in pieces))
 
     # -- admission --------------------------------------------------------------------------
 
@@ -150,14 +143,15 @@ class Requester:
                                       CqeStatus.LOC_QP_OP_ERR, VendorErr.BAD_OPCODE)
             return
         keys: tuple[int, ...] = ()
+        walk: Walk | None = None
         if op in _MSG:
             if ctrl.flags & _INLINE:
-                segs, total, status, verr = [], len(wqe.inline), CqeStatus.SUCCESS, VendorErr.NONE
+                total, status, verr = len(wqe.inline), CqeStatus.SUCCESS, VendorErr.NONE
             else:
-                status, verr, segs, total, t, keys = self._local(qp, wqe, 0, t)
+                status, verr, walk, total, t, keys = self._local(qp, wqe, 0, t)
         else:
             # READ and atomics write into local memory: LOCAL_WRITE is required on the MR.
-            status, verr, segs, total, t, keys = self._local(qp, wqe, Access.LOCAL_WRITE, t)
+            status, verr, walk, total, t, keys = self._local(qp, wqe, Access.LOCAL_WRITE, t)
             if status is CqeStatus.SUCCESS and op is not WqeOpcode.RDMA_READ and total != 8:
                 status, verr = CqeStatus.LOC_LEN_ERR, VendorErr.NONE
         if status is not CqeStatus.SUCCESS:
@@ -168,7 +162,7 @@ class Requester:
         psn = qp.sq_psn
         qp.sq_psn = (psn + npkts) & PSN_MASK
         sop = SendOp(wqe, op, bool(ctrl.flags & _SIGNALED), psn, (psn + npkts - 1) & PSN_MASK,
-                     total, npkts, segs, consumes_recv=op in _CONSUMES_RECV, keys=keys,
+                     total, npkts, walk, consumes_recv=op in _CONSUMES_RECV, keys=keys,
                      epoch=nic.xlate.epoch)
         if sop.consumes_recv:
             qp.recv_msgs_sent += 1
@@ -241,7 +235,8 @@ class Requester:
         total = sop.length
         npkts = sop.npkts
         psn = sop.first_psn
-        segs = sop.segs
+        walk = sop.walk
+        segs = walk.segs if walk is not None else []
         b = qp.builder
         assert b is not None
         build = b.build
@@ -276,6 +271,8 @@ class Requester:
                     nic.completer.fail_local(qp, sop, CqeStatus.LOC_PROT_ERR,
                                              VendorErr.BAD_LKEY)
                     return
+                if walk.covered < i * mtu + n:  # type: ignore[union-attr]
+                    t = nic.walk(walk, i * mtu + n, t)  # type: ignore[arg-type]
                 payload, ready, pos = read_at(segs, pos, n, t)
             else:
                 payload, ready = b"", t

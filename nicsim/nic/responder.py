@@ -32,7 +32,7 @@ from nicsim.hwif import (
 from nicsim.nic.aeth import Syndrome, credit_code
 from nicsim.nic.counters import Counters
 from nicsim.nic.qp import PSN_MASK, QpCtx, RdRes, RespCtx, RespState, psn_diff
-from nicsim.nic.translation import Held
+from nicsim.nic.translation import Held, Walk
 from nicsim.wire import Kind, Packet, aeth, atomic_ack_eth
 from nicsim.wire.opcodes import Opcode
 
@@ -44,8 +44,8 @@ _Q = struct.Struct("<Q")
 _RECEIVING = (QpState.RTR, QpState.RTS, QpState.SQD)
 _WRITE_MIDDLE = int(Opcode.RC_RDMA_WRITE_MIDDLE)
 MAX_DMA_LEN = 1 << 31  # a RETH DMA length beyond this is a length error (C9-92, as rxe)
-# A READ's source: segments, when they are known, the keys they came from.
-_ReadSource = tuple[list[tuple[int, int]], float, tuple[int, ...]]
+# A READ's source: its buffer, when the key check is done, the keys.
+_ReadSource = tuple[Walk, float, tuple[int, ...]]
 # Access rights as plain ints: IntFlag arithmetic builds enum objects on every check.
 _LW, _RW, _RR, _RA = (int(a) for a in (Access.LOCAL_WRITE, Access.REMOTE_WRITE,
                                        Access.REMOTE_READ, Access.REMOTE_ATOMIC))
@@ -204,6 +204,9 @@ class Responder:
         r = qp.resp
         if not n:
             return t
+        w = r.walk
+        if w.covered < r.msg_len + n:  # translate the next chunk of the buffer
+            r.data_ready_at = self.nic.walk(w, r.msg_len + n, max(t, r.data_ready_at))
         mv = memoryview(frame)[off:off + n]
         pa, ln = r.segs[r.seg_i]
         off = r.seg_off
@@ -281,26 +284,21 @@ class Responder:
             self._rnr_nak(qp, p.psn, t)
             return False
         sges, ready = self.nic.fetch.fetch_rq(qp, t)
-        segs: list[tuple[int, int]] = []
-        keys: list[int] = []
-        cap = 0
-        for addr, length, lkey in sges:
-            if not length:
-                continue
-            st, s, ready = self.nic.translate(lkey, qp.pd, _LW, addr, length,
-                                              ready)
-            if st is not XlateStatus.OK:
-                r.rq_index, r.rq_cap, r.msg_len, r.recv_active = qp.rq_ci, 0, 0, True
-                self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_OP, t, CqeStatus.LOC_PROT_ERR)
-                return False
-            segs += s
-            keys.append(lkey)
-            cap += length
-        r.segs, r.seg_i, r.seg_off = segs, 0, 0
-        r.keys, r.epoch = tuple(keys), self._xlate.epoch
-        r.rq_index, r.rq_cap, r.msg_len, r.recv_active = qp.rq_ci, cap, 0, True
-        r.data_ready_at = ready
+        pieces = [(lkey, addr, length) for addr, length, lkey in sges if length]
+        st, walk, ready = self.nic.check_walk(pieces, qp.pd, _LW, ready)
+        if st is not XlateStatus.OK:
+            r.rq_index, r.rq_cap, r.msg_len, r.recv_active = qp.rq_ci, 0, 0, True
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_OP, t, CqeStatus.LOC_PROT_ERR)
+            return False
+        self._start(r, walk, tuple(lkey for lkey, _, _ in pieces), ready)
+        r.rq_index, r.rq_cap, r.recv_active = qp.rq_ci, walk.total, True
         return True
+
+    def _start(self, r: RespCtx, walk: Walk, keys: tuple[int, ...], ready: float) -> None:
+        """A message starts placing into `walk`'s buffer, its keys checked now."""
+        r.walk, r.segs, r.seg_i, r.seg_off, r.msg_len = walk, walk.segs, 0, 0, 0
+        r.keys, r.epoch = keys, self._xlate.epoch
+        r.data_ready_at = ready
 
     def _complete_recv(self, qp: QpCtx, opcode: CqeOpcode, flags: int, imm: int,
                        t: float) -> None:
@@ -342,21 +340,15 @@ class Responder:
                     else length <= qp.mtu):
                 self._length_error(qp, p, t)
                 return
-            if length:
-                st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RW,
-                                                     p.reth_va, length, t)
-                if st is not XlateStatus.OK:
-                    self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
-                    return
-                r.keys = (p.reth_rkey,)
-            else:
-                # A zero-length WRITE needs no valid R_Key or address (C9-88): nothing is
-                # checked and nothing is placed.
-                segs, ready, r.keys = [], t, ()
-            r.segs, r.seg_i, r.seg_off, r.msg_len = segs, 0, 0, 0
+            # A zero-length WRITE needs no valid R_Key or address (C9-88): nothing is checked
+            # and nothing is placed.
+            pieces = [(p.reth_rkey, p.reth_va, length)] if length else []
+            st, walk, ready = self.nic.check_walk(pieces, qp.pd, _RW, t)
+            if st is not XlateStatus.OK:
+                self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+                return
+            self._start(r, walk, (p.reth_rkey,) if length else (), ready)
             r.rq_cap = length
-            r.epoch = self._xlate.epoch
-            r.data_ready_at = ready
         else:
             if not self._still_valid(r):
                 self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
@@ -431,26 +423,26 @@ class Responder:
         self._queue_read_response(qp, p, src, counted=True)
 
     def _read_source(self, qp: QpCtx, p: Packet, t: float) -> _ReadSource | None:
-        """Check the READ's R_Key: the segments to read, when they are known and the keys
-        they came from; None after a NAK."""
+        """Check the READ's R_Key: the buffer to read (walked as it is sent), when its check
+        is done and the keys; None after a NAK."""
         length = p.reth_len
-        if not length:
-            return [], t, ()  # C9-88: a zero-length READ has no R_Key or address to check
-        st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RR, p.reth_va, length, t)
+        # C9-88: a zero-length READ has no R_Key or address to check.
+        pieces = [(p.reth_rkey, p.reth_va, length)] if length else []
+        st, walk, ready = self.nic.check_walk(pieces, qp.pd, _RR, t)
         if st is not XlateStatus.OK:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return None
-        return segs, ready, (p.reth_rkey,)
+        return walk, ready, (p.reth_rkey,) if length else ()
 
     def _queue_read_response(self, qp: QpCtx, p: Packet, src: _ReadSource,
                              counted: bool) -> None:
-        segs, ready, keys = src
+        walk, ready, keys = src
         psn, msn, length, epoch = p.psn, qp.msn, p.reth_len, self._xlate.epoch
         qp.resp.jobs_queued += 1
         self.nic.engine.add_job(lambda: self._read_response(
-            qp, psn, msn, segs, length, ready, keys, epoch, counted))
+            qp, psn, msn, walk, length, ready, keys, epoch, counted))
 
-    def _read_response(self, qp: QpCtx, psn: int, msn: int, segs: list[tuple[int, int]],
+    def _read_response(self, qp: QpCtx, psn: int, msn: int, walk: Walk,
                        length: int, ready: float, keys: tuple[int, ...], epoch: int,
                        counted: bool = True) -> Generator[simpy.Event, None, None]:
         """Send the READ RESPONSE packets, payload read from host memory (IBA 9.7.4.1.4).
@@ -475,7 +467,9 @@ class Responder:
                     return
                 n = min(mtu, length - i * mtu)
                 if n:
-                    payload, t, pos = nic.dma.read_at(segs, pos, n, ready)
+                    if walk.covered < i * mtu + n:
+                        ready = nic.walk(walk, i * mtu + n, ready)
+                    payload, t, pos = nic.dma.read_at(walk.segs, pos, n, ready)
                 else:
                     payload, t = b"", max(ready, env.now)
                 if npkts == 1:

@@ -1,0 +1,1130 @@
+`default_nettype none
+// nic_cmd: the command processor of the nsnic device: the hardware side of the mailbox
+// (nicsim.hwif CmdOpcode / CmdStatus), with the QP and CQ context tables.
+//
+// On cmd_go (ignored while busy) it latches CMD_OPCODE/IN/OUT/MOD, reads the input block from
+// host memory (AXI4 read master), executes, writes the output block (AXI4 write master) and
+// completes with a hwif.CmdStatus, giving the status nicsim/nic/command.py gives for the same
+// input and the same tables:
+//
+//   QUERY_DEVICE    output hwif.DeviceCaps from the parameters (max_qp NUM_QP, max_cq NUM_CQ,
+//                   max_mpt MPT_DEPTH, max_mtt MTT_DEPTH, MAX_QP_WR, MAX_SGE, MAX_CQE,
+//                   MAX_QP_RD_ATOM, MAX_INLINE, MAX_UAR)
+//   INIT_HCA        hwif.HcaInit: EXCEED_LIM if log_mpt_entries > log2(MPT_DEPTH) or
+//                   log_mtt_entries > log2(MTT_DEPTH); else the MPT/MTT index ranges become
+//                   2**log (before any INIT_HCA they are empty). The table base addresses are
+//                   not used: the tables are on chip (mr_translate).
+//   WRITE_MPT       EXCEED_LIM unless CMD_MOD < MPT entries; the 32-byte hwif.Mpt goes to
+//                   mr_translate's command port (WRITE_MPT)
+//   INVALIDATE_MPT  EXCEED_LIM unless CMD_MOD < MPT entries; mr_translate INVALIDATE_MPT; fenced
+//   WRITE_MTT       input: count u32, pad u32, count x u64. EXCEED_LIM if CMD_MOD + count >
+//                   MTT entries (checked on the first 8 bytes, before the rest is read); else
+//                   each address goes to mr_translate (WRITE_MTT at index CMD_MOD + i) as it
+//                   streams in
+//   CREATE_CQ       hwif.Cqc: BAD_PARAM if cqn >= NUM_CQ, the CQ exists, or uar not in
+//                   1..MAX_UAR; EXCEED_LIM if 2**log_size > MAX_CQE; else the CQ context
+//                   (log_size, base, dbrec, eqn, uar, refs = 0) is written, cqe_write is
+//                   configured (enable) and the CQ is bound to its UAR in the BAR
+//   DESTROY_CQ      CMD_MOD = cqn: BAD_RESOURCE if no such CQ; BUSY if a QP uses it (refs);
+//                   else cqe_write disables it, the binding is cleared; fenced
+//   CREATE_QP       hwif.Qpc: BAD_PARAM if qpn is 0 or >= NUM_QP, the QP exists, or uar not in
+//                   1..MAX_UAR; BAD_PARAM if type is not RC/UC/UD; BAD_RESOURCE if the send or
+//                   receive CQ does not exist; else both CQs' refs are incremented (twice for
+//                   one CQ used both ways), the QP context is written (RESET and the model's
+//                   defaults: path_mtu 1024, timeout 14, retry 7, rnr_retry 7,
+//                   max_rd_atomic 1, max_dest_rd_atomic 1, traffic class 64 << 8, pkey 0xffff)
+//                   and the QP bound to its UAR; wqe_fetch gets its SQ ring (disabled)
+//   MODIFY_QP       hwif.Qpc: BAD_RESOURCE if no such QP. The new state is the input's state
+//                   if attr_mask has STATE, else the current one. RESET: the QP goes to RESET
+//                   (fields kept, wqe_fetch disabled); ERR: the QP goes to ERR; otherwise the
+//                   (old, new) pair must be one of command.py's _LEGAL transitions (else
+//                   BAD_STATE) and the fields named by attr_mask are applied exactly as
+//                   command.py _apply does (ACCESS_FLAGS, PATH_MTU, DEST_QPN, RQ_PSN and
+//                   SQ_PSN masked to 24 bits, TIMEOUT, RETRY_CNT, RNR_RETRY, MIN_RNR_TIMER,
+//                   MAX_QP_RD_ATOMIC, MAX_DEST_RD_ATOMIC, QKEY, AV = dmac, smac, sgid, dgid,
+//                   traffic_class). RTR -> RTS enables the SQ in wqe_fetch at index 0.
+//                   A state byte > 6 (ERR) gives BAD_PARAM (the model raises on it).
+//   QUERY_QP        CMD_MOD = qpn: BAD_RESOURCE if no such QP; output the hwif.Qpc the model's
+//                   _qpc_of returns (attr_mask 0, pkey 0xffff)
+//   DESTROY_QP      CMD_MOD = qpn: BAD_RESOURCE if no such QP; else unbound, wqe_fetch
+//                   disables it, the refs of its CQs (those that exist) are decremented; fenced
+//   other opcodes   BAD_OPCODE (nothing is read)
+// Fenced commands complete only when dma_idle is high after their own work: the NIC's earlier
+// DMA writes have all been answered (the model's pcie.writes_landed_by()). Failed commands
+// write no output and wait for no fence.
+//
+// The QP context table holds the 128-byte hwif.Qpc image of each QP minus the bytes the model
+// never varies (qpn = the index, attr_mask, pkey, padding): 880 bits per QP in a RAM. The CQ
+// context table holds {refs, uar, eqn, dbrec, base, log_size} per CQ in a RAM; which QPs/CQs
+// exist is in flops. QP and CQ numbers are direct-mapped: number n is entry n.
+// Not in the model: an AXI error response (RRESP/BRESP not OKAY) while reading the input or
+// writing the output completes the command with BAD_PARAM (MTT entries streamed before the
+// error stay written).
+//
+// The DMA engines are word-serial (64 bits per cycle; commands are rare): CMD_IN and CMD_OUT
+// may have any byte alignment. Reads and writes are INCR bursts of full-width beats that never
+// cross a 4 KiB boundary (at most 256 beats), one burst at a time; writes use byte strobes,
+// and an unaligned block is read as whole 8-byte words (up to 7 bytes beyond it on each side).
+// ARID/AWID are 0.
+//
+// Timing: busy rises the cycle after cmd_go; a command without DMA takes a few cycles; a
+// record read costs the AXI latency plus one cycle per beat and per 8 bytes.
+//
+// Parameters:
+//   AXI_DATA_WIDTH  AXI data width (64..1024, a power of two)
+//   AXI_ADDR_WIDTH  AXI address width (<= 64)
+//   AXI_ID_WIDTH    AXI ID width
+//   NUM_QP, NUM_CQ  QP / CQ contexts (>= 2, powers of two; QPN 0 is never created)
+//   QPN_WIDTH, CQN_WIDTH   widths of the QP / CQ numbers on the config ports
+//   MPT_DEPTH, MTT_DEPTH   mr_translate's table depths (powers of two)
+//   MAX_UAR, MAX_QP_WR, MAX_SGE, MAX_CQE, MAX_QP_RD_ATOM, MAX_INLINE   reported capacities
+//
+// Ports:
+//   clk, rst                 clock, synchronous active-high reset (no QP, CQ; not initialised)
+//   cmd_go, cmd_opcode, cmd_in, cmd_out, cmd_mod   the mailbox (nic_bar)
+//   busy, status[7:0]        CMD_STATUS
+//   m_axi_ar*, m_axi_r*      AXI4 read master (input blocks)
+//   m_axi_aw*, m_axi_w*, m_axi_b*  AXI4 write master (output blocks)
+//   mr_cmd_*                 mr_translate's command port
+//   wq_cfg_*                 wqe_fetch's cfg port (single-cycle pulses)
+//   cq_cfg_*                 cqe_write's cfg port (single-cycle pulses)
+//   bind_valid, bind_cq, bind_num, bind_uar   nic_bar's binding port (bind_uar 0: unbind)
+//   dma_idle                 no DMA write of the NIC in flight (fence)
+//   cnt_cmds, cnt_errors     commands run, commands completed with a status other than OK
+module nic_cmd #(
+    parameter AXI_DATA_WIDTH = 64,
+    parameter AXI_ADDR_WIDTH = 64,
+    parameter AXI_ID_WIDTH = 4,
+    parameter NUM_QP = 64,
+    parameter NUM_CQ = 64,
+    parameter QPN_WIDTH = 24,
+    parameter CQN_WIDTH = 24,
+    parameter MPT_DEPTH = 256,
+    parameter MTT_DEPTH = 1024,
+    parameter MAX_UAR = 1024,
+    parameter MAX_QP_WR = 32768,
+    parameter MAX_SGE = 16,
+    parameter MAX_CQE = 1048576,
+    parameter MAX_QP_RD_ATOM = 16,
+    parameter MAX_INLINE = 256
+) (
+    input  wire                          clk,
+    input  wire                          rst,
+
+    input  wire                          cmd_go,
+    input  wire [63:0]                   cmd_opcode,
+    input  wire [63:0]                   cmd_in,
+    input  wire [63:0]                   cmd_out,
+    input  wire [63:0]                   cmd_mod,
+    output reg                           busy,
+    output reg  [7:0]                    status,
+
+    output wire [AXI_ID_WIDTH-1:0]       m_axi_arid,
+    output wire [AXI_ADDR_WIDTH-1:0]     m_axi_araddr,
+    output wire [7:0]                    m_axi_arlen,
+    output wire [2:0]                    m_axi_arsize,
+    output wire [1:0]                    m_axi_arburst,
+    output wire                          m_axi_arlock,
+    output wire [3:0]                    m_axi_arcache,
+    output wire [2:0]                    m_axi_arprot,
+    output wire                          m_axi_arvalid,
+    input  wire                          m_axi_arready,
+    input  wire [AXI_ID_WIDTH-1:0]       m_axi_rid,
+    input  wire [AXI_DATA_WIDTH-1:0]     m_axi_rdata,
+    input  wire [1:0]                    m_axi_rresp,
+    input  wire                          m_axi_rlast,
+    input  wire                          m_axi_rvalid,
+    output wire                          m_axi_rready,
+
+    output wire [AXI_ID_WIDTH-1:0]       m_axi_awid,
+    output wire [AXI_ADDR_WIDTH-1:0]     m_axi_awaddr,
+    output wire [7:0]                    m_axi_awlen,
+    output wire [2:0]                    m_axi_awsize,
+    output wire [1:0]                    m_axi_awburst,
+    output wire                          m_axi_awlock,
+    output wire [3:0]                    m_axi_awcache,
+    output wire [2:0]                    m_axi_awprot,
+    output wire                          m_axi_awvalid,
+    input  wire                          m_axi_awready,
+    output wire [AXI_DATA_WIDTH-1:0]     m_axi_wdata,
+    output wire [AXI_DATA_WIDTH/8-1:0]   m_axi_wstrb,
+    output wire                          m_axi_wlast,
+    output wire                          m_axi_wvalid,
+    input  wire                          m_axi_wready,
+    input  wire [AXI_ID_WIDTH-1:0]       m_axi_bid,
+    input  wire [1:0]                    m_axi_bresp,
+    input  wire                          m_axi_bvalid,
+    output wire                          m_axi_bready,
+
+    output reg                           mr_cmd_valid,
+    input  wire                          mr_cmd_ready,
+    output reg  [1:0]                    mr_cmd_op,
+    output reg  [31:0]                   mr_cmd_index,
+    output reg  [255:0]                  mr_cmd_data,
+
+    output reg                           wq_cfg_valid,
+    output reg  [QPN_WIDTH-1:0]          wq_cfg_qpn,
+    output reg                           wq_cfg_enable,
+    output reg  [AXI_ADDR_WIDTH-1:0]     wq_cfg_base,
+    output reg  [4:0]                    wq_cfg_log_size,
+    output reg  [3:0]                    wq_cfg_log_stride,
+    output reg  [15:0]                   wq_cfg_index,
+
+    output reg                           cq_cfg_valid,
+    output reg  [CQN_WIDTH-1:0]          cq_cfg_cqn,
+    output reg                           cq_cfg_enable,
+    output reg  [AXI_ADDR_WIDTH-1:0]     cq_cfg_base,
+    output reg  [4:0]                    cq_cfg_log_size,
+
+    output reg                           bind_valid,
+    output reg                           bind_cq,
+    output reg  [31:0]                   bind_num,
+    output reg  [15:0]                   bind_uar,
+
+    input  wire                          dma_idle,
+
+    output reg  [31:0]                   cnt_cmds,
+    output reg  [31:0]                   cnt_errors
+);
+
+    function integer clog2;
+        input integer value;
+        integer v;
+        begin
+            clog2 = 0;
+            v = value - 1;
+            while (v > 0) begin
+                clog2 = clog2 + 1;
+                v = v >> 1;
+            end
+        end
+    endfunction
+
+    // ---------------------------------------------------------------- constants
+    localparam BEAT_BYTES = AXI_DATA_WIDTH / 8;
+    localparam BEAT_LOG = clog2(BEAT_BYTES);
+    localparam LANES = BEAT_BYTES / 8;                 // 64-bit words per beat
+    localparam LANE_LOG = clog2(LANES);
+    localparam LANE_W = LANES > 1 ? LANE_LOG : 1;
+    localparam STRB_W = AXI_DATA_WIDTH / 8;
+    localparam integer LAST_LANE_I = LANES - 1;
+    localparam [LANE_W-1:0] LAST_LANE = LAST_LANE_I[LANE_W-1:0];
+    localparam integer MAX_BURST_WORDS_I = 256 * LANES;
+    localparam [15:0] MAX_BURST_WORDS = MAX_BURST_WORDS_I[15:0];
+
+    localparam QP_AW = clog2(NUM_QP);
+    localparam CQ_AW = clog2(NUM_CQ);
+    localparam LOG_MPT = clog2(MPT_DEPTH);
+    localparam LOG_MTT = clog2(MTT_DEPTH);
+    localparam UAR_W = clog2(MAX_UAR + 1);
+    localparam REF_W = clog2(2 * NUM_QP + 1);
+
+    // hwif.DeviceCaps
+    localparam [31:0] CAP_MAX_QP = NUM_QP;
+    localparam [31:0] CAP_MAX_CQ = NUM_CQ;
+    localparam [31:0] CAP_MAX_MPT = MPT_DEPTH;
+    localparam [31:0] CAP_MAX_MTT = MTT_DEPTH;
+    localparam [31:0] CAP_MAX_QP_WR = MAX_QP_WR;
+    localparam [31:0] CAP_MAX_SGE = MAX_SGE;
+    localparam [31:0] CAP_MAX_CQE = MAX_CQE;
+    localparam [31:0] CAP_MAX_QP_RD_ATOM = MAX_QP_RD_ATOM;
+    localparam [31:0] CAP_MAX_INLINE = MAX_INLINE;
+    localparam [31:0] CAP_MAX_UAR = MAX_UAR;
+
+    localparam ENT_W = 880;                            // QP entry: Qpc bytes 4..59, 64..107, 110..119
+    localparam CQE_W = 8 + 64 + 64 + 32 + UAR_W + REF_W;   // CQ entry
+
+    // hwif.CmdStatus
+    localparam [7:0] ST_OK = 8'h00;
+    localparam [7:0] ST_BAD_OPCODE = 8'h01;
+    localparam [7:0] ST_BAD_PARAM = 8'h02;
+    localparam [7:0] ST_BAD_RESOURCE = 8'h03;
+    localparam [7:0] ST_BAD_STATE = 8'h04;
+    localparam [7:0] ST_BUSY = 8'h05;
+    localparam [7:0] ST_EXCEED_LIM = 8'h06;
+
+    // hwif.CmdOpcode, as an internal code
+    localparam [3:0] OP_QUERY_DEVICE = 4'd0;
+    localparam [3:0] OP_INIT_HCA = 4'd1;
+    localparam [3:0] OP_CREATE_CQ = 4'd2;
+    localparam [3:0] OP_DESTROY_CQ = 4'd3;
+    localparam [3:0] OP_CREATE_QP = 4'd4;
+    localparam [3:0] OP_MODIFY_QP = 4'd5;
+    localparam [3:0] OP_QUERY_QP = 4'd6;
+    localparam [3:0] OP_DESTROY_QP = 4'd7;
+    localparam [3:0] OP_WRITE_MPT = 4'd8;
+    localparam [3:0] OP_INVALIDATE_MPT = 4'd9;
+    localparam [3:0] OP_WRITE_MTT = 4'd10;
+    localparam [3:0] OP_BAD = 4'd15;
+
+    // hwif.QpState
+    localparam [7:0] QPS_RESET = 8'd0;
+    localparam [7:0] QPS_INIT = 8'd1;
+    localparam [7:0] QPS_RTR = 8'd2;
+    localparam [7:0] QPS_RTS = 8'd3;
+    localparam [7:0] QPS_SQD = 8'd4;
+    localparam [7:0] QPS_SQE = 8'd5;
+    localparam [7:0] QPS_ERR = 8'd6;
+
+    // mr_translate command opcodes
+    localparam [1:0] MR_WRITE_MPT = 2'd0;
+    localparam [1:0] MR_WRITE_MTT = 2'd1;
+    localparam [1:0] MR_INVALIDATE_MPT = 2'd2;
+
+    // FSM states
+    localparam [4:0] S_IDLE = 5'd0;
+    localparam [4:0] S_DECODE = 5'd1;
+    localparam [4:0] S_RD = 5'd2;
+    localparam [4:0] S_EXEC = 5'd3;
+    localparam [4:0] S_QP_RD = 5'd4;
+    localparam [4:0] S_QP_OP = 5'd5;
+    localparam [4:0] S_CQ_RD = 5'd6;
+    localparam [4:0] S_CQ_OP = 5'd7;
+    localparam [4:0] S_REF0 = 5'd8;
+    localparam [4:0] S_REF1 = 5'd9;
+    localparam [4:0] S_CQP_WRITE = 5'd10;
+    localparam [4:0] S_CCQ_WRITE = 5'd11;
+    localparam [4:0] S_MTT = 5'd12;
+    localparam [4:0] S_MR = 5'd13;
+    localparam [4:0] S_WR = 5'd14;
+    localparam [4:0] S_FENCE = 5'd15;
+    localparam [4:0] S_DONE = 5'd16;
+
+    // ---------------------------------------------------------------- Qpc image helpers
+    // Qpc image (1024 bits, byte b at [8b +: 8]) <-> QP table entry
+    function [ENT_W-1:0] img2ent;
+        input [1023:0] img;
+        begin
+            img2ent = {img[8*110 +: 80], img[8*64 +: 352], img[8*4 +: 448]};
+        end
+    endfunction
+
+    function [1023:0] ent2img;
+        input [ENT_W-1:0] e;
+        input [31:0] qpn;
+        begin
+            ent2img = {64'd0, e[879:800], 16'hffff, e[799:448], 32'd0, e[447:0], qpn};
+        end
+    endfunction
+
+    // ---------------------------------------------------------------- registers
+    reg [4:0]   state;
+    reg [3:0]   op;
+    reg [63:0]  r_in;
+    reg [63:0]  r_out;
+    reg [63:0]  r_mod;
+    reg [7:0]   st;          // status to report
+    reg         fenced;
+    reg [1023:0] rec;        // input record / output record, little-endian
+
+    reg         hca_init;
+    reg [5:0]   hca_log_mpt;
+    reg [5:0]   hca_log_mtt;
+
+    reg [NUM_QP-1:0] qp_valid;
+    reg [NUM_CQ-1:0] cq_valid;
+    reg [QP_AW-1:0]  qp_sel;
+    reg [CQ_AW-1:0]  cq_sel;
+
+    reg         ref_inc;     // CREATE_QP: +1, DESTROY_QP: -1
+    reg         ref_step;    // 0: send CQ, 1: receive CQ
+    reg [31:0]  ref_cqn0;
+    reg [31:0]  ref_cqn1;
+
+    reg [31:0]  mtt_idx;
+
+    // read engine control (pulse) and write engine control (pulse)
+    reg         rd_go;
+    reg [63:0]  rd_go_addr;
+    reg [31:0]  rd_go_words;
+    reg         wr_go;
+    reg [63:0]  wr_go_addr;
+    reg [4:0]   wr_go_words;
+
+    // ---------------------------------------------------------------- context RAMs
+    reg [ENT_W-1:0] qpt_mem [0:NUM_QP-1];
+    reg [ENT_W-1:0] qpt_q;
+    reg             qpt_we;
+    reg [ENT_W-1:0] qpt_wd;
+    reg [CQE_W-1:0] cqt_mem [0:NUM_CQ-1];
+    reg [CQE_W-1:0] cqt_q;
+    reg             cqt_we;
+    reg [CQE_W-1:0] cqt_wd;
+
+    always @(posedge clk) begin
+        if (qpt_we)
+            qpt_mem[qp_sel] <= qpt_wd;
+        qpt_q <= qpt_mem[qp_sel];
+    end
+
+    always @(posedge clk) begin
+        if (cqt_we)
+            cqt_mem[cq_sel] <= cqt_wd;
+        cqt_q <= cqt_mem[cq_sel];
+    end
+
+    wire [QPN_WIDTH-1:0] sel_qpn = qp_sel;   // zero-extended
+    wire [CQN_WIDTH-1:0] sel_cqn = cq_sel;
+
+    // CQ entry fields
+    wire [REF_W-1:0] cq_refs = cqt_q[CQE_W-1 -: REF_W];
+
+    // ---------------------------------------------------------------- decode of the input
+    wire [3:0] go_op =
+        cmd_opcode == 64'h01 ? OP_QUERY_DEVICE :
+        cmd_opcode == 64'h02 ? OP_INIT_HCA :
+        cmd_opcode == 64'h10 ? OP_CREATE_CQ :
+        cmd_opcode == 64'h11 ? OP_DESTROY_CQ :
+        cmd_opcode == 64'h20 ? OP_CREATE_QP :
+        cmd_opcode == 64'h21 ? OP_MODIFY_QP :
+        cmd_opcode == 64'h22 ? OP_QUERY_QP :
+        cmd_opcode == 64'h23 ? OP_DESTROY_QP :
+        cmd_opcode == 64'h30 ? OP_WRITE_MPT :
+        cmd_opcode == 64'h31 ? OP_INVALIDATE_MPT :
+        cmd_opcode == 64'h32 ? OP_WRITE_MTT : OP_BAD;
+
+    // input record sizes in 8-byte words (hwif record sizes / 8); WRITE_MTT: its header
+    wire [31:0] in_words =
+        op == OP_INIT_HCA ? 32'd3 :
+        op == OP_CREATE_CQ ? 32'd4 :
+        op == OP_CREATE_QP ? 32'd16 :
+        op == OP_MODIFY_QP ? 32'd16 :
+        op == OP_WRITE_MPT ? 32'd4 :
+        op == OP_WRITE_MTT ? 32'd1 : 32'd0;
+
+    // records (byte offsets from hwif)
+    // HcaInit
+    wire [31:0] hca_in_log_mpt = rec[8*16 +: 32];
+    wire [31:0] hca_in_log_mtt = rec[8*20 +: 32];
+    // Cqc
+    wire [31:0] cqc_cqn = rec[8*0 +: 32];
+    wire [7:0]  cqc_log_size = rec[8*4 +: 8];
+    wire [63:0] cqc_base = rec[8*8 +: 64];
+    wire [63:0] cqc_dbrec = rec[8*16 +: 64];
+    wire [31:0] cqc_eqn = rec[8*24 +: 32];
+    wire [31:0] cqc_uar = rec[8*28 +: 32];
+    // Qpc
+    wire [31:0] qpc_qpn = rec[8*0 +: 32];
+    wire [7:0]  qpc_state = rec[8*4 +: 8];
+    wire [7:0]  qpc_type = rec[8*5 +: 8];
+    wire [31:0] qpc_send_cqn = rec[8*12 +: 32];
+    wire [31:0] qpc_recv_cqn = rec[8*16 +: 32];
+    wire [31:0] qpc_attr_mask = rec[8*60 +: 32];
+    wire [31:0] qpc_uar = rec[8*116 +: 32];
+    // WRITE_MTT header
+    wire [31:0] mtt_count = rec[31:0];
+
+    wire [QP_AW-1:0] mod_qp = r_mod[QP_AW-1:0];
+    wire [CQ_AW-1:0] mod_cq = r_mod[CQ_AW-1:0];
+    wire mod_qp_ok = r_mod < NUM_QP && qp_valid[mod_qp];
+    wire mod_cq_ok = r_mod < NUM_CQ && cq_valid[mod_cq];
+    // MPT / MTT index ranges set by INIT_HCA (empty before it)
+    wire [64:0] mpt_entries = hca_init ? (65'd1 << hca_log_mpt) : 65'd0;
+    wire [64:0] mtt_entries = hca_init ? (65'd1 << hca_log_mtt) : 65'd0;
+    wire mpt_index_ok = {1'b0, r_mod} < mpt_entries;
+    wire [64:0] mtt_end = {1'b0, r_mod} + {33'd0, mtt_count};
+
+    // CREATE_CQ checks
+    wire ccq_bad = cqc_cqn >= NUM_CQ || cq_valid[cqc_cqn[CQ_AW-1:0]] || cqc_uar == 32'd0 ||
+                   cqc_uar > MAX_UAR;
+    wire ccq_big = cqc_log_size >= 8'd32 || (33'd1 << cqc_log_size[4:0]) > MAX_CQE;
+    // CREATE_QP checks
+    wire cqp_bad = qpc_qpn == 32'd0 || qpc_qpn >= NUM_QP || qp_valid[qpc_qpn[QP_AW-1:0]] ||
+                   qpc_uar == 32'd0 || qpc_uar > MAX_UAR;
+    wire cqp_bad_type = qpc_type != 8'd2 && qpc_type != 8'd3 && qpc_type != 8'd4;
+    wire cqp_no_cq = qpc_send_cqn >= NUM_CQ || !cq_valid[qpc_send_cqn[CQ_AW-1:0]] ||
+                     qpc_recv_cqn >= NUM_CQ || !cq_valid[qpc_recv_cqn[CQ_AW-1:0]];
+    // MODIFY_QP target
+    wire mqp_ok = qpc_qpn < NUM_QP && qp_valid[qpc_qpn[QP_AW-1:0]];
+
+    // ---------------------------------------------------------------- CREATE_QP image
+    // the Qpc of a new QP: the ring fields, pd, CQs, type and uar from the input, the model's
+    // QpCtx defaults elsewhere
+    reg [1023:0] init_img;
+    always @* begin
+        init_img = 1024'd0;
+        init_img[8*5 +: 8] = qpc_type;
+        init_img[8*6 +: 8] = 8'd3;                     // path_mtu: MTU 1024
+        init_img[8*8 +: 256] = rec[8*8 +: 256];        // pd, CQs, ring bases, sizes, strides
+        init_img[8*40 +: 8] = 8'd14;                   // timeout
+        init_img[8*41 +: 8] = 8'd7;                    // retry_cnt
+        init_img[8*42 +: 8] = 8'd7;                    // rnr_retry
+        init_img[8*110 +: 8] = 8'd1;                   // max_rd_atomic
+        init_img[8*111 +: 8] = 8'd1;                   // max_dest_rd_atomic
+        init_img[8*112 +: 32] = 32'h4000;              // traffic_class: hop limit 64
+        init_img[8*116 +: 32] = qpc_uar;
+    end
+
+    // ---------------------------------------------------------------- MODIFY_QP
+    wire [1023:0] old_img = ent2img(qpt_q, {{(32-QP_AW){1'b0}}, qp_sel});
+    wire [7:0]  old_state = old_img[8*4 +: 8];
+    wire [7:0]  new_state = qpc_attr_mask[0] ? qpc_state : old_state;
+    wire legal =
+        (old_state == QPS_RESET && new_state == QPS_INIT) ||
+        (old_state == QPS_INIT && new_state == QPS_INIT) ||
+        (old_state == QPS_INIT && new_state == QPS_RTR) ||
+        (old_state == QPS_RTR && new_state == QPS_RTS) ||
+        (old_state == QPS_RTS && new_state == QPS_RTS) ||
+        (old_state == QPS_RTS && new_state == QPS_SQD) ||
+        (old_state == QPS_SQD && new_state == QPS_SQD) ||
+        (old_state == QPS_SQD && new_state == QPS_RTS) ||
+        (old_state == QPS_SQE && new_state == QPS_RTS);
+
+    // bytes of the Qpc each attr_mask bit applies (hwif.QpAttrMask; command.py _apply)
+    reg [127:0]  be;
+    reg [1023:0] src;
+    reg [1023:0] mod_img;
+    integer b;
+    always @* begin
+        be = 128'd0;
+        if (qpc_attr_mask[3]) be[7] = 1'b1;                       // ACCESS_FLAGS
+        if (qpc_attr_mask[6]) be[59:56] = 4'hf;                   // QKEY
+        if (qpc_attr_mask[7]) begin                               // AV
+            be[107:64] = {44{1'b1}};                              // dmac smac sgid dgid
+            be[115:112] = 4'hf;                                   // traffic_class
+        end
+        if (qpc_attr_mask[8]) be[6] = 1'b1;                       // PATH_MTU
+        if (qpc_attr_mask[9]) be[40] = 1'b1;                      // TIMEOUT
+        if (qpc_attr_mask[10]) be[41] = 1'b1;                     // RETRY_CNT
+        if (qpc_attr_mask[11]) be[42] = 1'b1;                     // RNR_RETRY
+        if (qpc_attr_mask[12]) be[55:52] = 4'hf;                  // RQ_PSN
+        if (qpc_attr_mask[13]) be[110] = 1'b1;                    // MAX_QP_RD_ATOMIC
+        if (qpc_attr_mask[15]) be[43] = 1'b1;                     // MIN_RNR_TIMER
+        if (qpc_attr_mask[16]) be[51:48] = 4'hf;                  // SQ_PSN
+        if (qpc_attr_mask[17]) be[111] = 1'b1;                    // MAX_DEST_RD_ATOMIC
+        if (qpc_attr_mask[20]) be[47:44] = 4'hf;                  // DEST_QPN
+        src = rec;
+        src[8*51 +: 8] = 8'd0;                                    // PSNs are 24 bits
+        src[8*55 +: 8] = 8'd0;
+        for (b = 0; b < 128; b = b + 1)
+            mod_img[8*b +: 8] = be[b] ? src[8*b +: 8] : old_img[8*b +: 8];
+        mod_img[8*4 +: 8] = new_state;
+    end
+
+    // ---------------------------------------------------------------- QP entry fields
+    wire [31:0] ent_send_cqn = qpt_q[8*(12-4) +: 32];
+    wire [31:0] ent_recv_cqn = qpt_q[8*(16-4) +: 32];
+    wire [63:0] ent_sq_base = qpt_q[8*(20-4) +: 64];
+    wire [7:0]  ent_sq_log_size = qpt_q[8*(36-4) +: 8];
+    wire [7:0]  ent_sq_log_stride = qpt_q[8*(37-4) +: 8];
+
+    // ================================================================ read engine
+    // Reads rd_go_words 8-byte words from byte address rd_go_addr and hands them out one per
+    // cycle on (w_fire, w_data) while g_ready allows.
+    reg         rd_active;
+    reg [2:0]   rd_s;          // byte offset of the block in its 8-byte word
+    reg         rd_first;      // unaligned: the first grid word only primes the realigner
+    reg [31:0]  rd_g_left;     // grid words still to hand out
+    reg [63:0]  rd_req_addr;   // next grid word address to request
+    reg [31:0]  rd_req_left;   // grid words not yet requested
+    reg         ar_v;
+    reg [63:0]  ar_addr;
+    reg [7:0]   ar_len;
+    reg         rburst;        // a burst is requested and not fully handed out
+    reg [15:0]  rb_left;       // its words not yet handed out
+    reg [LANE_W-1:0] rb_lane;  // lane of the next word in the held beat
+    reg         beat_v;
+    reg [AXI_DATA_WIDTH-1:0] beat;
+    reg         rd_err;
+    reg [63:0]  rd_prev;
+    reg [3:0]   rd_widx;       // record word being read (S_RD)
+
+    // burst sizing: words up to the next 4 KiB boundary and the 256-beat limit
+    wire [LANE_W-1:0] rq_lane = LANES > 1 ? rd_req_addr[3 +: LANE_W] : {LANE_W{1'b0}};
+    wire [15:0] rq_lane16 = LANES > 1 ? {{(16-LANE_W){1'b0}}, rq_lane} : 16'd0;
+    wire [15:0] rq_to4k = 16'd512 - {7'd0, rd_req_addr[11:3]};
+    wire [15:0] rq_tomax = MAX_BURST_WORDS - rq_lane16;
+    wire [15:0] rq_lim = rq_to4k < rq_tomax ? rq_to4k : rq_tomax;
+    wire [15:0] rq_n = rd_req_left < {16'd0, rq_lim} ? rd_req_left[15:0] : rq_lim;
+    wire [15:0] rq_beats = (rq_lane16 + rq_n + LAST_LANE_I[15:0]) >> LANE_LOG;
+
+    wire g_ready = (state == S_RD) ||
+                   (state == S_MTT && (!mr_cmd_valid || mr_cmd_ready));
+    wire [63:0] g_word = beat[64*rb_lane +: 64];
+    wire g_fire = beat_v && g_ready;
+    wire rb_beat_end = rb_lane == LAST_LANE || rb_left == 16'd1;
+    wire w_fire = g_fire && (rd_s == 3'd0 || !rd_first);
+    wire [127:0] rd_pair = {g_word, rd_prev} >> {rd_s, 3'b000};
+    wire [63:0] w_data = rd_s == 3'd0 ? g_word : rd_pair[63:0];
+    wire rd_done = !rd_go && !rd_active;
+
+    assign m_axi_rready = !beat_v && rburst;
+
+    always @(posedge clk) begin
+        if (m_axi_rvalid && m_axi_rready)
+            beat <= m_axi_rdata;
+        if (g_fire)
+            rd_prev <= g_word;
+        if (rd_go)
+            rd_widx <= 4'd0;
+        else if (w_fire)
+            rd_widx <= rd_widx + 4'd1;
+        if (rd_go) begin
+            rd_s <= rd_go_addr[2:0];
+            rd_req_addr <= {rd_go_addr[63:3], 3'b000};
+            rd_req_left <= rd_go_words + (rd_go_addr[2:0] != 3'd0);
+            rd_g_left <= rd_go_words + (rd_go_addr[2:0] != 3'd0);
+        end
+        if (rd_active && !rburst && !ar_v && rd_req_left != 32'd0) begin
+            ar_addr <= {rd_req_addr[63:BEAT_LOG], {BEAT_LOG{1'b0}}};
+            ar_len <= rq_beats[7:0] - 8'd1;
+            rb_left <= rq_n;
+            rb_lane <= rq_lane;
+            rd_req_addr <= rd_req_addr + {45'd0, rq_n, 3'b000};
+            rd_req_left <= rd_req_left - {16'd0, rq_n};
+        end else if (g_fire) begin
+            rb_left <= rb_left - 16'd1;
+            rb_lane <= rb_beat_end ? {LANE_W{1'b0}} : rb_lane + 1'b1;
+        end
+        if (g_fire)
+            rd_g_left <= rd_g_left - 32'd1;
+        if (rst) begin
+            rd_active <= 1'b0;
+            ar_v <= 1'b0;
+            rburst <= 1'b0;
+            beat_v <= 1'b0;
+            rd_err <= 1'b0;
+            rd_first <= 1'b0;
+        end else begin
+            if (rd_go) begin
+                rd_active <= rd_go_words != 32'd0;
+                rd_err <= 1'b0;
+                rd_first <= 1'b1;
+            end else if (g_fire && rd_g_left == 32'd1) begin
+                rd_active <= 1'b0;
+            end
+            if (g_fire)
+                rd_first <= 1'b0;
+            if (rd_active && !rburst && !ar_v && rd_req_left != 32'd0) begin
+                ar_v <= 1'b1;
+                rburst <= 1'b1;
+            end else begin
+                if (m_axi_arready)
+                    ar_v <= 1'b0;
+                if (g_fire && rb_left == 16'd1)
+                    rburst <= 1'b0;
+            end
+            if (m_axi_rvalid && m_axi_rready) begin
+                beat_v <= 1'b1;
+                if (m_axi_rresp != 2'b00)
+                    rd_err <= 1'b1;
+            end else if (g_fire && rb_beat_end) begin
+                beat_v <= 1'b0;
+            end
+        end
+    end
+
+    assign m_axi_arid = {AXI_ID_WIDTH{1'b0}};
+    assign m_axi_araddr = ar_addr[AXI_ADDR_WIDTH-1:0];
+    assign m_axi_arlen = ar_len;
+    assign m_axi_arsize = BEAT_LOG[2:0];
+    assign m_axi_arburst = 2'b01;   // INCR
+    assign m_axi_arlock = 1'b0;
+    assign m_axi_arcache = 4'b0011;
+    assign m_axi_arprot = 3'b010;
+    assign m_axi_arvalid = ar_v;
+
+    // ================================================================ write engine
+    // Writes the first wr_go_words 8-byte words of `rec` to byte address wr_go_addr.
+    reg         wr_active;
+    reg [2:0]   wr_s;
+    reg [4:0]   wr_n;          // record words
+    reg [4:0]   wr_k;          // next grid word
+    reg [63:0]  wr_req_addr;
+    reg [4:0]   wr_req_left;   // grid words not yet in a burst
+    reg         aw_v;
+    reg [63:0]  aw_addr;
+    reg [7:0]   aw_len;
+    reg         wburst;        // AW issued, beats of the burst not all assembled
+    reg [15:0]  wb_left;
+    reg [LANE_W-1:0] wb_lane;
+    reg         wb_v;
+    reg         wb_last;
+    reg [AXI_DATA_WIDTH-1:0] wb_data;
+    reg [STRB_W-1:0] wb_strb;
+    reg         b_wait;
+    reg         wr_err;
+
+    wire [LANE_W-1:0] wq_lane = LANES > 1 ? wr_req_addr[3 +: LANE_W] : {LANE_W{1'b0}};
+    wire [15:0] wq_lane16 = LANES > 1 ? {{(16-LANE_W){1'b0}}, wq_lane} : 16'd0;
+    wire [15:0] wq_to4k = 16'd512 - {7'd0, wr_req_addr[11:3]};
+    wire [15:0] wq_tomax = MAX_BURST_WORDS - wq_lane16;
+    wire [15:0] wq_lim = wq_to4k < wq_tomax ? wq_to4k : wq_tomax;
+    wire [15:0] wq_n = {11'd0, wr_req_left} < wq_lim ? {11'd0, wr_req_left} : wq_lim;
+    wire [15:0] wq_beats = (wq_lane16 + wq_n + LAST_LANE_I[15:0]) >> LANE_LOG;
+
+    // grid word k: ({w_k, w_(k-1)} << 8s)[127:64], w_j = record word j (0 outside 0..n-1)
+    wire        wk_in = wr_k < wr_n;
+    wire        wkm_in = wr_k != 5'd0;
+    wire [63:0] wk = wk_in ? rec[64*wr_k +: 64] : 64'd0;
+    wire [4:0]  wr_km1 = wr_k - 5'd1;
+    wire [63:0] wkm = wkm_in ? rec[64*wr_km1 +: 64] : 64'd0;
+    wire [127:0] wr_pair = {wk, wkm} << {wr_s, 3'b000};
+    wire [15:0] wr_strb2 = {wk_in ? 8'hff : 8'h00, wkm_in ? 8'hff : 8'h00} << wr_s;
+    wire wr_place = wburst && !wb_v && wb_left != 16'd0;
+    wire wb_end = wb_lane == LAST_LANE || wb_left == 16'd1;
+    wire w_hs = wb_v && m_axi_wready;
+    wire wr_done = !wr_go && !wr_active;
+
+    always @(posedge clk) begin
+        if (wr_go) begin
+            wr_s <= wr_go_addr[2:0];
+            wr_n <= wr_go_words;
+            wr_k <= 5'd0;
+            wr_req_addr <= {wr_go_addr[63:3], 3'b000};
+            wr_req_left <= wr_go_words + (wr_go_addr[2:0] != 3'd0);
+        end
+        if (wr_active && !wburst && !b_wait && !aw_v && wr_req_left != 5'd0) begin
+            aw_addr <= {wr_req_addr[63:BEAT_LOG], {BEAT_LOG{1'b0}}};
+            aw_len <= wq_beats[7:0] - 8'd1;
+            wb_left <= wq_n;
+            wb_lane <= wq_lane;
+            wr_req_addr <= wr_req_addr + {45'd0, wq_n, 3'b000};
+            wr_req_left <= wr_req_left - wq_n[4:0];
+        end else if (wr_place) begin
+            wb_data[64*wb_lane +: 64] <= wr_pair[127:64];
+            wb_strb[8*wb_lane +: 8] <= wr_strb2[15:8];
+            wr_k <= wr_k + 5'd1;
+            wb_left <= wb_left - 16'd1;
+            wb_lane <= wb_end ? {LANE_W{1'b0}} : wb_lane + 1'b1;
+        end
+        if (wr_place)
+            wb_last <= wb_left == 16'd1;
+        if (rst || w_hs) begin
+            wb_data <= {AXI_DATA_WIDTH{1'b0}};
+            wb_strb <= {STRB_W{1'b0}};
+        end
+        if (rst) begin
+            wr_active <= 1'b0;
+            aw_v <= 1'b0;
+            wburst <= 1'b0;
+            wb_v <= 1'b0;
+            b_wait <= 1'b0;
+            wr_err <= 1'b0;
+        end else begin
+            if (wr_go) begin
+                wr_active <= wr_go_words != 5'd0;
+                wr_err <= 1'b0;
+            end else if (wr_active && !wburst && !b_wait && !aw_v && wr_req_left == 5'd0) begin
+                wr_active <= 1'b0;
+            end
+            if (wr_active && !wburst && !b_wait && !aw_v && wr_req_left != 5'd0) begin
+                aw_v <= 1'b1;
+                wburst <= 1'b1;
+            end else if (m_axi_awready) begin
+                aw_v <= 1'b0;
+            end
+            if (wr_place && wb_end)
+                wb_v <= 1'b1;
+            else if (w_hs)
+                wb_v <= 1'b0;
+            if (w_hs && wb_last) begin
+                wburst <= 1'b0;
+                b_wait <= 1'b1;
+            end
+            if (m_axi_bvalid) begin
+                b_wait <= 1'b0;
+                if (m_axi_bresp != 2'b00)
+                    wr_err <= 1'b1;
+            end
+        end
+    end
+
+    assign m_axi_awid = {AXI_ID_WIDTH{1'b0}};
+    assign m_axi_awaddr = aw_addr[AXI_ADDR_WIDTH-1:0];
+    assign m_axi_awlen = aw_len;
+    assign m_axi_awsize = BEAT_LOG[2:0];
+    assign m_axi_awburst = 2'b01;   // INCR
+    assign m_axi_awlock = 1'b0;
+    assign m_axi_awcache = 4'b0011;
+    assign m_axi_awprot = 3'b010;
+    assign m_axi_awvalid = aw_v;
+    assign m_axi_wdata = wb_data;
+    assign m_axi_wstrb = wb_strb;
+    assign m_axi_wlast = wb_last;
+    assign m_axi_wvalid = wb_v;
+    assign m_axi_bready = 1'b1;
+
+    // ================================================================ table write ports
+    always @* begin
+        qpt_we = 1'b0;
+        qpt_wd = img2ent(init_img);
+        cqt_we = 1'b0;
+        cqt_wd = {{REF_W{1'b0}}, cqc_uar[UAR_W-1:0], cqc_eqn, cqc_dbrec, cqc_base, cqc_log_size};
+        case (state)
+            S_CQP_WRITE: qpt_we = 1'b1;
+            S_QP_OP: begin
+                if (op == OP_MODIFY_QP && new_state <= QPS_ERR &&
+                        (new_state == QPS_RESET || new_state == QPS_ERR || legal))
+                    qpt_we = 1'b1;
+                if (new_state == QPS_RESET || new_state == QPS_ERR)
+                    qpt_wd = img2ent({old_img[1023:40], new_state, old_img[31:0]});
+                else
+                    qpt_wd = img2ent(mod_img);
+            end
+            S_CCQ_WRITE: cqt_we = 1'b1;
+            S_CQ_OP: begin
+                if (op != OP_DESTROY_CQ) begin
+                    cqt_we = 1'b1;
+                    cqt_wd = {ref_inc ? cq_refs + 1'b1 : cq_refs - 1'b1, cqt_q[CQE_W-REF_W-1:0]};
+                end
+            end
+            default: ;
+        endcase
+    end
+
+    // ================================================================ command FSM
+    always @(posedge clk) begin
+        rd_go <= 1'b0;
+        wr_go <= 1'b0;
+        wq_cfg_valid <= 1'b0;
+        cq_cfg_valid <= 1'b0;
+        bind_valid <= 1'b0;
+        if (mr_cmd_valid && mr_cmd_ready)
+            mr_cmd_valid <= 1'b0;
+
+        case (state)
+            S_IDLE: begin
+                if (cmd_go) begin
+                    op <= go_op;
+                    r_in <= cmd_in;
+                    r_out <= cmd_out;
+                    r_mod <= cmd_mod;
+                    busy <= 1'b1;
+                    fenced <= 1'b0;
+                    cnt_cmds <= cnt_cmds + 32'd1;
+                    state <= S_DECODE;
+                end
+            end
+
+            S_DECODE: begin
+                if (op == OP_BAD) begin
+                    st <= ST_BAD_OPCODE;
+                    state <= S_DONE;
+                end else if (in_words != 32'd0) begin
+                    rd_go <= 1'b1;
+                    rd_go_addr <= r_in;
+                    rd_go_words <= in_words;
+                    state <= S_RD;
+                end else begin
+                    state <= S_EXEC;
+                end
+            end
+
+            S_RD: begin
+                if (w_fire)
+                    rec[64*rd_widx +: 64] <= w_data;
+                if (rd_done)
+                    state <= S_EXEC;
+            end
+
+            S_EXEC: begin
+                st <= ST_OK;
+                if (in_words != 32'd0 && rd_err) begin
+                    st <= ST_BAD_PARAM;
+                    state <= S_DONE;
+                end else begin
+                    case (op)
+                        OP_QUERY_DEVICE: begin
+                            rec[319:0] <= {CAP_MAX_UAR, CAP_MAX_INLINE, CAP_MAX_QP_RD_ATOM,
+                                           CAP_MAX_CQE, CAP_MAX_SGE, CAP_MAX_QP_WR,
+                                           CAP_MAX_MTT, CAP_MAX_MPT, CAP_MAX_CQ, CAP_MAX_QP};
+                            wr_go <= 1'b1;
+                            wr_go_addr <= r_out;
+                            wr_go_words <= 5'd5;
+                            state <= S_WR;
+                        end
+                        OP_INIT_HCA: begin
+                            if (hca_in_log_mpt > LOG_MPT || hca_in_log_mtt > LOG_MTT) begin
+                                st <= ST_EXCEED_LIM;
+                            end else begin
+                                hca_init <= 1'b1;
+                                hca_log_mpt <= hca_in_log_mpt[5:0];
+                                hca_log_mtt <= hca_in_log_mtt[5:0];
+                            end
+                            state <= S_DONE;
+                        end
+                        OP_WRITE_MPT, OP_INVALIDATE_MPT: begin
+                            if (!mpt_index_ok) begin
+                                st <= ST_EXCEED_LIM;
+                                state <= S_DONE;
+                            end else begin
+                                mr_cmd_valid <= 1'b1;
+                                mr_cmd_op <= op == OP_WRITE_MPT ? MR_WRITE_MPT :
+                                             MR_INVALIDATE_MPT;
+                                mr_cmd_index <= r_mod[31:0];
+                                mr_cmd_data <= rec[255:0];
+                                fenced <= op == OP_INVALIDATE_MPT;
+                                state <= S_MR;
+                            end
+                        end
+                        OP_WRITE_MTT: begin
+                            if (mtt_end > mtt_entries) begin
+                                st <= ST_EXCEED_LIM;
+                                state <= S_DONE;
+                            end else if (mtt_count == 32'd0) begin
+                                state <= S_DONE;
+                            end else begin
+                                rd_go <= 1'b1;
+                                rd_go_addr <= r_in + 64'd8;
+                                rd_go_words <= mtt_count;
+                                mtt_idx <= r_mod[31:0];
+                                state <= S_MTT;
+                            end
+                        end
+                        OP_CREATE_CQ: begin
+                            if (ccq_bad) begin
+                                st <= ST_BAD_PARAM;
+                                state <= S_DONE;
+                            end else if (ccq_big) begin
+                                st <= ST_EXCEED_LIM;
+                                state <= S_DONE;
+                            end else begin
+                                cq_sel <= cqc_cqn[CQ_AW-1:0];
+                                state <= S_CCQ_WRITE;
+                            end
+                        end
+                        OP_DESTROY_CQ: begin
+                            if (!mod_cq_ok) begin
+                                st <= ST_BAD_RESOURCE;
+                                state <= S_DONE;
+                            end else begin
+                                cq_sel <= mod_cq;
+                                state <= S_CQ_RD;
+                            end
+                        end
+                        OP_CREATE_QP: begin
+                            if (cqp_bad || cqp_bad_type) begin
+                                st <= ST_BAD_PARAM;
+                                state <= S_DONE;
+                            end else if (cqp_no_cq) begin
+                                st <= ST_BAD_RESOURCE;
+                                state <= S_DONE;
+                            end else begin
+                                qp_sel <= qpc_qpn[QP_AW-1:0];
+                                ref_inc <= 1'b1;
+                                ref_cqn0 <= qpc_send_cqn;
+                                ref_cqn1 <= qpc_recv_cqn;
+                                state <= S_REF0;
+                            end
+                        end
+                        OP_MODIFY_QP: begin
+                            if (!mqp_ok) begin
+                                st <= ST_BAD_RESOURCE;
+                                state <= S_DONE;
+                            end else begin
+                                qp_sel <= qpc_qpn[QP_AW-1:0];
+                                state <= S_QP_RD;
+                            end
+                        end
+                        OP_QUERY_QP, OP_DESTROY_QP: begin
+                            if (!mod_qp_ok) begin
+                                st <= ST_BAD_RESOURCE;
+                                state <= S_DONE;
+                            end else begin
+                                qp_sel <= mod_qp;
+                                state <= S_QP_RD;
+                            end
+                        end
+                        default: begin
+                            st <= ST_BAD_OPCODE;
+                            state <= S_DONE;
+                        end
+                    endcase
+                end
+            end
+
+            S_QP_RD: state <= S_QP_OP;
+
+            S_QP_OP: begin
+                case (op)
+                    OP_MODIFY_QP: begin
+                        if (new_state > QPS_ERR) begin
+                            st <= ST_BAD_PARAM;
+                        end else if (new_state == QPS_RESET) begin
+                            wq_cfg_valid <= 1'b1;
+                            wq_cfg_enable <= 1'b0;
+                        end else if (new_state != QPS_ERR && !legal) begin
+                            st <= ST_BAD_STATE;
+                        end else if (old_state == QPS_RTR && new_state == QPS_RTS) begin
+                            wq_cfg_valid <= 1'b1;
+                            wq_cfg_enable <= 1'b1;
+                        end
+                        wq_cfg_qpn <= sel_qpn;
+                        wq_cfg_base <= ent_sq_base[AXI_ADDR_WIDTH-1:0];
+                        wq_cfg_log_size <= ent_sq_log_size[4:0];
+                        wq_cfg_log_stride <= ent_sq_log_stride[3:0];
+                        wq_cfg_index <= 16'd0;
+                        state <= S_DONE;
+                    end
+                    OP_QUERY_QP: begin
+                        rec <= old_img;
+                        wr_go <= 1'b1;
+                        wr_go_addr <= r_out;
+                        wr_go_words <= 5'd16;
+                        state <= S_WR;
+                    end
+                    default: begin    // OP_DESTROY_QP
+                        qp_valid[qp_sel] <= 1'b0;
+                        bind_valid <= 1'b1;
+                        bind_cq <= 1'b0;
+                        bind_num <= {{(32-QP_AW){1'b0}}, qp_sel};
+                        bind_uar <= 16'd0;
+                        wq_cfg_valid <= 1'b1;
+                        wq_cfg_enable <= 1'b0;
+                        wq_cfg_qpn <= sel_qpn;
+                        ref_inc <= 1'b0;
+                        ref_cqn0 <= ent_send_cqn;
+                        ref_cqn1 <= ent_recv_cqn;
+                        fenced <= 1'b1;
+                        state <= S_REF0;
+                    end
+                endcase
+            end
+
+            // CQ reference counts: +1 (CREATE_QP) or -1 (DESTROY_QP, CQs that exist) on the
+            // send CQ, then on the receive CQ (read-modify-write of the CQ table)
+            S_REF0: begin
+                ref_step <= 1'b0;
+                if (ref_cqn0 < NUM_CQ && cq_valid[ref_cqn0[CQ_AW-1:0]]) begin
+                    cq_sel <= ref_cqn0[CQ_AW-1:0];
+                    state <= S_CQ_RD;
+                end else begin
+                    state <= S_REF1;
+                end
+            end
+
+            S_REF1: begin
+                ref_step <= 1'b1;
+                if (ref_cqn1 < NUM_CQ && cq_valid[ref_cqn1[CQ_AW-1:0]]) begin
+                    cq_sel <= ref_cqn1[CQ_AW-1:0];
+                    state <= S_CQ_RD;
+                end else begin
+                    state <= ref_inc ? S_CQP_WRITE : S_FENCE;
+                end
+            end
+
+            S_CQ_RD: state <= S_CQ_OP;
+
+            S_CQ_OP: begin
+                if (op == OP_DESTROY_CQ) begin
+                    if (cq_refs != {REF_W{1'b0}}) begin
+                        st <= ST_BUSY;
+                        state <= S_DONE;
+                    end else begin
+                        cq_valid[cq_sel] <= 1'b0;
+                        bind_valid <= 1'b1;
+                        bind_cq <= 1'b1;
+                        bind_num <= {{(32-CQ_AW){1'b0}}, cq_sel};
+                        bind_uar <= 16'd0;
+                        cq_cfg_valid <= 1'b1;
+                        cq_cfg_cqn <= sel_cqn;
+                        cq_cfg_enable <= 1'b0;
+                        fenced <= 1'b1;
+                        state <= S_FENCE;
+                    end
+                end else if (!ref_step) begin
+                    state <= S_REF1;
+                end else begin
+                    state <= ref_inc ? S_CQP_WRITE : S_FENCE;
+                end
+            end
+
+            S_CQP_WRITE: begin    // CREATE_QP: the entry is written this cycle
+                qp_valid[qp_sel] <= 1'b1;
+                bind_valid <= 1'b1;
+                bind_cq <= 1'b0;
+                bind_num <= qpc_qpn;
+                bind_uar <= qpc_uar[15:0];
+                wq_cfg_valid <= 1'b1;
+                wq_cfg_qpn <= qpc_qpn[QPN_WIDTH-1:0];
+                wq_cfg_enable <= 1'b0;
+                wq_cfg_base <= rec[8*20 +: AXI_ADDR_WIDTH];
+                wq_cfg_log_size <= rec[8*36 +: 5];
+                wq_cfg_log_stride <= rec[8*37 +: 4];
+                wq_cfg_index <= 16'd0;
+                state <= S_DONE;
+            end
+
+            S_CCQ_WRITE: begin    // CREATE_CQ: the entry is written this cycle
+                cq_valid[cq_sel] <= 1'b1;
+                bind_valid <= 1'b1;
+                bind_cq <= 1'b1;
+                bind_num <= cqc_cqn;
+                bind_uar <= cqc_uar[15:0];
+                cq_cfg_valid <= 1'b1;
+                cq_cfg_cqn <= cqc_cqn[CQN_WIDTH-1:0];
+                cq_cfg_enable <= 1'b1;
+                cq_cfg_base <= cqc_base[AXI_ADDR_WIDTH-1:0];
+                cq_cfg_log_size <= cqc_log_size[4:0];
+                state <= S_DONE;
+            end
+
+            S_MTT: begin
+                if (w_fire) begin
+                    mr_cmd_valid <= 1'b1;
+                    mr_cmd_op <= MR_WRITE_MTT;
+                    mr_cmd_index <= mtt_idx;
+                    mr_cmd_data <= {192'd0, w_data};
+                    mtt_idx <= mtt_idx + 32'd1;
+                end
+                if (rd_done && (!mr_cmd_valid || mr_cmd_ready)) begin
+                    if (rd_err)
+                        st <= ST_BAD_PARAM;
+                    state <= S_DONE;
+                end
+            end
+
+            S_MR: begin
+                if (!mr_cmd_valid || mr_cmd_ready)
+                    state <= fenced ? S_FENCE : S_DONE;
+            end
+
+            S_WR: begin
+                if (wr_done) begin
+                    if (wr_err)
+                        st <= ST_BAD_PARAM;
+                    state <= S_DONE;
+                end
+            end
+
+            S_FENCE: begin
+                if (dma_idle)
+                    state <= S_DONE;
+            end
+
+            default: begin    // S_DONE
+                status <= st;
+                busy <= 1'b0;
+                if (st != ST_OK)
+                    cnt_errors <= cnt_errors + 32'd1;
+                state <= S_IDLE;
+            end
+        endcase
+
+        if (rst) begin
+            state <= S_IDLE;
+            busy <= 1'b0;
+            status <= ST_OK;
+            hca_init <= 1'b0;
+            hca_log_mpt <= 6'd0;
+            hca_log_mtt <= 6'd0;
+            qp_valid <= {NUM_QP{1'b0}};
+            cq_valid <= {NUM_CQ{1'b0}};
+            mr_cmd_valid <= 1'b0;
+            rd_go <= 1'b0;
+            wr_go <= 1'b0;
+            wq_cfg_valid <= 1'b0;
+            cq_cfg_valid <= 1'b0;
+            bind_valid <= 1'b0;
+            cnt_cmds <= 32'd0;
+            cnt_errors <= 32'd0;
+        end
+    end
+
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire unused = &{1'b0, m_axi_rid, m_axi_rlast, m_axi_bid, rd_s};
+    /* verilator lint_on UNUSEDSIGNAL */
+
+endmodule
+`default_nettype wire
