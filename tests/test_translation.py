@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nicsim.hwif import Access, Mpt, MptFlags, XlateStatus
-from nicsim.nic.translation import check, split
+from nicsim.nic.translation import TranslationCache, Walk, check, split
 
 
 def _bytewise(mpt: Mpt, mtt: dict[int, int], va: int, length: int) -> list[tuple[int, int]]:
@@ -50,3 +50,32 @@ def test_check_order_and_statuses():
     assert check(m, 0x105, 7, Access.REMOTE_WRITE, 0, 1 << 20) is XlateStatus.ACCESS
     assert check(m, 0x105, 7, Access.REMOTE_READ, 0x1FFF, 2) is XlateStatus.BOUNDS
     assert check(m, 0x105, 7, Access.REMOTE_READ, 0xFFF, 1) is XlateStatus.BOUNDS
+
+
+@settings(max_examples=200, deadline=None)
+@given(start=st.integers(0, 1 << 30), mr_len=st.integers(1, 40 * 4096), data=st.data(),
+       contiguous=st.lists(st.booleans(), min_size=8, max_size=8))
+def test_walk_gives_the_same_bytes_a_chunk_at_a_time(start, mr_len, data, contiguous):
+    """Walking a buffer through the MTT in steps (as a message advances) gives the bytes a
+    whole translation gives, and never rewrites a segment already handed out: a consumer's
+    position into the list stays valid even when the next chunk starts on a page
+    physically contiguous with the last one."""
+    npages = ((start + mr_len - 1) >> 12) - (start >> 12) + 1
+    pas, pa = [], 1 << 30
+    for i in range(npages):
+        pa = pa + 4096 if contiguous[i % 8] else pa + 7 * 4096
+        pas.append(pa)
+    mtt = {i: v for i, v in enumerate(pas)}
+    mpt = Mpt(0x105, 1, start, mr_len, 0, Access.LOCAL_WRITE, MptFlags.VALID)
+    x = TranslationCache(lambda a, n: bytes(n), 16, 1 << 16)
+    x.mtt_entries = 1 << 16
+    x._mtt.update(mtt)  # the cache holds the whole table: no fetches
+    w = Walk([(mpt, start, mr_len)])
+    seen: list[tuple[int, int]] = []
+    while w.covered < mr_len:
+        x.walk(w, w.covered + data.draw(st.integers(1, 3 * 65536)))
+        assert w.segs[:len(seen)] == seen
+        seen = list(w.segs)
+    flat = [p + i for p, n in w.segs for i in range(n)]
+    assert flat == [p + i for p, n in _bytewise(mpt, mtt, start, mr_len) for i in range(n)]
+    assert w.covered == mr_len

@@ -246,11 +246,9 @@ class TranslationCache:
             k = min(n, CHUNK - (va & (CHUNK - 1)))  # up to the next chunk boundary
             shift = mpt.page_shift
             self.mtt_hits += ((va + k - 1) >> shift) - (va >> shift) + 1
-            more = split(mpt, self._mtt, va, k)
-            if segs and segs[-1][0] + segs[-1][1] == more[0][0]:  # contiguous: one segment
-                segs[-1] = (segs[-1][0], segs[-1][1] + more[0][1])
-                del more[0]
-            segs += more
+            # (Segments of one chunk are merged where contiguous, never with the last one
+            # already there: a consumer may have moved past its end.)
+            segs += split(mpt, self._mtt, va, k)
             w.covered += k
             if k == n:
                 del todo[0]
