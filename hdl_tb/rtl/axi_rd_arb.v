@@ -7,7 +7,8 @@
 // port is its own ID (or IDs) and the slave may return the ports' data in any order and
 // interleaved, beat by beat (AXI4 A5.3: ordering only within one ID).
 // R: every beat goes to the port named by RID's low bits, with RID shifted back to the port's
-// own ID; RREADY comes from that port (combinational: ready-to-ready only). RDATA is shared.
+// own ID; RREADY comes from that port while RVALID is high (combinational: ready and valid to
+// ready). RDATA is shared.
 // A port's own ID ordering is kept (same ID in, same ID out). RID values naming no port
 // (index >= PORTS) are accepted and dropped.
 //
@@ -156,7 +157,8 @@ module axi_rd_arb #(
 
     // ---------------------------------------------------------------- R
     wire [31:0] r_port = {{(32-PORT_W){1'b0}}, m_axi_rid[PORT_W-1:0]};
-    assign m_axi_rready = r_port < PORTS ? s_axi_rready[m_axi_rid[PORT_W-1:0]] : 1'b1;
+    assign m_axi_rready = m_axi_rvalid &&
+                          (r_port < PORTS ? s_axi_rready[m_axi_rid[PORT_W-1:0]] : 1'b1);
 
 endmodule
 `default_nettype wire

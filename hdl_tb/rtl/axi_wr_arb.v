@@ -8,7 +8,8 @@
 // granted only after that (one burst's AW and W at a time; B responses may be outstanding for
 // many). W is a combinational mux from the owner (ready-to-ready, valid-to-valid); a port's W
 // beats wait (WREADY low) until its AW is granted.
-// B: routed by BID's low bits, BID shifted back to the port's own ID; BREADY from that port.
+// B: routed by BID's low bits, BID shifted back to the port's own ID; BREADY from that port
+// while BVALID is high.
 //
 // idle is high when no write is anywhere between a port and its B response: no port asserts
 // AWVALID, no AW is waiting in the register, no W burst is in progress and every AW accepted
@@ -193,7 +194,8 @@ module axi_wr_arb #(
     assign m_axi_wstrb = s_axi_wstrb[w_owner*STRB_W +: STRB_W];
     assign m_axi_wlast = s_axi_wlast[w_owner];
     assign m_axi_wvalid = w_lock && s_axi_wvalid[w_owner];
-    assign m_axi_bready = b_port < PORTS ? s_axi_bready[m_axi_bid[PORT_W-1:0]] : 1'b1;
+    assign m_axi_bready = m_axi_bvalid &&
+                          (b_port < PORTS ? s_axi_bready[m_axi_bid[PORT_W-1:0]] : 1'b1);
 
     assign idle = !(|s_axi_awvalid) && !aw_v && !w_lock && pending == {CNT_WIDTH{1'b0}};
 

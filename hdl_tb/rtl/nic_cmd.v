@@ -21,12 +21,15 @@
 //                   MTT entries (checked on the first 8 bytes, before the rest is read); else
 //                   each address goes to mr_translate (WRITE_MTT at index CMD_MOD + i) as it
 //                   streams in
-//   CREATE_CQ       hwif.Cqc: BAD_PARAM if cqn >= NUM_CQ, the CQ exists, or uar not in
+//   CREATE_CQ       hwif.Cqc (its state byte is ignored): BAD_PARAM if cqn >= NUM_CQ, the CQ
+//                   exists, or uar not in
 //                   1..MAX_UAR; EXCEED_LIM if 2**log_size > MAX_CQE; else the CQ context
 //                   (log_size, base, dbrec, eqn, uar, refs = 0) is written, cqe_write is
 //                   configured (enable) and the CQ is bound to its UAR in the BAR
 //   DESTROY_CQ      CMD_MOD = cqn: BAD_RESOURCE if no such CQ; BUSY if a QP uses it (refs);
 //                   else cqe_write disables it, the binding is cleared; fenced
+//   QUERY_CQ        CMD_MOD = cqn: BAD_RESOURCE if no such CQ; output the hwif.Cqc as created,
+//                   state = hwif.CqState OVERRUN once cq_overrun_valid named the CQ, else OK
 //   CREATE_QP       hwif.Qpc: BAD_PARAM if qpn is 0 or >= NUM_QP, the QP exists, or uar not in
 //                   1..MAX_UAR; BAD_PARAM if type is not RC/UC/UD; BAD_RESOURCE if the send or
 //                   receive CQ does not exist; else both CQs' refs are incremented (twice for
@@ -90,6 +93,8 @@
 //   cq_cfg_*                 cqe_write's cfg port (single-cycle pulses)
 //   bind_valid, bind_cq, bind_num, bind_uar   nic_bar's binding port (bind_uar 0: unbind)
 //   dma_idle                 no DMA write of the NIC in flight (fence)
+//   cq_overrun_valid, cq_overrun_cqn   a CQ overran (the CQE writer found it full): its
+//                            QUERY_CQ state becomes OVERRUN until it is destroyed
 //   cnt_cmds, cnt_errors     commands run, commands completed with a status other than OK
 module nic_cmd #(
     parameter AXI_DATA_WIDTH = 64,
@@ -182,6 +187,8 @@ module nic_cmd #(
     output reg  [15:0]                   bind_uar,
 
     input  wire                          dma_idle,
+    input  wire                          cq_overrun_valid,
+    input  wire [CQN_WIDTH-1:0]          cq_overrun_cqn,
 
     output reg  [31:0]                   cnt_cmds,
     output reg  [31:0]                   cnt_errors
@@ -255,6 +262,7 @@ module nic_cmd #(
     localparam [3:0] OP_WRITE_MPT = 4'd8;
     localparam [3:0] OP_INVALIDATE_MPT = 4'd9;
     localparam [3:0] OP_WRITE_MTT = 4'd10;
+    localparam [3:0] OP_QUERY_CQ = 4'd11;
     localparam [3:0] OP_BAD = 4'd15;
 
     // hwif.QpState
@@ -323,6 +331,7 @@ module nic_cmd #(
 
     reg [NUM_QP-1:0] qp_valid;
     reg [NUM_CQ-1:0] cq_valid;
+    reg [NUM_CQ-1:0] cq_overrun;
     reg [QP_AW-1:0]  qp_sel;
     reg [CQ_AW-1:0]  cq_sel;
 
@@ -375,6 +384,7 @@ module nic_cmd #(
         cmd_opcode == 64'h02 ? OP_INIT_HCA :
         cmd_opcode == 64'h10 ? OP_CREATE_CQ :
         cmd_opcode == 64'h11 ? OP_DESTROY_CQ :
+        cmd_opcode == 64'h12 ? OP_QUERY_CQ :
         cmd_opcode == 64'h20 ? OP_CREATE_QP :
         cmd_opcode == 64'h21 ? OP_MODIFY_QP :
         cmd_opcode == 64'h22 ? OP_QUERY_QP :
@@ -418,6 +428,8 @@ module nic_cmd #(
     wire [CQ_AW-1:0] mod_cq = r_mod[CQ_AW-1:0];
     wire mod_qp_ok = r_mod < NUM_QP && qp_valid[mod_qp];
     wire mod_cq_ok = r_mod < NUM_CQ && cq_valid[mod_cq];
+    wire [31:0] cq_overrun_cqn32 = cq_overrun_cqn;   // zero-extended
+    wire cq_overrun_cqn_ok = cq_overrun_cqn32 < NUM_CQ;
     // MPT / MTT index ranges set by INIT_HCA (empty before it)
     wire [64:0] mpt_entries = hca_init ? (65'd1 << hca_log_mpt) : 65'd0;
     wire [64:0] mtt_entries = hca_init ? (65'd1 << hca_log_mtt) : 65'd0;
@@ -764,7 +776,7 @@ module nic_cmd #(
             end
             S_CCQ_WRITE: cqt_we = 1'b1;
             S_CQ_OP: begin
-                if (op != OP_DESTROY_CQ) begin
+                if (op == OP_CREATE_QP || op == OP_DESTROY_QP) begin   // refs +/- 1
                     cqt_we = 1'b1;
                     cqt_wd = {ref_inc ? cq_refs + 1'b1 : cq_refs - 1'b1, cqt_q[CQE_W-REF_W-1:0]};
                 end
@@ -884,7 +896,7 @@ module nic_cmd #(
                                 state <= S_CCQ_WRITE;
                             end
                         end
-                        OP_DESTROY_CQ: begin
+                        OP_DESTROY_CQ, OP_QUERY_CQ: begin
                             if (!mod_cq_ok) begin
                                 st <= ST_BAD_RESOURCE;
                                 state <= S_DONE;
@@ -1007,7 +1019,17 @@ module nic_cmd #(
             S_CQ_RD: state <= S_CQ_OP;
 
             S_CQ_OP: begin
-                if (op == OP_DESTROY_CQ) begin
+                if (op == OP_QUERY_CQ) begin
+                    // hwif.Cqc: cqn, log_size, state, pad, base, dbrec, eqn, uar
+                    rec[255:0] <= {{(32-UAR_W){1'b0}}, cqt_q[8+64+64+32 +: UAR_W],
+                                   cqt_q[8+64+64 +: 32], cqt_q[8+64 +: 64], cqt_q[8 +: 64],
+                                   16'd0, 7'd0, cq_overrun[cq_sel], cqt_q[7:0],
+                                   {(32-CQ_AW){1'b0}}, cq_sel};
+                    wr_go <= 1'b1;
+                    wr_go_addr <= r_out;
+                    wr_go_words <= 5'd4;
+                    state <= S_WR;
+                end else if (op == OP_DESTROY_CQ) begin
                     if (cq_refs != {REF_W{1'b0}}) begin
                         st <= ST_BUSY;
                         state <= S_DONE;
@@ -1048,6 +1070,7 @@ module nic_cmd #(
 
             S_CCQ_WRITE: begin    // CREATE_CQ: the entry is written this cycle
                 cq_valid[cq_sel] <= 1'b1;
+                cq_overrun[cq_sel] <= 1'b0;
                 bind_valid <= 1'b1;
                 bind_cq <= 1'b1;
                 bind_num <= cqc_cqn;
@@ -1102,6 +1125,9 @@ module nic_cmd #(
             end
         endcase
 
+        if (cq_overrun_valid && cq_overrun_cqn_ok)
+            cq_overrun[cq_overrun_cqn[CQ_AW-1:0]] <= 1'b1;
+
         if (rst) begin
             state <= S_IDLE;
             busy <= 1'b0;
@@ -1111,6 +1137,7 @@ module nic_cmd #(
             hca_log_mtt <= 6'd0;
             qp_valid <= {NUM_QP{1'b0}};
             cq_valid <= {NUM_CQ{1'b0}};
+            cq_overrun <= {NUM_CQ{1'b0}};
             mr_cmd_valid <= 1'b0;
             rd_go <= 1'b0;
             wr_go <= 1'b0;

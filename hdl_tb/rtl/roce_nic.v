@@ -45,6 +45,8 @@
 //   sq_ci[NUM_QP*16-1:0]        wqe_fetch fetch indexes
 //   s_cqe_*                     completions to write (cqe_write.v)
 //   cq_pi[NUM_CQ*32-1:0], cqe_wr_error   cqe_write producer indexes, sticky write error
+//   cq_overrun_valid, cq_overrun_cqn     a CQ overran (QUERY_CQ reports OVERRUN; cqe_write
+//                               does not detect a full CQ yet, the engine that does drives it)
 //   mr_req_*, mr_rsp_*          translation lookups (mr_translate.v)
 //   cnt_db_sq, cnt_db_rq, cnt_arm, cnt_db_drop, cnt_cmds, cnt_cmd_errors   counters
 module roce_nic #(
@@ -168,6 +170,8 @@ module roce_nic #(
     input  wire [7:0]                    s_cqe_vendor_err,
     output wire [NUM_CQ*32-1:0]          cq_pi,
     output wire                          cqe_wr_error,
+    input  wire                          cq_overrun_valid,
+    input  wire [23:0]                   cq_overrun_cqn,
 
     input  wire                          mr_req_valid,
     output wire                          mr_req_ready,
@@ -408,6 +412,8 @@ module roce_nic #(
         .bind_num(bind_num),
         .bind_uar(bind_uar),
         .dma_idle(dma_idle),
+        .cq_overrun_valid(cq_overrun_valid),
+        .cq_overrun_cqn(cq_overrun_cqn),
         .cnt_cmds(cnt_cmds),
         .cnt_errors(cnt_cmd_errors)
     );

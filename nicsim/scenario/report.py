@@ -34,26 +34,24 @@ def _status(s: int) -> str:
 
 def text_report(r: RunResult) -> str:
     sc = r.scenario
-    out = [f"scenario {sc.name}: {len(r.wrs)} WRs, link {sc.link.rate_gbps:g} Gb/s, "
+    out = [f"scenario {sc.name}: {r.total_wrs} WRs, link {sc.link.rate_gbps:g} Gb/s, "
            f"MTU {sc.qp.path_mtu}, depth {sc.depth}", ""]
-    if len(r.wrs) <= MAX_ROWS:
+    if r.wrs and len(r.wrs) <= MAX_ROWS:
         out.append(f"{'#':>4}  {'opcode':<10} {'bytes':>9} {'sges':>4} {'latency ns':>11}  status")
         for w in r.wrs:
             out.append(f"{w.index:>4}  {w.spec.op.value:<10} {w.spec.bytes:>9} "
                        f"{w.spec.sges:>4} {w.latency_ns:>11.1f}  {_status(w.status)}")
     else:
-        groups: dict[int, list] = defaultdict(list)
-        for w in r.wrs:
-            groups[id(w.spec)].append(w)
-        out.append(f"{'op':<10} {'bytes':>9} {'count':>7} {'min ns':>10} {'avg ns':>10} "
+        out.append(f"{'op':<10} {'bytes':>9} {'count':>9} {'min ns':>10} {'avg ns':>10} "
                    f"{'max ns':>10}  statuses")
-        for ws in groups.values():
-            lat = [w.latency_ns for w in ws]
-            sts = sorted({_status(w.status) for w in ws})
-            s = ws[0].spec
-            out.append(f"{s.op.value:<10} {s.bytes:>9} {len(ws):>7} {min(lat):>10.1f} "
-                       f"{sum(lat) / len(lat):>10.1f} {max(lat):>10.1f}  {','.join(sts)}")
-    total = sum(w.spec.bytes for w in r.wrs if w.status == 0)
+        for st in r.stats:
+            ok = sum(v for k, v in st.statuses.items() if k >= 0)
+            avg = st.lat_sum / ok if ok else 0.0
+            sts = ",".join(sorted({_status(k) for k in st.statuses}))
+            out.append(f"{st.spec.op.value:<10} {st.spec.bytes:>9} {st.count:>9} "
+                       f"{st.lat_min if ok else 0.0:>10.1f} {avg:>10.1f} {st.lat_max:>10.1f}  "
+                       f"{sts}")
+    total = r.payload_bytes
     gbps = total * 8 / r.elapsed_ns if r.elapsed_ns else 0.0
     out += ["", f"simulated time {r.elapsed_ns / 1000:.3f} us, {total} payload bytes, "
                 f"{gbps:.2f} Gb/s", "", "counters:"]
@@ -72,18 +70,20 @@ def text_report(r: RunResult) -> str:
         out.append(f"pcap: {r.pcap}")
     if r.timed_out:
         out.append(f"timeout: simulation passed {sc.timeout_us} us with WRs outstanding")
-    errs = [w for w in r.wrs if w.status != 0]
-    if errs:
+    if r.error_count:
         by: dict[str, int] = defaultdict(int)
-        for w in errs:
-            by[_status(w.status)] += 1
-        out.append(f"error completions: {len(errs)} ("
+        for st in r.stats:
+            for k, v in st.statuses.items():
+                if k:
+                    by[_status(k)] += v
+        first = min(r.error_wrs, key=lambda w: w.index)
+        out.append(f"error completions: {r.error_count} ("
                    + ", ".join(f"{k} {v}" for k, v in by.items())
-                   + f"; first: WR {errs[0].index} {errs[0].spec.op.value} "
-                   f"{_status(errs[0].status)})")
+                   + f"; first: WR {first.index} {first.spec.op.value} "
+                   f"{_status(first.status)})")
     if r.first_bad is None:
-        unchecked = f"; {len(errs)} WRs with error completions place nothing to check" \
-            if errs else ""
+        unchecked = f"; {r.error_count} WRs with error completions place nothing to check" \
+            if r.error_count else ""
         out.append(f"integrity: OK ({r.verified_bytes} bytes verified{unchecked})")
     else:
         w = r.first_bad
@@ -101,8 +101,14 @@ def json_report(r: RunResult) -> dict[str, Any]:
         "integrity": "OK" if r.first_bad is None else f"FAILED at WR {r.first_bad.index}",
         "pcap": r.pcap,
         "link_faults": r.faults,
+        "total_wrs": r.total_wrs,
         "wrs": [{"index": w.index, "op": w.spec.op.value, "bytes": w.spec.bytes,
                  "latency_ns": w.latency_ns, "status": _status(w.status),
                  "integrity": w.integrity} for w in r.wrs],
+        "ops": [{"op": st.spec.op.value, "bytes": st.spec.bytes, "count": st.count,
+                 "latency_ns": {"min": st.lat_min if st.lat_sum else 0.0, "max": st.lat_max,
+                                "sum": st.lat_sum},
+                 "statuses": {_status(k): v for k, v in st.statuses.items()}}
+                for st in r.stats],
         "counters": r.counters,
     }

@@ -65,9 +65,29 @@ class Wr:
 
 
 @dataclass
+class OpStats:
+    """What the WRs of one op line did, summarised as they complete."""
+
+    spec: OpSpec
+    count: int = 0
+    lat_min: float = float("inf")
+    lat_max: float = 0.0
+    lat_sum: float = 0.0
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    def add(self, w: Wr) -> None:
+        self.count += 1
+        self.statuses[w.status] = self.statuses.get(w.status, 0) + 1
+        if w.status >= 0:
+            lat = w.latency_ns
+            self.lat_min, self.lat_max = min(self.lat_min, lat), max(self.lat_max, lat)
+            self.lat_sum += lat
+
+
+@dataclass
 class RunResult:
     scenario: Scenario
-    wrs: list[Wr]
+    wrs: list[Wr]  # every WR, for runs of up to KEEP_WRS; [] beyond (see `stats`)
     elapsed_ns: float
     counters: dict[str, dict[str, int]]
     pcap: str | None
@@ -76,11 +96,22 @@ class RunResult:
     timed_out: bool = False
     faults: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    stats: list[OpStats] = field(default_factory=list)
+    total_wrs: int = 0
+    error_wrs: list[Wr] = field(default_factory=list)  # the first ERRORS_KEPT of them
+    error_count: int = 0
+    payload_bytes: int = 0  # of WRs that completed successfully
 
     @property
     def ok(self) -> bool:
-        return not self.errors and self.first_bad is None and not self.timed_out and all(
-            w.status == 0 for w in self.wrs)
+        return not self.errors and self.first_bad is None and not self.timed_out and \
+            not self.error_count
+
+
+KEEP_WRS = 10_000  # runs with more WRs keep per-op summaries instead of every WR
+ERRORS_KEPT = 100
+SETTLE_NS = 10_000.0  # a completion, then this long for the last writes to land: then check
+SLOTS = 256  # buffers per op line beyond `depth`: a repeated op reuses them in turn
 
 
 def _ceil_page(n: int) -> int:
@@ -91,6 +122,21 @@ def _split(total: int, parts: int) -> list[int]:
     """`total` bytes in `parts` SGEs, as even as possible (some may be empty)."""
     base, extra = divmod(total, parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+@dataclass
+class _Line:
+    """The buffers of one op line: `slots` regions of each MR, reused in turn by its repeats
+    once the WR that used a region before is checked."""
+
+    spec: OpSpec
+    index: int
+    slots: int
+    local: int  # offset of slot 0 in a's MR
+    remote: int
+    local_stride: int
+    remote_stride: int
+    busy: list[Wr | None] = field(default_factory=list)
 
 
 class Runner:
@@ -111,39 +157,42 @@ class Runner:
         self.link = w.links[0]
         return w
 
-    def _plan(self) -> tuple[list[Wr], int, int]:
-        wrs: list[Wr] = []
+    def _plan(self) -> tuple[list[_Line], int, int]:
+        """Lay out the buffers: every op line gets its own regions, one per repeat up to
+        depth + SLOTS of them, so memory does not grow with the number of repeats."""
+        lines: list[_Line] = []
         loc = rem = 0
-        for spec in self.sc.ops:
-            for _ in range(spec.repeat):
-                w = Wr(len(wrs), spec, loc + spec.local_offset, rem + spec.remote_offset)
-                loc += _ceil_page(spec.local_offset + spec.bytes) + PAGE
-                rem += _ceil_page(spec.remote_offset + spec.bytes) + PAGE
-                wrs.append(w)
-        return wrs, loc, rem
+        for i, spec in enumerate(self.sc.ops):
+            slots = min(spec.repeat, self.sc.depth + SLOTS)
+            ls = _ceil_page(spec.local_offset + spec.bytes) + PAGE
+            rs = _ceil_page(spec.remote_offset + spec.bytes) + PAGE
+            lines.append(_Line(spec, i, slots, loc, rem, ls, rs, [None] * slots))
+            loc += ls * slots
+            rem += rs * slots
+        return lines, loc, rem
 
-    def _endpoint(self, w: World, host: str, mr_len: int, cq_size: int) -> Side:
-        q = self.sc.qp
-        return make_side(w, host, mr_len, QPCap(q.max_send_wr, q.max_recv_wr, q.max_send_sge,
-                                                q.max_recv_sge, q.max_inline_data),
-                         cqe=cq_size)
-
-    def _connect(self, x: Side, y: Side) -> None:
-        q = self.sc.qp
-        connect(x, y, _MTU[q.path_mtu], timeout=q.timeout, retry_cnt=q.retry_cnt,
-                rnr_retry=q.rnr_retry, min_rnr_timer=q.min_rnr_timer,
-                max_rd_atomic=q.max_rd_atomic)
+    def _wrs(self, lines: list[_Line]):  # noqa: ANN202
+        """Every WR of the run, in order, with the slot it uses."""
+        n = 0
+        for line in lines:
+            s = line.spec
+            for k in range(s.repeat):
+                slot = k % line.slots
+                yield line, slot, Wr(n, s, line.local + slot * line.local_stride +
+                                     s.local_offset,
+                                     line.remote + slot * line.remote_stride + s.remote_offset)
+                n += 1
 
     def _prepare(self, a: Side, b: Side, w: Wr) -> None:
+        """Put the WR's source data (or the atomic's initial value) in place. The runner
+        does it as an observer, at no simulated CPU cost: it is the test, not the program."""
         s = w.spec
         if s.op in (OpKind.CMP_SWAP, OpKind.FETCH_ADD):
-            b.mr.write(struct.pack("<Q", s.initial), 8, w.remote)
+            b.ctx.aspace.write(b.mr.buf + w.remote, struct.pack("<Q", s.initial))
             return
         w.src = self.rng.integers(0, 256, s.bytes, dtype=np.uint8).tobytes()
-        if s.op is OpKind.READ:
-            b.mr.write(w.src, s.bytes, w.remote)
-        else:
-            a.mr.write(w.src, s.bytes, w.local)
+        side, off = (b, w.remote) if s.op is OpKind.READ else (a, w.local)
+        side.ctx.aspace.write(side.mr.buf + off, w.src)
 
     def _post(self, a: Side, b: Side, w: Wr) -> None:
         s = w.spec
@@ -168,105 +217,175 @@ class Runner:
 
     def run(self) -> RunResult:
         sc = self.sc
-        wrs, loc, rem = self._plan()
+        lines, loc, rem = self._plan()
         mem = max(64 << 20, 1 << (4 * max(loc, rem) + (16 << 20)).bit_length())
         world = self._world(mem)
         env = world.env
-        nrecv = sum(1 for w in wrs if w.spec.op in _CONSUMES_RECV)
+        nrecv = min(sum(line.slots for line in lines if line.spec.op in _CONSUMES_RECV),
+                    sc.depth + 1)
         a = self._endpoint(world, "a", loc, max(64, 2 * sc.depth))
-        b = self._endpoint(world, "b", rem, max(64, nrecv + 1))
+        b = self._endpoint(world, "b", rem, max(64, sc.qp.max_recv_wr, nrecv + 1))
         self._connect(a, b)
         self._connect(b, a)
-        for w in wrs:
-            self._prepare(a, b, w)
+        total = sum(line.spec.repeat for line in lines)
+        result = RunResult(sc, [], 0.0, {}, self.pcap, stats=[OpStats(x.spec) for x in lines],
+                           total_wrs=total)
+        keep = total <= KEEP_WRS
+        # Small runs put every WR's data in place before the clock starts; a run that reuses
+        # buffers does it when a buffer comes free.
+        upfront = all(line.slots == line.spec.repeat for line in lines)
+        todo = self._wrs(lines)
+        if upfront:
+            items = list(todo)
+            for _line, _slot, w in items:
+                self._prepare(a, b, w)
+            todo = iter(items)
+        nxt = next(todo, None)
         t0 = env.now
         deadline = t0 + sc.timeout_us * 1000
-        pending = deque(wrs)
         inflight: dict[int, Wr] = {}
         unsignaled: deque[Wr] = deque()
+        done: deque[Wr] = deque()  # completed, waiting SETTLE_NS to be checked
+        by_index: dict[int, Wr] = {}  # waiting for their receive completion on b
         timed_out = False
-        while pending or inflight:
-            while pending and len(inflight) < sc.depth:
-                w = pending.popleft()
+        recv_room = max(1, b.cq._p.size - sc.depth - 1)
+        while nxt is not None or inflight or unsignaled:
+            blocked = False
+            while nxt is not None and len(inflight) + len(unsignaled) < sc.depth:
+                line, slot, w = nxt
+                prev = line.busy[slot]
+                if prev is not None and not prev.integrity:
+                    blocked = True  # its buffer's last WR is not checked yet
+                    break
+                line.busy[slot] = w
+                if not upfront:
+                    self._prepare(a, b, w)
                 self._post(a, b, w)
+                if keep:
+                    result.wrs.append(w)
+                if w.spec.op in _CONSUMES_RECV:
+                    by_index[w.index] = w
                 if w.spec.signaled:
                     inflight[w.index] = w
                 else:
                     unsignaled.append(w)
-            n, wcs = a.cq.poll(16)
+                nxt = next(todo, None)
+            wcs: list = []
+            if inflight or unsignaled:
+                _, wcs = a.cq.poll(16)
+            else:
+                a.ctx.host.spend(SETTLE_NS)  # only checks hold the next WR back
             for wc in wcs:
                 w = inflight.pop(wc.wr_id, None)
                 if w is None:
                     continue
                 w.done_ns, w.status = env.now, wc.status
+                done.append(w)
                 # A completion also completes the unsignaled WRs posted before it.
                 while unsignaled and unsignaled[0].index < w.index:
                     u = unsignaled.popleft()
                     u.done_ns, u.status = env.now, wc.status
+                    done.append(u)
+            if len(by_index) >= recv_room or blocked and done and done[0].index in by_index:
+                self._drain_recv(b, by_index)  # before b's CQ could overrun, or when needed
+            while done and done[0].done_ns + SETTLE_NS <= env.now and \
+                    done[0].index not in by_index:
+                self._check(a, b, done.popleft(), result)
             if env.now > deadline:
                 timed_out = True
                 break
-        # Let the last writes land, then drain receive completions on b.
-        a.ctx.host.spend(10_000)
-        for w in unsignaled:
-            w.done_ns, w.status = env.now, 0
-        by_index = {w.index: w for w in wrs}
-        while True:
-            n, wcs = b.cq.poll(64)
-            if not n:
-                break
-            for wc in wcs:
-                w = by_index.get(wc.wr_id)
-                if w is not None:
-                    w.recv_status, w.recv_len, w.recv_imm = wc.status, wc.byte_len, wc.imm_data
-        elapsed = env.now - t0
-        result = RunResult(sc, wrs, elapsed, {n: nic.counters() for n, nic in
-                                              world.nics.items()}, self.pcap,
-                           timed_out=timed_out, faults=self.link.fault_counters())
-        self._verify(a, b, result)
+        # Let the last writes land, then check what is left.
+        a.ctx.host.spend(SETTLE_NS)
+        for u in unsignaled:
+            # Nothing completed after it: show what is known (issue: an unsignaled WR that
+            # never completed is not a success).
+            u.done_ns, u.status = env.now, (0 if not inflight and not timed_out else -1)
+            done.append(u)
+        self._drain_recv(b, by_index)
+        for w in list(done) + list(inflight.values()):
+            self._check(a, b, w, result)
+        result.elapsed_ns = env.now - t0
+        result.counters = {n: nic.counters() for n, nic in world.nics.items()}
+        result.timed_out = timed_out
+        result.faults = self.link.fault_counters()
         world.close()
         return result
 
-    def _verify(self, a: Side, b: Side, r: RunResult) -> None:
-        """Compare destination memory with what each WR was meant to place there."""
-        for w in r.wrs:
-            s = w.spec
-            if w.status != 0:
-                # An error completion places no data to check; it is reported (and makes
-                # the run fail) on its own.
-                w.integrity = "not completed" if w.status < 0 else "error completion"
-                continue
-            if s.op in (OpKind.CMP_SWAP, OpKind.FETCH_ADD):
-                got_old = struct.unpack("<Q", a.mr.read(8, w.local))[0]
-                got_new = struct.unpack("<Q", b.mr.read(8, w.remote))[0]
-                if s.op is OpKind.FETCH_ADD:
-                    want_new = (s.initial + s.swap_add) & (2**64 - 1)
-                else:
-                    want_new = s.swap_add if s.initial == s.compare else s.initial
-                ok = got_old == s.initial and got_new == want_new
-                w.integrity = "ok" if ok else (f"atomic: returned {got_old} (want {s.initial}),"
-                                               f" remote {got_new} (want {want_new})")
-                n = 16
+    @staticmethod
+    def _drain_recv(b: Side, by_index: dict[int, Wr]) -> None:
+        while by_index:
+            n, wcs = b.cq.poll(64)
+            if not n:
+                return
+            for wc in wcs:
+                w = by_index.pop(wc.wr_id, None)
+                if w is not None:
+                    w.recv_status, w.recv_len, w.recv_imm = wc.status, wc.byte_len, wc.imm_data
+
+    def _check(self, a: Side, b: Side, w: Wr, r: RunResult) -> None:
+        """Compare destination memory with what the WR was meant to place there (an oracle
+        read: no simulated time), and fold the WR into the summaries."""
+        s = w.spec
+        r.stats[_line_of(self.sc, s)].add(w)
+        if w.status != 0:
+            # An error completion places no data to check; it is reported (and makes the
+            # run fail) on its own.
+            w.integrity = "not completed" if w.status < 0 else "error completion"
+            r.error_count += 1
+            if len(r.error_wrs) < ERRORS_KEPT:
+                r.error_wrs.append(w)
+            w.src = b""
+            return
+        r.payload_bytes += s.bytes
+        ra, rb = a.ctx.aspace.read, b.ctx.aspace.read
+        if s.op in (OpKind.CMP_SWAP, OpKind.FETCH_ADD):
+            got_old = struct.unpack("<Q", ra(a.mr.buf + w.local, 8))[0]
+            got_new = struct.unpack("<Q", rb(b.mr.buf + w.remote, 8))[0]
+            if s.op is OpKind.FETCH_ADD:
+                want_new = (s.initial + s.swap_add) & (2**64 - 1)
             else:
-                dst = a.mr.read(s.bytes, w.local) if s.op is OpKind.READ else \
-                    b.mr.read(s.bytes, w.remote)
-                ok = dst == w.src
-                if ok and s.op in _CONSUMES_RECV:
-                    ok = w.recv_status == 0 and w.recv_len == s.bytes and (
-                        s.op is OpKind.SEND or w.recv_imm == s.imm)
-                    if not ok:
-                        w.integrity = (f"receive completion: status {w.recv_status}, byte_len "
-                                       f"{w.recv_len}, imm {w.recv_imm}")
-                if not ok and not w.integrity:
-                    i = next(i for i in range(s.bytes) if dst[i] != w.src[i])
-                    w.integrity = f"byte {i}: 0x{dst[i]:02x}, want 0x{w.src[i]:02x}"
-                elif ok:
-                    w.integrity = "ok"
-                n = s.bytes
-            if w.integrity == "ok":
-                r.verified_bytes += n
-            elif r.first_bad is None:
-                r.first_bad = w
+                want_new = s.swap_add if s.initial == s.compare else s.initial
+            ok = got_old == s.initial and got_new == want_new
+            w.integrity = "ok" if ok else (f"atomic: returned {got_old} (want {s.initial}),"
+                                           f" remote {got_new} (want {want_new})")
+            n = 16
+        else:
+            dst = ra(a.mr.buf + w.local, s.bytes) if s.op is OpKind.READ else \
+                rb(b.mr.buf + w.remote, s.bytes)
+            ok = dst == w.src
+            if ok and s.op in _CONSUMES_RECV:
+                ok = w.recv_status == 0 and w.recv_len == s.bytes and (
+                    s.op is OpKind.SEND or w.recv_imm == s.imm)
+                if not ok:
+                    w.integrity = (f"receive completion: status {w.recv_status}, byte_len "
+                                   f"{w.recv_len}, imm {w.recv_imm}")
+            if not ok and not w.integrity:
+                i = next(i for i in range(s.bytes) if dst[i] != w.src[i])
+                w.integrity = f"byte {i}: 0x{dst[i]:02x}, want 0x{w.src[i]:02x}"
+            elif ok:
+                w.integrity = "ok"
+            n = s.bytes
+        w.src = b""
+        if w.integrity == "ok":
+            r.verified_bytes += n
+        elif r.first_bad is None:
+            r.first_bad = w
+
+    def _endpoint(self, w: World, host: str, mr_len: int, cq_size: int) -> Side:
+        q = self.sc.qp
+        return make_side(w, host, mr_len, QPCap(q.max_send_wr, q.max_recv_wr, q.max_send_sge,
+                                                q.max_recv_sge, q.max_inline_data),
+                         cqe=cq_size)
+
+    def _connect(self, x: Side, y: Side) -> None:
+        q = self.sc.qp
+        connect(x, y, _MTU[q.path_mtu], timeout=q.timeout, retry_cnt=q.retry_cnt,
+                rnr_retry=q.rnr_retry, min_rnr_timer=q.min_rnr_timer,
+                max_rd_atomic=q.max_rd_atomic)
+
+
+def _line_of(sc: Scenario, spec: OpSpec) -> int:
+    return next(i for i, s in enumerate(sc.ops) if s is spec)
 
 
 def _offsets(sizes: list[int]) -> list[int]:
