@@ -76,6 +76,10 @@ WqeBus, WqeTransaction, _, WqeSink, _ = define_stream(
     "Wqe", signals=["valid", "ready", "qpn", "index", "opcode", "flags", "num_sge", "imm_inv",
                     "remote_addr", "rkey", "inline_len", "compare_add", "swap", "dest_qpn",
                     "qkey", "sge_addr", "sge_len", "sge_lkey", "err"])
+MrReqBus, MrReqTransaction, MrReqSource, _, _ = define_stream(
+    "MrReq", signals=["valid", "ready", "key", "pd", "access", "va", "len", "tag"])
+MrRspBus, MrRspTransaction, _, MrRspSink, _ = define_stream(
+    "MrRsp", signals=["valid", "ready", "status", "pa", "len", "last", "tag"])
 CqeInBus, CqeInTransaction, CqeInSource, _, _ = define_stream(
     "CqeIn", signals=["valid", "ready", "cqn", "qpn", "wqe_index", "opcode", "status",
                       "byte_len", "imm_inv", "src_qp", "flags", "vendor_err"])
@@ -189,6 +193,8 @@ class NicTB:
         self.slave: AxiSlave | None = None
         self.wqes = WqeSink(WqeBus.from_prefix(dut, "m_wqe"), dut.clk, dut.rst)
         self.cqe_src = CqeInSource(CqeInBus.from_prefix(dut, "s_cqe"), dut.clk, dut.rst)
+        self.mr_req = MrReqSource(MrReqBus.from_prefix(dut, "mr_req"), dut.clk, dut.rst)
+        self.mr_rsp = MrRspSink(MrRspBus.from_prefix(dut, "mr_rsp"), dut.clk, dut.rst)
         self.db_events: list[tuple[int, int, int]] = []  # (rq, qpn, pi)
         self.arm_events: list[tuple[int, int]] = []  # (cqn, solicited)
         self.env: simpy.Environment | None = None
@@ -197,8 +203,8 @@ class NicTB:
         self.max_lag_ns = 0.0
         for log in (self.axil.write_if.log, self.axil.read_if.log):
             log.setLevel(logging.WARNING)
-        self.wqes.log.setLevel(logging.WARNING)
-        self.cqe_src.log.setLevel(logging.WARNING)
+        for m in (self.wqes, self.cqe_src, self.mr_req, self.mr_rsp):
+            m.log.setLevel(logging.WARNING)
 
     def attach_memory(self, mem) -> None:  # noqa: ANN001
         """Serve the RTL's DMA from `mem` with random AXI latency and backpressure."""
@@ -220,13 +226,11 @@ class NicTB:
         self.axil.read_if.ar_channel.set_pause_generator(pauses(rng, 0.2))
         self.axil.read_if.r_channel.set_pause_generator(pauses(rng, 0.2))
         self.wqes.set_pause_generator(pauses(rng, 0.3))
+        self.mr_rsp.set_pause_generator(pauses(rng, 0.3))
 
     async def reset(self) -> None:
         d = self.dut
         d.rst.value = 1
-        d.s_cqe_valid.value = 0
-        d.mr_req_valid.value = 0
-        d.mr_rsp_ready.value = 1
         d.cq_overrun_valid.value = 0
         d.cq_overrun_cqn.value = 0
         await ClockCycles(d.clk, 4)
@@ -301,6 +305,20 @@ class NicTB:
 
     async def _cycles(self, n: int) -> None:
         await ClockCycles(self.dut.clk, n)
+
+    async def _xlate(self, key: int, pd: int, access: int, va: int,
+                     length: int) -> tuple[int, list[tuple[int, int]]]:
+        """One lookup through mr_translate's request port: (status, per-page segments)."""
+        await self.mr_req.send(MrReqTransaction(key=key, pd=pd, access=access, va=va,
+                                                len=length, tag=0x5a))
+        segs = []
+        while True:
+            r = await self.mr_rsp.recv()
+            assert int(r.tag) == 0x5a
+            if int(r.len):
+                segs.append((int(r.pa), int(r.len)))
+            if int(r.last):
+                return int(r.status), segs
 
 
 # ================================================================ the program
@@ -643,6 +661,53 @@ async def test_driver_vs_model(dut):
                   get_sim_time("us"), host_r.env.now / 1000, tb.max_lag_ns / 1000)
 
 
+def merge_contiguous(segs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The merge rule of nicsim.nic.translation.split, applied to mr_translate's per-page
+    segments."""
+    out: list[tuple[int, int]] = []
+    for pa, n in segs:
+        if out and out[-1][0] + out[-1][1] == pa:
+            out[-1] = (out[-1][0], out[-1][1] + n)
+        else:
+            out.append((pa, n))
+    return out
+
+
+def xlate_probes(mpt: hwif.Mpt, npages: int, chunk: int) -> list[tuple[int, int, int, int, int]]:
+    """Lookups (key, pd, access, va, len) over an MR: the first and last page, both sides of
+    every WRITE_MTT chunk boundary, page-crossing ranges, and each kind of refusal."""
+    base = mpt.start & ~(hwif.PAGE_SIZE - 1)
+    out = []
+    for page in sorted({0, 1, chunk - 1, chunk, 2 * chunk - 1, 2 * chunk, npages - 2}):
+        if 0 <= page < npages - 1:
+            va = base + page * hwif.PAGE_SIZE + hwif.PAGE_SIZE - 24
+            out.append((mpt.key, mpt.pd, 1, max(va, mpt.start), 64))  # crosses into page+1
+    end = mpt.start + mpt.length
+    out += [
+        (mpt.key, mpt.pd, 0, end - 16, 16),                      # the last bytes
+        (mpt.key, mpt.pd, 1, mpt.start, 3 * hwif.PAGE_SIZE),      # three pages and a bit
+        (mpt.key, mpt.pd, 1, mpt.start + 5, 0),                   # empty
+        (mpt.key, mpt.pd, 1, end - 8, 16),                        # BOUNDS
+        (mpt.key, mpt.pd + 1, 1, mpt.start, 8),                   # PD_MISMATCH
+        (mpt.key, mpt.pd, hwif.Access.REMOTE_ATOMIC, mpt.start, 8),  # ACCESS
+        (mpt.key ^ 0x01, mpt.pd, 1, mpt.start, 8),                # BAD_KEY (stale variant)
+    ]
+    return out
+
+
+def xlate_check(xlate, mpt: hwif.Mpt, mtt: dict[int, int],  # noqa: ANN001
+                probes: list) -> list[tuple[object, object]]:
+    """(expected by nicsim.nic.translation, got from the RTL) for each lookup."""
+    from nicsim.nic import translation
+
+    out = []
+    for key, pd, access, va, n in probes:
+        st, segs = translation.check_and_split(mpt, mtt, key, pd, access, va, n)
+        got_st, got = xlate(key, pd, int(access), va, n)
+        out.append(((int(st), [tuple(x) for x in segs]), (got_st, merge_contiguous(got))))
+    return out
+
+
 def rtl_only(host, tb_calls: dict) -> dict:  # noqa: ANN001, C901
     """Driver program for the RTL alone: the SQ doorbell reaches wqe_fetch, a completion
     reaches the verbs poll, DESTROY_CQ waits for the fence."""
@@ -716,6 +781,23 @@ def rtl_only(host, tb_calls: dict) -> dict:  # noqa: ANN001, C901
         if n:
             break
     res["rpoll"] = n
+
+    # what WRITE_MTT (three commands) and WRITE_MPT put into mr_translate: lookups through its
+    # request port against nicsim's translation of the registration the driver made
+    chunk = mtt_chunk()
+    npages = 2 * chunk + 5
+    acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_READ
+    buf = ctx.alloc((npages + 1) * hwif.PAGE_SIZE)
+    big = MR(pd, npages * hwif.PAGE_SIZE - 0x300 - 77, acc, address=buf + 0x300)
+    hm = hw.mrs[big.lkey >> 8]
+    pdn = ctx.file.uctx.objects[pd.handle].pdn
+    mpt = hwif.Mpt(big.lkey, pdn, hm.va, hm.length, hm.mtt_start, acc, hwif.MptFlags.VALID,
+                   hwif.PAGE_SHIFT)
+    mtt = {hm.mtt_start + i: pa for i, pa in enumerate(hm.pages)}
+    res["npages"] = (hm.npages, npages)
+    res["xlate"] = xlate_check(tb_calls["xlate"], mpt, mtt, xlate_probes(mpt, npages, chunk))
+    big.close()  # INVALIDATE_MPT: the key is refused from now on
+    res["xlate_after"] = tb_calls["xlate"](big.lkey, pdn, 1, hm.va, 16)
     ctx.close()
     return res
 
@@ -764,6 +846,7 @@ async def test_datapath_hooks(dut):
         "hold_b": resume(hold),
         "release_b_later": resume(start_release),
         "fence_times": resume(fence_times),
+        "xlate": resume(tb._xlate),
     }
     res = await bridge(rtl_only)(host, calls)
 
@@ -787,6 +870,12 @@ async def test_datapath_hooks(dut):
     assert f["fence_entered"] < f["released"] <= f["done"], f
     assert res["rpoll"] == 1
     assert int(dut.cqe_wr_error.value) == 0
+    assert res["npages"][0] == res["npages"][1]
+    for i, (exp, got) in enumerate(res["xlate"]):
+        assert exp == got, f"lookup {i}: expected {exp}, got {got}"
+    assert res["xlate_after"] == (int(hwif.XlateStatus.BAD_KEY), []), res["xlate_after"]
+    dut._log.info("%d translations checked across %d MTT entries", len(res["xlate"]),
+                  res["npages"][0])
 
 
 # ================================================================ pytest entry point

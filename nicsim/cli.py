@@ -36,7 +36,13 @@ def _run(args: argparse.Namespace) -> int:
         f = sc.link.faults.model_copy(update=faults)
         sc = sc.model_copy(update={"link": sc.link.model_copy(update={"faults": f})})
     pcap = None if args.no_pcap else (args.pcap or default_pcap(sc))
-    result = Runner(sc, pcap).run()
+    runner = Runner(sc, pcap)
+    try:
+        runner.memory()
+    except ScenarioError as e:
+        print(f"error: {args.scenario or DEFAULT}: {e}", file=sys.stderr)
+        return 2
+    result = runner.run()
     if args.json:
         print(json.dumps(json_report(result), indent=2))
     else:

@@ -38,3 +38,21 @@ ops:
     assert [s.count for s in r.stats] == [n, 2 * SLOTS, SLOTS + 50, SLOTS + 7]
     assert r.verified_bytes == n * 100 + 2 * SLOTS * 40 + (SLOTS + 50) * 3000 + \
         (SLOTS + 7) * 16
+
+
+def test_a_scenario_too_big_for_the_host_or_the_nic_is_refused_before_it_runs(tmp_path, capsys):
+    """More registered memory than the NIC's MTT maps, or than host.mem_mib gives: one line
+    naming the field and the limit, exit 2, nothing simulated."""
+    from nicsim.cli import main
+
+    big = tmp_path / "big.yaml"
+    big.write_text("ops:\n  - {op: write, bytes: 1073741824, repeat: 5}\n")
+    assert main(["run", str(big), "--no-pcap"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {big}: ops[0]:") and "4,096 MiB" in err
+    assert "\n" not in err
+    small = tmp_path / "small.yaml"
+    small.write_text("host: {mem_mib: 64}\nops:\n  - {op: write, bytes: 67108864}\n")
+    assert main(["run", str(small), "--no-pcap"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {small}: host.mem_mib: 64 MiB is less than")

@@ -25,7 +25,7 @@ from nicsim.fabric.link import LinkConfig
 from nicsim.host.pcie import PcieConfig
 from nicsim.nic.config import NicConfig
 from nicsim.scenario.endpoint import Side, connect, make_side
-from nicsim.scenario.schema import OpKind, OpSpec, Scenario
+from nicsim.scenario.schema import OpKind, OpSpec, Scenario, ScenarioError
 from nicsim.world import World
 
 PAGE = 4096
@@ -112,6 +112,7 @@ KEEP_WRS = 10_000  # runs with more WRs keep per-op summaries instead of every W
 ERRORS_KEPT = 100
 SETTLE_NS = 10_000.0  # a completion, then this long for the last writes to land: then check
 SLOTS = 256  # buffers per op line beyond `depth`: a repeated op reuses them in turn
+MAX_REGISTERED = 4 << 30  # what the NIC's 2^20 MTT entries of 4 KiB pages map
 
 
 def _ceil_page(n: int) -> int:
@@ -215,10 +216,34 @@ class Runner:
         w.post_ns = a.ctx.host.env.now
         a.qp.post_send(wr)
 
-    def run(self) -> RunResult:
+    def memory(self) -> int:
+        """The simulated memory of each host, after checking that the scenario's buffers fit
+        the host and the NIC's translation tables. Raises ScenarioError naming the field."""
         sc = self.sc
         lines, loc, rem = self._plan()
-        mem = max(64 << 20, 1 << (4 * max(loc, rem) + (16 << 20)).bit_length())
+        need = max(loc, rem)
+        used = 0
+        for line in lines:
+            used += max(line.local_stride, line.remote_stride) * line.slots
+            if used > MAX_REGISTERED:
+                raise ScenarioError(
+                    f"ops[{line.index}]: the ops so far need {used >> 20:,} MiB of registered "
+                    f"memory per host (bytes x min(repeat, depth + {SLOTS}) buffers); the NIC "
+                    f"maps at most {MAX_REGISTERED >> 20:,} MiB (2^20 MTT entries of 4 KiB)")
+        if sc.host.mem_mib:
+            have = sc.host.mem_mib << 20
+            if need + (16 << 20) > have:
+                raise ScenarioError(
+                    f"host.mem_mib: {sc.host.mem_mib:,} MiB is less than the "
+                    f"{(need + (16 << 20) + (1 << 20) - 1) >> 20:,} MiB the ops need "
+                    f"(their buffers and 16 MiB for the kernel and queues)")
+            return have
+        return max(64 << 20, 1 << (need + (16 << 20)).bit_length())
+
+    def run(self) -> RunResult:
+        sc = self.sc
+        mem = self.memory()
+        lines, loc, rem = self._plan()
         world = self._world(mem)
         env = world.env
         nrecv = min(sum(line.slots for line in lines if line.spec.op in _CONSUMES_RECV),

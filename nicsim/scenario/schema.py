@@ -61,6 +61,10 @@ class NicSpec(Strict):
     max_wqe_prefetch: Annotated[int, Field(ge=1, le=64)] = 8
 
 
+class HostSpec(Strict):
+    mem_mib: Annotated[int, Field(ge=0, le=1 << 20, description="0: as the ops need")] = 0
+
+
 class QpSpec(Strict):
     path_mtu: Annotated[int, Field(description="256, 512, 1024, 2048 or 4096")] = 1024
     max_send_wr: Annotated[int, Field(ge=1, le=32768)] = 128
@@ -117,6 +121,7 @@ class Scenario(Strict):
     link: LinkSpec = LinkSpec()
     pcie: PcieSpec = PcieSpec()
     nic: NicSpec = NicSpec()
+    host: HostSpec = HostSpec()
     qp: QpSpec = QpSpec()
     pcap: str | None = "traces/{name}.pcap"
     timeout_us: Annotated[float, Field(gt=0)] = 1_000_000.0
