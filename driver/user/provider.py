@@ -42,10 +42,19 @@ _WR_FIELDS = (("wr_id", _U64), ("send_flags", _U32), ("imm_data", _U32), ("remot
               ("rkey", _U32), ("compare_add", _U64), ("swap", _U64), ("invalidate_rkey", _U32))
 
 
-def _fits(what: str, value: object, top: int) -> None:
-    """A WR field must fit the C type it has in ibv_send_wr / ibv_sge."""
-    if not isinstance(value, int) or not 0 <= value <= top:
-        raise ProviderError(f"{what} {value!r} does not fit its field", errno.EINVAL)
+def _misfit(obj: object, fields: tuple[tuple[str, int], ...]) -> ProviderError:
+    """The error for the first field of a WR or SGE that does not fit its C type (ibv_send_wr,
+    ibv_sge), found after a fast check failed."""
+    for name, top in fields:
+        v = getattr(obj, name)
+        if not isinstance(v, int) or not 0 <= v <= top:
+            return ProviderError(f"{name} {v!r} does not fit its field", errno.EINVAL)
+    if not isinstance(getattr(obj, "wr_id", 0), int):
+        return ProviderError("wr_id is not an integer", errno.EINVAL)
+    return ProviderError("a field does not fit", errno.EINVAL)  # pragma: no cover
+
+
+_SGE_FIELDS = (("addr", _U64), ("length", _U32), ("lkey", _U32))
 
 
 def _sges(wr: object, max_sge: int) -> list:
@@ -59,9 +68,11 @@ def _sges(wr: object, max_sge: int) -> list:
         raise ProviderError(f"{n} SGEs > max_sge {max_sge}", errno.EINVAL)
     total = 0
     for s in sg[:n]:
-        _fits("SGE addr", s.addr, _U64)
-        _fits("SGE length", s.length, _U32)
-        _fits("SGE lkey", s.lkey, _U32)
+        try:
+            if not (0 <= s.addr <= _U64 and 0 <= s.length <= _U32 and 0 <= s.lkey <= _U32):
+                raise TypeError
+        except TypeError:
+            raise _misfit(s, _SGE_FIELDS) from None
         total += s.length
     if total > MAX_MSG:
         raise ProviderError(f"message of {total} bytes > 2^31", errno.EINVAL)
@@ -138,8 +149,16 @@ class ProviderQp:
         if self.sq_head - self.sq_tail >= self.sq_size:
             raise ProviderError("send queue is full", errno.ENOMEM)
         sges = _sges(wr, self.max_send_sge)
-        for name, top in _WR_FIELDS:
-            _fits(name, getattr(wr, name), top)
+        w = wr
+        try:  # every field fits its C type (one expression: this runs per post)
+            if not (isinstance(w.wr_id, int) and 0 <= w.wr_id <= _U64  # type: ignore
+                    and 0 <= w.send_flags <= _U32  # type: ignore
+                    and 0 <= w.imm_data <= _U32 and 0 <= w.remote_addr <= _U64  # type: ignore
+                    and 0 <= w.rkey <= _U32 and 0 <= w.compare_add <= _U64  # type: ignore
+                    and 0 <= w.swap <= _U64 and 0 <= w.invalidate_rkey <= _U32):  # type: ignore
+                raise TypeError
+        except TypeError:
+            raise _misfit(wr, _WR_FIELDS) from None
         op = int(op)
         flags = 0
         sf = int(wr.send_flags)  # type: ignore[attr-defined]
@@ -161,12 +180,18 @@ class ProviderQp:
                                     f"{self.max_inline}", errno.EINVAL)
             flags |= 8  # WqeFlags.INLINE
         else:
-            body = b"".join(_SGE.pack(s.addr, s.length, s.lkey) for s in sges)
+            try:
+                body = b"".join(_SGE.pack(s.addr, s.length, s.lkey) for s in sges)
+            except struct.error:
+                raise ProviderError("an SGE field is not an integer", errno.EINVAL) from None
         imm = wr.imm_data if op != ibv_wr_opcode.IBV_WR_SEND_WITH_INV \
             else wr.invalidate_rkey  # type: ignore[attr-defined]
-        ctrl = _CTRL.pack(op, flags, len(sges) if not inline_len else 0, imm & 0xFFFFFFFF,
-                          wr.remote_addr, wr.rkey, inline_len,  # type: ignore[attr-defined]
-                          wr.compare_add, wr.swap, 0, 0)  # type: ignore[attr-defined]
+        try:
+            ctrl = _CTRL.pack(op, flags, len(sges) if not inline_len else 0, imm,
+                              wr.remote_addr, wr.rkey, inline_len,  # type: ignore[attr-defined]
+                              wr.compare_add, wr.swap, 0, 0)  # type: ignore[attr-defined]
+        except struct.error:  # a value that compares like an integer but is not one
+            raise _misfit(wr, _WR_FIELDS) from None
         slot = self.sq_head & (self.sq_size - 1)
         data = ctrl + body
         assert len(data) <= self.sq_stride, "stride computed by the kernel from the caps"
@@ -183,7 +208,8 @@ class ProviderQp:
                 if self.rq_head - self.rq_tail >= self.rq_size:
                     raise ProviderError("receive queue is full", errno.ENOMEM)
                 sges = _sges(wr, self.max_recv_sge)
-                _fits("wr_id", wr.wr_id, _U64)  # type: ignore[attr-defined]
+                if not isinstance(wr.wr_id, int) or not 0 <= wr.wr_id <= _U64:  # type: ignore
+                    raise _misfit(wr, (("wr_id", _U64),))
                 data = RecvWqeCtrl(len(sges)).pack() + b"".join(
                     Sge(s.addr, s.length, s.lkey).pack() for s in sges)
                 slot = self.rq_head & (self.rq_size - 1)

@@ -552,7 +552,14 @@ module nic_cmd #(
 
     wire g_ready = (state == S_RD) ||
                    (state == S_MTT && (!mr_cmd_valid || mr_cmd_ready));
-    wire [63:0] g_word = beat[64*rb_lane +: 64];
+    reg  [63:0] g_word;           // the held beat's lane rb_lane (a decoded mux)
+    integer gl;
+    always @* begin
+        g_word = beat[63:0];
+        for (gl = 1; gl < LANES; gl = gl + 1)
+            if (rb_lane == gl[LANE_W-1:0])
+                g_word = beat[64*gl +: 64];
+    end
     wire g_fire = beat_v && g_ready;
     wire rb_beat_end = rb_lane == LAST_LANE || rb_left == 16'd1;
     wire w_fire = g_fire && (rd_s == 3'd0 || !rd_first);
@@ -668,9 +675,19 @@ module nic_cmd #(
     // grid word k: ({w_k, w_(k-1)} << 8s)[127:64], w_j = record word j (0 outside 0..n-1)
     wire        wk_in = wr_k < wr_n;
     wire        wkm_in = wr_k != 5'd0;
-    wire [63:0] wk = wk_in ? rec[64*wr_k +: 64] : 64'd0;
-    wire [4:0]  wr_km1 = wr_k - 5'd1;
-    wire [63:0] wkm = wkm_in ? rec[64*wr_km1 +: 64] : 64'd0;
+    reg  [63:0] wk;               // record words k and k-1 (decoded muxes)
+    reg  [63:0] wkm;
+    integer wl;
+    always @* begin
+        wk = 64'd0;
+        wkm = 64'd0;
+        for (wl = 0; wl < 16; wl = wl + 1) begin
+            if (wk_in && wr_k == wl[4:0])
+                wk = rec[64*wl +: 64];
+            if (wkm_in && wr_k == wl[4:0] + 5'd1)
+                wkm = rec[64*wl +: 64];
+        end
+    end
     wire [127:0] wr_pair = {wk, wkm} << {wr_s, 3'b000};
     wire [15:0] wr_strb2 = {wk_in ? 8'hff : 8'h00, wkm_in ? 8'hff : 8'h00} << wr_s;
     wire wr_place = wburst && !wb_v && wb_left != 16'd0;
@@ -694,8 +711,12 @@ module nic_cmd #(
             wr_req_addr <= wr_req_addr + {45'd0, wq_n, 3'b000};
             wr_req_left <= wr_req_left - wq_n[4:0];
         end else if (wr_place) begin
-            wb_data[64*wb_lane +: 64] <= wr_pair[127:64];
-            wb_strb[8*wb_lane +: 8] <= wr_strb2[15:8];
+            for (wl = 0; wl < LANES; wl = wl + 1) begin
+                if (wb_lane == wl[LANE_W-1:0]) begin
+                    wb_data[64*wl +: 64] <= wr_pair[127:64];
+                    wb_strb[8*wl +: 8] <= wr_strb2[15:8];
+                end
+            end
             wr_k <= wr_k + 5'd1;
             wb_left <= wb_left - 16'd1;
             wb_lane <= wb_end ? {LANE_W{1'b0}} : wb_lane + 1'b1;
@@ -786,6 +807,7 @@ module nic_cmd #(
     end
 
     // ================================================================ command FSM
+    integer rw;
     always @(posedge clk) begin
         rd_go <= 1'b0;
         wr_go <= 1'b0;
@@ -824,8 +846,9 @@ module nic_cmd #(
             end
 
             S_RD: begin
-                if (w_fire)
-                    rec[64*rd_widx +: 64] <= w_data;
+                for (rw = 0; rw < 16; rw = rw + 1)
+                    if (w_fire && rd_widx == rw[3:0])
+                        rec[64*rw +: 64] <= w_data;
                 if (rd_done)
                     state <= S_EXEC;
             end

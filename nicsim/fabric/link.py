@@ -9,8 +9,10 @@ is there as it arrived (the receiver's checks drop it).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappush
 from typing import Protocol
 
 import simpy
@@ -28,8 +30,34 @@ class Tap(Protocol):
     def write(self, frame: bytes, t_ns: int) -> None: ...
 
 
+class _Wake:
+    """A link's entry in SimPy's event queue: what Environment.step needs of an event."""
+
+    __slots__ = ("callbacks", "_ok", "_value")
+
+    def __init__(self, callback: Callable[[object], None], key: tuple[float, int]) -> None:
+        self.callbacks = [callback]
+        self._ok = True
+        self._value = key
+
+
+_NORMAL = 1  # simpy.events.NORMAL: the priority of a Timeout
+_NO_HORIZON = (float("-inf"), False)
+
+
 class Link:
-    """A full-duplex point-to-point link between two receivers (ports)."""
+    """A full-duplex point-to-point link between two receivers (ports).
+
+    Delivery without an event per frame. A frame is due at (arrival time, the sequence number
+    SimPy would have given its own timeout event): exactly where that event would sit in the
+    event order. Each direction keeps its frames in that order and an entry in SimPy's queue
+    for the earliest; when the entry fires, the link delivers the frame and goes on delivering
+    the next ones, moving the clock to each arrival, as long as each is still the next event
+    of the whole simulation and within the time the caller runs the world to (`env.horizon`,
+    set by nicsim.host.host.advance and poll_wait). Everything happens in the order and at the
+    times of one event per frame; the events are saved where frames follow each other with
+    nothing in between, which is the middle of every stream.
+    """
 
     def __init__(self, env: simpy.Environment, cfg: LinkConfig, name: str = "link",
                  faults: FaultConfig | None = None) -> None:
@@ -41,27 +69,92 @@ class Link:
             faults.active else None
         self.ends: list[Callable[[bytes], None]] = []
         self.taps: list[Tap] = []
-        self._arrive: list[Callable[[simpy.Event], None]] = []
+        # Per receiving end: frames in flight as (arrival, seq, frame), in event order, and
+        # the keys of the entries this end has in SimPy's queue.
+        self._flight: list[deque[tuple[float, int, bytes]]] = [deque(), deque()]
+        self._entries: list[set[tuple[float, int]]] = [set(), set()]
+        self._fire = [lambda ev: self._deliver(0, ev._value),
+                      lambda ev: self._deliver(1, ev._value)]
 
     def attach(self, receive: Callable[[bytes], None]) -> int:
         """Attach a receiver; returns the end index that the sender passes to `carry`."""
         if len(self.ends) == 2:
             raise ValueError(f"{self.name} already has two ends")
         self.ends.append(receive)
-        self._bind()
         return len(self.ends) - 1
 
     def carry(self, frame: bytes, from_end: int, t_last_bit_out: float) -> None:
         """Deliver `frame`, whose last bit leaves end `from_end` at `t_last_bit_out`."""
-        env = self.env
-        delay = t_last_bit_out + self.cfg.prop_ns - env._now  # (per packet: no property)
-        arrive = self._arrive[1 - from_end]
+        t = t_last_bit_out + self.cfg.prop_ns
+        to = 1 - from_end
         if self.faults is None:
-            # The frame rides on the timeout as its value; the far end's handler is bound once.
-            env.timeout(delay, frame).callbacks.append(arrive)
+            # (The common case of _enqueue, inline: this runs per packet.)
+            q = self._flight[to]
+            seq = next(self.env._eid)
+            if q and q[-1][0] <= t:
+                q.append((t, seq, frame))  # the earliest frame's entry comes first
+                return
+            self._enqueue(to, t, frame, seq)
             return
         for f, extra in self.faults[from_end].apply(frame):
-            env.timeout(delay + extra, f).callbacks.append(arrive)
+            self._enqueue(to, t + extra, f, next(self.env._eid))
+
+    def _enqueue(self, to: int, t: float, frame: bytes, seq: int) -> None:
+        """`seq` is what a timeout made at carry time would get: the frame's place in the
+        event order."""
+        q = self._flight[to]
+        if not q or q[-1][0] <= t:
+            q.append((t, seq, frame))
+            if len(q) > 1:
+                return  # the earliest frame's entry comes first
+        else:  # a reordered frame overtakes others
+            i = len(q)
+            while i and q[i - 1][0] > t:
+                i -= 1
+            q.insert(i, (t, seq, frame))
+            if i:
+                return
+        self._arm(to, t, seq)
+
+    def _arm(self, to: int, t: float, seq: int) -> None:
+        key = (t, seq)
+        self._entries[to].add(key)
+        heappush(self.env._queue, (t, _NORMAL, seq, _Wake(self._fire[to], key)))
+
+    def _deliver(self, to: int, key: tuple[float, int]) -> None:
+        """Our entry `key` fired: deliver its frame and those after it that are each the
+        next event (see the class)."""
+        env = self.env
+        entries = self._entries[to]
+        entries.discard(key)
+        q = self._flight[to]
+        receive = self.ends[to]
+        taps = self.taps
+        heap = env._queue
+        horizon, inclusive = getattr(env, "horizon", _NO_HORIZON)
+        while q:
+            t, seq, frame = q[0]
+            if (t, seq) != key:
+                # Only if nothing else in the simulation comes first, and the caller runs
+                # the world that far.
+                if heap:
+                    h = heap[0]
+                    if h[0] < t or h[0] == t and (h[1] < _NORMAL or h[1] == _NORMAL and
+                                                  h[2] < seq):
+                        break
+                if t > horizon or (t == horizon and not inclusive):
+                    break
+                env._now = t
+            q.popleft()
+            if taps:
+                tn = int(round(t))
+                for tap in taps:
+                    tap.write(frame, tn)
+            receive(frame)
+        if q:
+            head = q[0][:2]
+            if not any(k <= head for k in entries):
+                self._arm(to, *head)
 
     def fault_counters(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -69,20 +162,3 @@ class Link:
             for k, v in inj.counters.items():
                 out[k] = out.get(k, 0) + v
         return out
-
-    def _bind(self) -> None:
-        self._arrive = [self._arrival(r) for r in self.ends]
-
-    def _arrival(self, receive: Callable[[bytes], None]) -> Callable[[simpy.Event], None]:
-        taps = self.taps
-        env = self.env
-
-        def arrive(ev: simpy.Event) -> None:
-            frame = ev._value  # the frame carry() put on the timeout (no property per packet)
-            if taps:
-                t = int(round(env.now))
-                for tap in taps:
-                    tap.write(frame, t)
-            receive(frame)
-
-        return arrive

@@ -14,18 +14,28 @@ import simpy
 from nicsim.host.memory import AddressSpace, PhysMem
 from nicsim.host.pcie import Bar, MmioDevice, Pcie
 
+_NONE = (float("-inf"), False)  # no horizon: a link delivers one frame per event
+
 
 def advance(env: simpy.Environment, t: float) -> None:
     """Run the world until time `t` (what env.run(until=t) does, without its per-call cost:
-    this is called several times per verbs call)."""
+    this is called several times per verbs call). `env.horizon` tells links how far they may
+    deliver frames without an event each (nicsim.fabric.link): before `t`, then at `t` too
+    once the end of the run is itself an event."""
     step = env.step
     peek = env.peek
-    while peek() < t:
-        step()
-    if env.now < t:
-        ev = env.timeout(t - env.now)
-        while not ev.processed:
+    saved = getattr(env, "horizon", _NONE)
+    env.horizon = (t, False)
+    try:
+        while peek() < t:
             step()
+        if env.now < t:
+            ev = env.timeout(t - env.now)
+            env.horizon = (t, True)
+            while not ev.processed:
+                step()
+    finally:
+        env.horizon = saved
 
 
 @dataclass(frozen=True)
@@ -91,8 +101,13 @@ class Host:
         deadline = start + cap_ns
         step = env.step
         peek = env.peek
-        while not woke[0] and peek() <= deadline:
-            step()
+        saved = getattr(env, "horizon", _NONE)
+        env.horizon = (deadline, True)
+        try:
+            while not woke[0] and peek() <= deadline:
+                step()
+        finally:
+            env.horizon = saved
         self.mem.unwatch(entry)
         advance(env, max(start + cost, env.now) if woke[0] else deadline)
         return woke[0]

@@ -136,7 +136,12 @@ class Responder:
         r.nak_sent = False
         t = self.env._now + self._rx_lag  # (the attribute behind `now`: per packet)
         self._place(qp, frame, b + 12, n, t)
-        self._advance(qp, qp.epsn, frame[b + 8] >= 0x80, t)
+        # _advance, inline (this runs per packet)
+        psn = qp.epsn
+        qp.epsn = (psn + 1) & PSN_MASK
+        r.unacked += 1
+        if frame[b + 8] >= 0x80 or r.unacked >= self._ack_every:
+            self._ack(qp, psn, t if t > r.posted_at else r.posted_at)
         return True
 
     def request(self, qp: QpCtx, p: Packet) -> None:

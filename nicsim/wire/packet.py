@@ -478,12 +478,12 @@ def l3_of(frame: bytes) -> tuple[int, int, int, bool]:
     # and the ICRC's state after them are pure functions of those bytes, which repeat for
     # every packet of a flow: look them up before working them out.
     n = len(frame)
-    hit = _L3.get(frame[12:42] if n > 14 and frame[14] == 0x45 else frame[12:62])
+    hit = L3_CACHE.get(frame[12:42] if n > 14 and frame[14] == 0x45 else frame[12:62])
     if hit is None:
         hit = _l3_slow(frame, n)
-        if len(_L3) > _FLOW_CACHE:
-            _L3.clear()
-        _L3[frame[12:hit[1]]] = hit
+        if len(L3_CACHE) > _FLOW_CACHE:
+            L3_CACHE.clear()
+        L3_CACHE[frame[12:hit[1]]] = hit
     if hit[0] > n:
         raise WireError(ParseError.BAD_IP_LENGTH, f"IP length says {hit[0]}, frame {n}")
     return hit
@@ -496,7 +496,7 @@ def icrc_ok(frame: bytes, b: int, end: int, prefix: int) -> bool:
     return crc == _ICRC.unpack_from(frame, end - ICRC_LEN)[0]
 
 
-_L3: dict[bytes, tuple[int, int, int, bool]] = {}
+L3_CACHE: dict[bytes, tuple[int, int, int, bool]] = {}
 # Header work is remembered per flow (and frame length); a world of 10,000 QP pairs has
 # 20,000 flows, and a cache that kept fewer would be cleared over and over. An entry is about
 # 200 bytes.
