@@ -238,7 +238,7 @@ module nic_cmd #(
     localparam [31:0] CAP_MAX_INLINE = MAX_INLINE;
     localparam [31:0] CAP_MAX_UAR = MAX_UAR;
 
-    localparam ENT_W = 880;                            // QP entry: Qpc bytes 4..59, 64..107, 110..119
+    localparam QW_AW = QP_AW + 4;                      // QP table: 16 64-bit words per QP
     localparam CQE_W = 8 + 64 + 64 + 32 + UAR_W + REF_W;   // CQ entry
 
     // hwif.CmdStatus
@@ -297,23 +297,8 @@ module nic_cmd #(
     localparam [4:0] S_WR = 5'd14;
     localparam [4:0] S_FENCE = 5'd15;
     localparam [4:0] S_DONE = 5'd16;
-
-    // ---------------------------------------------------------------- Qpc image helpers
-    // Qpc image (1024 bits, byte b at [8b +: 8]) <-> QP table entry
-    function [ENT_W-1:0] img2ent;
-        input [1023:0] img;
-        begin
-            img2ent = {img[8*110 +: 80], img[8*64 +: 352], img[8*4 +: 448]};
-        end
-    endfunction
-
-    function [1023:0] ent2img;
-        input [ENT_W-1:0] e;
-        input [31:0] qpn;
-        begin
-            ent2img = {64'd0, e[879:800], 16'hffff, e[799:448], 32'd0, e[447:0], qpn};
-        end
-    endfunction
+    localparam [4:0] S_QP_MOD = 5'd17;
+    localparam [4:0] S_QP_COPY = 5'd18;
 
     // ---------------------------------------------------------------- registers
     reg [4:0]   state;
@@ -342,6 +327,13 @@ module nic_cmd #(
 
     reg [31:0]  mtt_idx;
 
+    reg [4:0]   qw;          // word of the QP-table loops (CREATE, MODIFY, QUERY, DESTROY)
+    reg [7:0]   old_st;      // MODIFY_QP: the state before and after
+    reg [7:0]   new_st;
+    reg [63:0]  sq_base;     // MODIFY_QP: the SQ ring, for wqe_fetch at RTR -> RTS
+    reg [7:0]   sq_lsize;
+    reg [7:0]   sq_lstride;
+
     // read engine control (pulse) and write engine control (pulse)
     reg         rd_go;
     reg [63:0]  rd_go_addr;
@@ -351,19 +343,25 @@ module nic_cmd #(
     reg [4:0]   wr_go_words;
 
     // ---------------------------------------------------------------- context RAMs
-    reg [ENT_W-1:0] qpt_mem [0:NUM_QP-1];
-    reg [ENT_W-1:0] qpt_q;
-    reg             qpt_we;
-    reg [ENT_W-1:0] qpt_wd;
+    // QP table: the 128-byte hwif.Qpc image of QP q as 16 little-endian 64-bit words at
+    // q * 16 + w (one read port, one write port, both on the QP in qp_sel)
+    reg [63:0]      qram [0:NUM_QP*16-1];
+    reg [63:0]      qram_q;
+    reg [3:0]       qram_rw;     // word the read port reads (registered address)
+    reg             qram_we;
+    reg [3:0]       qram_ww;
+    reg [63:0]      qram_wd;
     reg [CQE_W-1:0] cqt_mem [0:NUM_CQ-1];
     reg [CQE_W-1:0] cqt_q;
     reg             cqt_we;
     reg [CQE_W-1:0] cqt_wd;
 
+    wire [QW_AW-1:0] qram_ra = {qp_sel, qram_rw};
+    wire [QW_AW-1:0] qram_wa = {qp_sel, qram_ww};
     always @(posedge clk) begin
-        if (qpt_we)
-            qpt_mem[qp_sel] <= qpt_wd;
-        qpt_q <= qpt_mem[qp_sel];
+        if (qram_we)
+            qram[qram_wa] <= qram_wd;
+        qram_q <= qram[qram_ra];
     end
 
     always @(posedge clk) begin
@@ -449,44 +447,49 @@ module nic_cmd #(
     // MODIFY_QP target
     wire mqp_ok = qpc_qpn < NUM_QP && qp_valid[qpc_qpn[QP_AW-1:0]];
 
-    // ---------------------------------------------------------------- CREATE_QP image
-    // the Qpc of a new QP: the ring fields, pd, CQs, type and uar from the input, the model's
-    // QpCtx defaults elsewhere
-    reg [1023:0] init_img;
+    // ---------------------------------------------------------------- QP-table words
+    // record word qw (a decoded mux)
+    reg  [63:0] rec_w;
+    integer rk;
     always @* begin
-        init_img = 1024'd0;
-        init_img[8*5 +: 8] = qpc_type;
-        init_img[8*6 +: 8] = 8'd3;                     // path_mtu: MTU 1024
-        init_img[8*8 +: 256] = rec[8*8 +: 256];        // pd, CQs, ring bases, sizes, strides
-        init_img[8*40 +: 8] = 8'd14;                   // timeout
-        init_img[8*41 +: 8] = 8'd7;                    // retry_cnt
-        init_img[8*42 +: 8] = 8'd7;                    // rnr_retry
-        init_img[8*110 +: 8] = 8'd1;                   // max_rd_atomic
-        init_img[8*111 +: 8] = 8'd1;                   // max_dest_rd_atomic
-        init_img[8*112 +: 32] = 32'h4000;              // traffic_class: hop limit 64
-        init_img[8*116 +: 32] = qpc_uar;
+        rec_w = rec[63:0];
+        for (rk = 1; rk < 16; rk = rk + 1)
+            if (qw[3:0] == rk[3:0])
+                rec_w = rec[64*rk +: 64];
     end
 
-    // ---------------------------------------------------------------- MODIFY_QP
-    wire [1023:0] old_img = ent2img(qpt_q, {{(32-QP_AW){1'b0}}, qp_sel});
-    wire [7:0]  old_state = old_img[8*4 +: 8];
-    wire [7:0]  new_state = qpc_attr_mask[0] ? qpc_state : old_state;
+    // CREATE_QP: word qw of the new QP's Qpc: qpn, type, pd, CQs, rings and uar from the
+    // input; the model's QpCtx defaults elsewhere (RESET, path MTU 1024, timeout 14, retry 7,
+    // rnr_retry 7, pkey 0xffff, max_rd_atomic 1, max_dest_rd_atomic 1, traffic class 64 << 8)
+    reg  [63:0] init_w;
+    always @* begin
+        case (qw[3:0])
+            4'd0: init_w = {8'd0, 8'd3, rec_w[47:40], 8'd0, rec_w[31:0]};
+            4'd1, 4'd2, 4'd3, 4'd4: init_w = rec_w;    // pd .. rq_log_stride
+            4'd5: init_w = {32'd0, 8'd0, 8'd7, 8'd7, 8'd14};
+            4'd13: init_w = {8'd1, 8'd1, 16'hffff, 32'd0};
+            4'd14: init_w = {rec_w[63:32], 32'h4000};
+            default: init_w = 64'd0;
+        endcase
+    end
+
+    // MODIFY_QP: the state change (word 0 in qram_q in S_QP_OP)
+    wire [7:0] cur_state = qram_q[39:32];
+    wire [7:0] want_state = qpc_attr_mask[0] ? qpc_state : cur_state;
     wire legal =
-        (old_state == QPS_RESET && new_state == QPS_INIT) ||
-        (old_state == QPS_INIT && new_state == QPS_INIT) ||
-        (old_state == QPS_INIT && new_state == QPS_RTR) ||
-        (old_state == QPS_RTR && new_state == QPS_RTS) ||
-        (old_state == QPS_RTS && new_state == QPS_RTS) ||
-        (old_state == QPS_RTS && new_state == QPS_SQD) ||
-        (old_state == QPS_SQD && new_state == QPS_SQD) ||
-        (old_state == QPS_SQD && new_state == QPS_RTS) ||
-        (old_state == QPS_SQE && new_state == QPS_RTS);
+        (cur_state == QPS_RESET && want_state == QPS_INIT) ||
+        (cur_state == QPS_INIT && want_state == QPS_INIT) ||
+        (cur_state == QPS_INIT && want_state == QPS_RTR) ||
+        (cur_state == QPS_RTR && want_state == QPS_RTS) ||
+        (cur_state == QPS_RTS && want_state == QPS_RTS) ||
+        (cur_state == QPS_RTS && want_state == QPS_SQD) ||
+        (cur_state == QPS_SQD && want_state == QPS_SQD) ||
+        (cur_state == QPS_SQD && want_state == QPS_RTS) ||
+        (cur_state == QPS_SQE && want_state == QPS_RTS);
+    wire to_reset_err = want_state == QPS_RESET || want_state == QPS_ERR;
 
     // bytes of the Qpc each attr_mask bit applies (hwif.QpAttrMask; command.py _apply)
-    reg [127:0]  be;
-    reg [1023:0] src;
-    reg [1023:0] mod_img;
-    integer b;
+    reg [127:0] be;
     always @* begin
         be = 128'd0;
         if (qpc_attr_mask[3]) be[7] = 1'b1;                       // ACCESS_FLAGS
@@ -505,20 +508,28 @@ module nic_cmd #(
         if (qpc_attr_mask[16]) be[51:48] = 4'hf;                  // SQ_PSN
         if (qpc_attr_mask[17]) be[111] = 1'b1;                    // MAX_DEST_RD_ATOMIC
         if (qpc_attr_mask[20]) be[47:44] = 4'hf;                  // DEST_QPN
-        src = rec;
-        src[8*51 +: 8] = 8'd0;                                    // PSNs are 24 bits
-        src[8*55 +: 8] = 8'd0;
-        for (b = 0; b < 128; b = b + 1)
-            mod_img[8*b +: 8] = be[b] ? src[8*b +: 8] : old_img[8*b +: 8];
-        mod_img[8*4 +: 8] = new_state;
     end
 
-    // ---------------------------------------------------------------- QP entry fields
-    wire [31:0] ent_send_cqn = qpt_q[8*(12-4) +: 32];
-    wire [31:0] ent_recv_cqn = qpt_q[8*(16-4) +: 32];
-    wire [63:0] ent_sq_base = qpt_q[8*(20-4) +: 64];
-    wire [7:0]  ent_sq_log_size = qpt_q[8*(36-4) +: 8];
-    wire [7:0]  ent_sq_log_stride = qpt_q[8*(37-4) +: 8];
+    // word qw of the modified Qpc: the old word (qram_q) with the applied bytes of the input
+    reg [7:0]  be_w;
+    reg [63:0] src_w;
+    reg [63:0] mod_w;
+    integer bk;
+    always @* begin
+        be_w = be[7:0];
+        for (bk = 1; bk < 16; bk = bk + 1)
+            if (qw[3:0] == bk[3:0])
+                be_w = be[8*bk +: 8];
+        src_w = rec_w;
+        if (qw[3:0] == 4'd6) begin                                // PSNs are 24 bits
+            src_w[31:24] = 8'd0;
+            src_w[63:56] = 8'd0;
+        end
+        for (bk = 0; bk < 8; bk = bk + 1)
+            mod_w[8*bk +: 8] = be_w[bk] ? src_w[8*bk +: 8] : qram_q[8*bk +: 8];
+        if (qw[3:0] == 4'd0)
+            mod_w[39:32] = new_st;
+    end
 
     // ================================================================ read engine
     // Reads rd_go_words 8-byte words from byte address rd_go_addr and hands them out one per
@@ -780,20 +791,23 @@ module nic_cmd #(
 
     // ================================================================ table write ports
     always @* begin
-        qpt_we = 1'b0;
-        qpt_wd = img2ent(init_img);
+        qram_we = 1'b0;
+        qram_ww = qw[3:0];
+        qram_wd = init_w;
         cqt_we = 1'b0;
         cqt_wd = {{REF_W{1'b0}}, cqc_uar[UAR_W-1:0], cqc_eqn, cqc_dbrec, cqc_base, cqc_log_size};
         case (state)
-            S_CQP_WRITE: qpt_we = 1'b1;
-            S_QP_OP: begin
-                if (op == OP_MODIFY_QP && new_state <= QPS_ERR &&
-                        (new_state == QPS_RESET || new_state == QPS_ERR || legal))
-                    qpt_we = 1'b1;
-                if (new_state == QPS_RESET || new_state == QPS_ERR)
-                    qpt_wd = img2ent({old_img[1023:40], new_state, old_img[31:0]});
-                else
-                    qpt_wd = img2ent(mod_img);
+            S_CQP_WRITE: qram_we = 1'b1;                 // the new QP, word qw
+            S_QP_OP: begin                                // to RESET / ERR: the state only
+                if (op == OP_MODIFY_QP && to_reset_err) begin
+                    qram_we = 1'b1;
+                    qram_ww = 4'd0;
+                    qram_wd = {qram_q[63:40], want_state, qram_q[31:0]};
+                end
+            end
+            S_QP_MOD: begin                               // the modified QP, word qw
+                qram_we = 1'b1;
+                qram_wd = mod_w;
             end
             S_CCQ_WRITE: cqt_we = 1'b1;
             S_CQ_OP: begin
@@ -937,6 +951,7 @@ module nic_cmd #(
                                 state <= S_DONE;
                             end else begin
                                 qp_sel <= qpc_qpn[QP_AW-1:0];
+                                qw <= 5'd0;
                                 ref_inc <= 1'b1;
                                 ref_cqn0 <= qpc_send_cqn;
                                 ref_cqn1 <= qpc_recv_cqn;
@@ -949,6 +964,7 @@ module nic_cmd #(
                                 state <= S_DONE;
                             end else begin
                                 qp_sel <= qpc_qpn[QP_AW-1:0];
+                                qram_rw <= 4'd0;
                                 state <= S_QP_RD;
                             end
                         end
@@ -958,6 +974,7 @@ module nic_cmd #(
                                 state <= S_DONE;
                             end else begin
                                 qp_sel <= mod_qp;
+                                qram_rw <= 4'd0;
                                 state <= S_QP_RD;
                             end
                         end
@@ -969,37 +986,73 @@ module nic_cmd #(
                 end
             end
 
-            S_QP_RD: state <= S_QP_OP;
+            S_QP_RD: state <= S_QP_OP;    // word 0 is read
 
-            S_QP_OP: begin
-                case (op)
-                    OP_MODIFY_QP: begin
-                        if (new_state > QPS_ERR) begin
-                            st <= ST_BAD_PARAM;
-                        end else if (new_state == QPS_RESET) begin
+            S_QP_OP: begin                // qram_q: word 0 of the QP's Qpc
+                qw <= 5'd0;
+                qram_rw <= 4'd1;
+                if (op == OP_MODIFY_QP) begin
+                    old_st <= cur_state;
+                    new_st <= want_state;
+                    wq_cfg_qpn <= sel_qpn;
+                    wq_cfg_index <= 16'd0;
+                    if (want_state > QPS_ERR) begin
+                        st <= ST_BAD_PARAM;
+                        state <= S_DONE;
+                    end else if (to_reset_err) begin    // word 0 written this cycle
+                        if (want_state == QPS_RESET) begin
                             wq_cfg_valid <= 1'b1;
                             wq_cfg_enable <= 1'b0;
-                        end else if (new_state != QPS_ERR && !legal) begin
-                            st <= ST_BAD_STATE;
-                        end else if (old_state == QPS_RTR && new_state == QPS_RTS) begin
-                            wq_cfg_valid <= 1'b1;
-                            wq_cfg_enable <= 1'b1;
                         end
-                        wq_cfg_qpn <= sel_qpn;
-                        wq_cfg_base <= ent_sq_base[AXI_ADDR_WIDTH-1:0];
-                        wq_cfg_log_size <= ent_sq_log_size[4:0];
-                        wq_cfg_log_stride <= ent_sq_log_stride[3:0];
-                        wq_cfg_index <= 16'd0;
                         state <= S_DONE;
+                    end else if (!legal) begin
+                        st <= ST_BAD_STATE;
+                        state <= S_DONE;
+                    end else begin
+                        state <= S_QP_MOD;
                     end
-                    OP_QUERY_QP: begin
-                        rec <= old_img;
+                end else begin            // QUERY_QP, DESTROY_QP: copy the Qpc into rec
+                    state <= S_QP_COPY;
+                end
+            end
+
+            // word qw is in qram_q (its read was issued the cycle before); the next is read
+            S_QP_MOD: begin               // MODIFY_QP: word qw rewritten this cycle
+                qw <= qw + 5'd1;
+                qram_rw <= qw[3:0] + 4'd2;
+                if (qw == 5'd2)
+                    sq_base[31:0] <= qram_q[63:32];      // bytes 20..23
+                if (qw == 5'd3)
+                    sq_base[63:32] <= qram_q[31:0];      // bytes 24..27
+                if (qw == 5'd4) begin
+                    sq_lsize <= qram_q[39:32];           // byte 36
+                    sq_lstride <= qram_q[47:40];         // byte 37
+                end
+                if (qw == 5'd15) begin
+                    if (old_st == QPS_RTR && new_st == QPS_RTS) begin
+                        wq_cfg_valid <= 1'b1;
+                        wq_cfg_enable <= 1'b1;
+                        wq_cfg_base <= sq_base[AXI_ADDR_WIDTH-1:0];
+                        wq_cfg_log_size <= sq_lsize[4:0];
+                        wq_cfg_log_stride <= sq_lstride[3:0];
+                    end
+                    state <= S_DONE;
+                end
+            end
+
+            S_QP_COPY: begin
+                for (rw = 0; rw < 16; rw = rw + 1)
+                    if (qw[3:0] == rw[3:0])
+                        rec[64*rw +: 64] <= qram_q;
+                qw <= qw + 5'd1;
+                qram_rw <= qw[3:0] + 4'd2;
+                if (qw == 5'd15) begin
+                    if (op == OP_QUERY_QP) begin
                         wr_go <= 1'b1;
                         wr_go_addr <= r_out;
                         wr_go_words <= 5'd16;
                         state <= S_WR;
-                    end
-                    default: begin    // OP_DESTROY_QP
+                    end else begin        // DESTROY_QP (words 1, 2 are in rec by now)
                         qp_valid[qp_sel] <= 1'b0;
                         bind_valid <= 1'b1;
                         bind_cq <= 1'b0;
@@ -1009,12 +1062,12 @@ module nic_cmd #(
                         wq_cfg_enable <= 1'b0;
                         wq_cfg_qpn <= sel_qpn;
                         ref_inc <= 1'b0;
-                        ref_cqn0 <= ent_send_cqn;
-                        ref_cqn1 <= ent_recv_cqn;
+                        ref_cqn0 <= rec[8*12 +: 32];   // send_cqn
+                        ref_cqn1 <= rec[8*16 +: 32];   // recv_cqn
                         fenced <= 1'b1;
                         state <= S_REF0;
                     end
-                endcase
+                end
             end
 
             // CQ reference counts: +1 (CREATE_QP) or -1 (DESTROY_QP, CQs that exist) on the
@@ -1075,20 +1128,23 @@ module nic_cmd #(
                 end
             end
 
-            S_CQP_WRITE: begin    // CREATE_QP: the entry is written this cycle
-                qp_valid[qp_sel] <= 1'b1;
-                bind_valid <= 1'b1;
-                bind_cq <= 1'b0;
-                bind_num <= qpc_qpn;
-                bind_uar <= qpc_uar[15:0];
-                wq_cfg_valid <= 1'b1;
-                wq_cfg_qpn <= qpc_qpn[QPN_WIDTH-1:0];
-                wq_cfg_enable <= 1'b0;
-                wq_cfg_base <= rec[8*20 +: AXI_ADDR_WIDTH];
-                wq_cfg_log_size <= rec[8*36 +: 5];
-                wq_cfg_log_stride <= rec[8*37 +: 4];
-                wq_cfg_index <= 16'd0;
-                state <= S_DONE;
+            S_CQP_WRITE: begin    // CREATE_QP: word qw of the new Qpc is written this cycle
+                qw <= qw + 5'd1;
+                if (qw == 5'd15) begin
+                    qp_valid[qp_sel] <= 1'b1;
+                    bind_valid <= 1'b1;
+                    bind_cq <= 1'b0;
+                    bind_num <= qpc_qpn;
+                    bind_uar <= qpc_uar[15:0];
+                    wq_cfg_valid <= 1'b1;
+                    wq_cfg_qpn <= qpc_qpn[QPN_WIDTH-1:0];
+                    wq_cfg_enable <= 1'b0;
+                    wq_cfg_base <= rec[8*20 +: AXI_ADDR_WIDTH];
+                    wq_cfg_log_size <= rec[8*36 +: 5];
+                    wq_cfg_log_stride <= rec[8*37 +: 4];
+                    wq_cfg_index <= 16'd0;
+                    state <= S_DONE;
+                end
             end
 
             S_CCQ_WRITE: begin    // CREATE_CQ: the entry is written this cycle
