@@ -257,6 +257,8 @@ class CommandProcessor:
         qp.sq_pi = qp.sq_fetch = qp.rq_pi = qp.rq_ci = 0
         qp.fetched.clear()
         qp.outstanding.clear()
+        qp.cur = None
+        qp.redo.clear()
         qp.recv_outstanding = qp.rd_outstanding = qp.recv_msgs_sent = 0
         qp.recv_limit = qp.resend_psn = qp.timer_deadline = None
         qp.resp = RespCtx()

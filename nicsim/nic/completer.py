@@ -124,6 +124,8 @@ class Completer:
         qp.resp.state = RespState.IDLE
         qp.timer_deadline = None
         qp.resend_psn = None
+        qp.cur = None
+        qp.redo.clear()
         while qp.outstanding:
             op = self._pop(qp)
             self.flush_send(qp, op.wqe_index)

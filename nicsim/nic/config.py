@@ -31,6 +31,8 @@ class NicConfig:
     rx_pipeline_ns: float = 60.0  # last bit in to the packet being acted on (parse, ICRC)
     # Transmit read-ahead: payload DMA reads in flight ahead of the wire (like read tags).
     tx_readahead: int = 32
+    # Packets a QP sends per turn while other QPs wait (packet-level round robin).
+    tx_quantum: int = 1
     max_wqe_prefetch: int = 8  # WQEs fetched by one DMA read when several are pending
     # Address translation cache.
     mpt_cache_entries: int = 512

@@ -85,7 +85,7 @@ class Nic(MmioDevice):
         self.qps: dict[int, QpCtx] = {}
         self.cq = CqWriter(self.dma)
         self.cq.on_overrun = self._cq_overrun
-        self.engine = SendEngine(env, self.port, cfg.tx_readahead)
+        self.engine = SendEngine(env, self.port, cfg.tx_readahead, cfg.tx_quantum)
         self.fetch = WqeFetch(env, cfg, self.dma)
         self.requester = Requester(self)
         self.responder = Responder(self)

@@ -142,6 +142,14 @@ class QpCtx:
     outstanding: deque = field(default_factory=deque)  # SendOps awaiting ACK/response
     resp: RespCtx = field(default_factory=RespCtx)
     scheduled: bool = False
+    # The send cursor (see Requester.turn): the op being sent, its next packet, whether it is
+    # a resend, the position in its buffer, the time it may start from; ops to resend next.
+    cur: SendOp | None = None
+    cur_k: int = 0
+    cur_again: bool = False
+    cur_pos: tuple[int, int] = (0, 0)
+    cur_t: float = 0.0
+    redo: deque = field(default_factory=deque)
     # Requester reliability state (IBA 9.7.6): what to resend, timers, retry budgets.
     resend_psn: int | None = None  # go back to this PSN before sending anything new
     acked_psn: int = -1  # last PSN an ACK covered (-1: none yet)

@@ -126,8 +126,72 @@ class Requester:
         return False
 
     # -- execution --------------------------------------------------------------------------
+    #
+    # The send engine gives QPs turns (nicsim.nic.scheduler). In its turn a QP sends packets
+    # from its cursor: the message in progress (qp.cur, from packet qp.cur_k), else the next
+    # outstanding op to resend (qp.redo), else its next WQE. A turn ends after `quantum`
+    # packets when other QPs are waiting (packet-level round robin), at the end of a message
+    # when one is alone, when the QP must wait (the read-ahead window, its rate, RNR, a
+    # blocked WQE), or when something rewinds it. The cursor survives between turns.
 
-    def execute(self, qp: QpCtx, wqe: SendWqe) -> Generator[simpy.Event, None, None]:
+    def turn(self, qp: QpCtx, quantum: int) -> Generator[simpy.Event, None, bool]:
+        """One turn of `qp`; returns whether it has more to send now (the engine keeps it in
+        line), False when it waits for something that kicks it again."""
+        env = self.env
+        if qp.state is QpState.ERR:
+            self.flush_sq(qp)
+            return False
+        if qp.state is not QpState.RTS or qp.rnr_until > env.now:
+            return False  # a doorbell is remembered; RTS and the end of an RNR wait kick it
+        if qp.resend_psn is not None:
+            self._rewind(qp)
+        if qp.cur is None:
+            if qp.redo:
+                sop = qp.redo.popleft()
+                self._aim(qp, sop, 0, True)
+            else:
+                if not qp.fetched:
+                    if not qp.sq_pending:
+                        return False
+                    yield from self.nic.fetch.fetch_sq(qp)
+                    if qp.state is not QpState.RTS or qp.resend_psn is not None:
+                        return True
+                if self.blocked(qp, qp.fetched[0]):
+                    return False  # the completer kicks the QP when a response arrives
+                self.nic.engine.counters["schedules"] += 1
+                self._start(qp, qp.fetched.popleft())
+                if qp.cur is None:
+                    return qp.state is QpState.ERR  # a local error: flush what is left
+        yield from self._send(qp, quantum)
+        return bool(qp.cur is not None or qp.redo or qp.resend_psn is not None or qp.fetched
+                    or qp.sq_pending) and qp.state is QpState.RTS
+
+    def _aim(self, qp: QpCtx, sop: SendOp, k: int, again: bool) -> None:
+        """Point the cursor at packet k of `sop`."""
+        if sop.opcode is WqeOpcode.RDMA_READ:
+            # Re-requests start at the first response not yet received (IBA 9.7.6.1.3).
+            k = max(k, sop.read_done // qp.mtu)
+        qp.cur, qp.cur_k, qp.cur_again = sop, k, again
+        qp.cur_pos = position(sop.segs, k * qp.mtu) if sop.opcode in _MSG else (0, 0)
+        qp.cur_t = self.env.now
+
+    def _rewind(self, qp: QpCtx) -> None:
+        """Go back N: from qp.resend_psn, every outstanding packet is sent again (its payload
+        re-read from host memory, as hardware does)."""
+        start = qp.resend_psn
+        qp.resend_psn = None
+        assert start is not None
+        self.counters["resends"] += 1
+        ops = [sop for sop in qp.outstanding if psn_diff(sop.last_psn, start) >= 0]
+        qp.cur = None
+        qp.redo.clear()
+        if ops:
+            self._aim(qp, ops[0], max(0, psn_diff(start, ops[0].first_psn)), True)
+            qp.redo.extend(ops[1:])
+
+    def _start(self, qp: QpCtx, wqe: SendWqe) -> None:
+        """Begin a WQE: check it and its local buffers, give it its PSNs, make it outstanding
+        and point the cursor at it (or complete it in error)."""
         c = self.counters
         c["wqes"] += 1
         ctrl = wqe.ctrl
@@ -170,37 +234,22 @@ class Requester:
         if sop.waits_for_data:
             qp.rd_outstanding += 1
         qp.outstanding.append(sop)
-        yield from self._transmit(qp, sop, 0, t)
+        qp.cur, qp.cur_k, qp.cur_again, qp.cur_pos, qp.cur_t = sop, 0, False, (0, 0), t
 
-    def resend(self, qp: QpCtx) -> Generator[simpy.Event, None, None]:
-        """Go back N: send again every outstanding packet from qp.resend_psn on."""
-        start = qp.resend_psn
-        qp.resend_psn = None
-        if start is None:
-            return
-        self.counters["resends"] += 1
-        for sop in list(qp.outstanding):
-            if psn_diff(sop.last_psn, start) < 0:
-                continue
-            k = max(0, psn_diff(start, sop.first_psn))
-            yield from self._transmit(qp, sop, k, self.env.now, again=True)
-            if qp.resend_psn is not None or qp.state is not QpState.RTS:
-                return  # a newer resend point (or an error) supersedes this one
-
-    def _transmit(self, qp: QpCtx, sop: SendOp, k: int, t: float,
-                  again: bool = False) -> Generator[simpy.Event, None, None]:
-        """Send the packets of `sop` from its k-th on."""
+    def _send(self, qp: QpCtx, quantum: int) -> Generator[simpy.Event, None, None]:
+        """Send packets from the cursor (see `turn`)."""
+        sop = qp.cur
+        assert sop is not None
         if sop.opcode in _MSG:
-            yield from self._message(qp, sop, k, t, again)
+            yield from self._message(qp, sop, quantum)
             return
         nic = self.nic
         env = self.env
         ctrl = sop.wqe.ctrl  # type: ignore[attr-defined]
         b = qp.builder
         assert b is not None
+        k = qp.cur_k
         if sop.opcode is WqeOpcode.RDMA_READ:
-            # Re-requests start at the first response not yet received (IBA 9.7.6.1.3).
-            k = max(k, sop.read_done // qp.mtu)
             off = k * qp.mtu
             self.counters["read_requests"] += 1
             frame = b.build(Opcode.RC_RDMA_READ_REQUEST, qp.dest_qpn,
@@ -216,19 +265,21 @@ class Requester:
                 ext = atomic_eth(ctrl.remote_addr, ctrl.rkey, ctrl.compare_add, 0)
                 opc = Opcode.RC_FETCH_ADD
             frame = b.build(opc, qp.dest_qpn, sop.first_psn, ext, ackreq=True)
-        if again:
+        if qp.cur_again:
             self.counters["retransmitted_packets"] += 1
+        qp.cur = None
         self.arm_timer(qp)
-        wait = nic.engine.emit(frame, t + nic.cfg.tx_pipeline_ns)
+        wait = nic.engine.emit(frame, qp.cur_t + nic.cfg.tx_pipeline_ns)
         if wait > env.now:
             yield env.timeout(wait - env.now)
 
-    def _message(self, qp: QpCtx, sop: SendOp, k0: int, t: float,
-                 again: bool) -> Generator[simpy.Event, None, None]:
-        """SEND or RDMA WRITE: one packet per MTU of payload, from packet k0 on."""
+    def _message(self, qp: QpCtx, sop: SendOp, quantum: int
+                 ) -> Generator[simpy.Event, None, None]:
+        """SEND or RDMA WRITE: one packet per MTU of payload, from the cursor on."""
         (first_op, mid_op, last_op, only_op), is_write, has_imm, has_inv = _MSG[sop.opcode]
         nic = self.nic
         env = self.env
+        engine = nic.engine
         wqe = sop.wqe
         ctrl = wqe.ctrl  # type: ignore[attr-defined]
         mtu = qp.mtu
@@ -240,7 +291,7 @@ class Requester:
         b = qp.builder
         assert b is not None
         build = b.build
-        emit = nic.engine.emit
+        emit = engine.emit
         read_at = nic.dma.read_at
         ready_lag = nic.cfg.tx_pipeline_ns
         dqpn = qp.dest_qpn
@@ -248,16 +299,18 @@ class Requester:
         inline = wqe.inline  # type: ignore[attr-defined]
         xlate = nic.xlate
         c = self.counters
-        c["data_packets"] += npkts - k0
-        c["data_bytes"] += total - k0 * mtu
-        if again:
-            c["retransmitted_packets"] += npkts - k0
+        again = qp.cur_again
+        t = qp.cur_t
         self.arm_timer(qp)
         last_i = npkts - 1
         first_ext = reth(ctrl.remote_addr, ctrl.rkey, total) if is_write else b""
         last_ext = immdt(ctrl.imm_inv) if has_imm else ieth(ctrl.imm_inv) if has_inv else b""
-        pos = position(segs, k0 * mtu)
-        for i in range(k0, npkts):
+        pos = qp.cur_pos
+        i = qp.cur_k
+        sent = 0
+        while i < npkts:
+            if sent >= quantum and (engine.ready or engine.jobs):
+                break  # others are waiting: their turn
             n = total - i * mtu
             if n > mtu:
                 n = mtu
@@ -268,6 +321,7 @@ class Requester:
                     # The source buffer was deregistered under the message (go-back-N
                     # included): nothing more of it is read.
                     c["local_errors"] += 1
+                    qp.cur = None
                     nic.completer.fail_local(qp, sop, CqeStatus.LOC_PROT_ERR,
                                              VendorErr.BAD_LKEY)
                     return
@@ -284,11 +338,23 @@ class Requester:
                 frame = build(first_op, dqpn, psn, first_ext, payload)
             else:
                 frame = build(mid_op, dqpn, (psn + i) & PSN_MASK, b"", payload)
+            i += 1
+            sent += 1
+            c["data_packets"] += 1
+            c["data_bytes"] += n
+            if again:
+                c["retransmitted_packets"] += 1
             wait = emit(frame, ready + ready_lag)
             if wait and wait > env._now:
+                qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t
                 yield env.timeout(wait - env._now)
-                if qp.resend_psn is not None or qp.state is not QpState.RTS:
-                    return  # a NAK or timeout rewound the QP; the resend covers the rest
+                if qp.cur is not sop or qp.resend_psn is not None or \
+                        qp.state is not QpState.RTS:
+                    return  # rewound or failed meanwhile: the cursor is someone else's now
+        if i >= npkts:
+            qp.cur = None
+        else:
+            qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t
 
     def still_valid(self, sop: SendOp) -> bool:
         """Whether the lkeys a WQE's translation came from still stand (see

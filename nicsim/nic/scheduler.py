@@ -1,8 +1,9 @@
 """Doorbells and the send scheduler: which QP's work goes to the wire next.
 
 One SimPy process per NIC serves, in order of priority, READ responses the responder has
-queued (a responder must not be starved by local requests), then QPs whose doorbell says they
-have WQEs, round-robin one WQE at a time. Transmission is read-ahead: the engine may have up to
+queued (a responder must not be starved by local requests), then QPs with something to send,
+round-robin: a QP sends `quantum` packets per turn while others wait, whole messages when it
+is alone (see Requester.turn). Transmission is read-ahead: the engine may have up to
 `tx_readahead` packets decided (their payload DMA reads issued) before the first of them is on
 the wire, which is how a NIC hides PCIe read latency behind the link.
 """
@@ -15,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from nicsim.hwif import QpState
 from nicsim.nic.counters import Counters
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
@@ -26,10 +26,12 @@ if TYPE_CHECKING:
 
 
 class SendEngine:
-    def __init__(self, env: simpy.Environment, port: Port, readahead: int) -> None:
+    def __init__(self, env: simpy.Environment, port: Port, readahead: int,
+                 quantum: int = 1) -> None:
         self.env = env
         self.port = port
         self.k = readahead
+        self.quantum = quantum
         self.ready: deque[QpCtx] = deque()
         self.jobs: deque[Callable[[], Generator[simpy.Event, None, None]]] = deque()
         self._inflight: deque[float] = deque()
@@ -77,6 +79,7 @@ class SendEngine:
 
     def _run(self) -> Generator[simpy.Event, None, None]:
         env = self.env
+        quantum = self.quantum
         while True:
             if self.jobs:
                 self.counters["jobs"] += 1
@@ -89,30 +92,6 @@ class SendEngine:
                 continue
             qp = self.ready.popleft()
             qp.scheduled = False
-            if qp.state is QpState.ERR:
-                self.requester.flush_sq(qp)
-                continue
-            if qp.state is not QpState.RTS:
-                continue  # the doorbell is remembered; work starts when the QP reaches RTS
-            if qp.rnr_until > env.now:
-                continue  # an RNR wait: the completer kicks the QP when it ends
-            if qp.resend_psn is not None:
-                yield from self.requester.resend(qp)
-                self._more(qp)
-                continue
-            if not qp.fetched:
-                if not qp.sq_pending:
-                    continue
-                yield from self.fetch.fetch_sq(qp)
-                if qp.state is not QpState.RTS or qp.resend_psn is not None:
-                    self.kick(qp)
-                    continue
-            if self.requester.blocked(qp, qp.fetched[0]):
-                continue  # the completer kicks the QP when a response arrives
-            self.counters["schedules"] += 1
-            yield from self.requester.execute(qp, qp.fetched.popleft())
-            self._more(qp)
-
-    def _more(self, qp: QpCtx) -> None:
-        if qp.fetched or qp.sq_pending or qp.resend_psn is not None:
-            self.kick(qp)
+            more = yield from self.requester.turn(qp, quantum)
+            if more:
+                self.kick(qp)
