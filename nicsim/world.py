@@ -60,6 +60,8 @@ class World:
             Kernel(host)
 
     def close(self) -> None:
+        for link in self.links:
+            link.flush_taps()
         for tap in self.taps:
             tap.close()  # type: ignore[attr-defined]
 

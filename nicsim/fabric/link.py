@@ -1,10 +1,16 @@
 """Ethernet links: serialization at the line rate, propagation delay, faults, pcap taps.
 
-Serialization is charged at the sending port (see nicsim.nic.port); the link carries the frame
-for its propagation delay and hands it to the port at the far end when its last bit arrives.
-That moment is also when the tap records the frame, so a capture's timestamps are the times of
-reception and always in order; a frame the link loses is not in the capture, a corrupted one
-is there as it arrived (the receiver's checks drop it).
+Serialization is charged at the sending port (see nicsim.nic.port and nicsim.fabric.switch);
+the link carries the frame for its propagation delay and hands it to the port at the far end
+when its last bit arrives.
+
+Taps are at the transmitters, like a port mirror: a tap records each frame as it left the
+port, before the link's faults, so a frame the link later loses or corrupts is in the capture
+as it was sent. The timestamp is the frame's start of frame (the first bit after the preamble
+and SFD, where IEEE 1588 timestamps a frame). The record is written when the frame's
+fault-free arrival comes round in the link's delivery order, so one file may hold both
+directions of a link (same propagation delay both ways) and stay in time order; frames still
+in flight are written when the world closes (`flush_taps`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Protocol
 import simpy
 
 from nicsim.fabric.faults import FaultConfig, FaultInjector
+from nicsim.wire.packet import ETH_FCS, ETH_MIN_FRAME
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,8 @@ class _Wake:
 
 _NORMAL = 1  # simpy.events.NORMAL: the priority of a Timeout
 _NO_HORIZON = (float("-inf"), False)
+_DELIVER, _TAP, _BOTH = 1, 2, 3
+_SOF_EXTRA = ETH_FCS  # bytes on the wire after the frame (the FCS) before its last bit
 
 
 class Link:
@@ -68,10 +77,13 @@ class Link:
         self.faults = [FaultInjector(faults, i) for i in range(2)] if faults and \
             faults.active else None
         self.ends: list[Callable[[bytes], None]] = []
-        self.taps: list[Tap] = []
-        # Per receiving end: frames in flight as (arrival, seq, frame), in event order, and
-        # the keys of the entries this end has in SimPy's queue.
-        self._flight: list[deque[tuple[float, int, bytes]]] = [deque(), deque()]
+        self.taps: list[Tap] = []  # frames sent by either end
+        self.end_taps: tuple[list[Tap], list[Tap]] = ([], [])  # frames sent by end 0 / 1
+        self._ns_per_byte = 8.0 / cfg.rate_gbps
+        # Per receiving end: frames in flight as (arrival, seq, frame, what), in event order,
+        # and the keys of the entries this end has in SimPy's queue. `what` says whether the
+        # entry is delivered (_DELIVER), recorded by taps (_TAP) or both.
+        self._flight: list[deque[tuple[float, int, bytes, int]]] = [deque(), deque()]
         self._entries: list[set[tuple[float, int]]] = [set(), set()]
         self._fire = [lambda ev: self._deliver(0, ev._value),
                       lambda ev: self._deliver(1, ev._value)]
@@ -92,26 +104,28 @@ class Link:
             q = self._flight[to]
             seq = next(self.env._eid)
             if q and q[-1][0] <= t:
-                q.append((t, seq, frame))  # the earliest frame's entry comes first
+                q.append((t, seq, frame, _BOTH))  # the earliest frame's entry comes first
                 return
-            self._enqueue(to, t, frame, seq)
+            self._enqueue(to, t, frame, seq, _BOTH)
             return
+        if self.taps or self.end_taps[from_end]:
+            self._enqueue(to, t, frame, next(self.env._eid), _TAP)  # as sent
         for f, extra in self.faults[from_end].apply(frame):
-            self._enqueue(to, t + extra, f, next(self.env._eid))
+            self._enqueue(to, t + extra, f, next(self.env._eid), _DELIVER)
 
-    def _enqueue(self, to: int, t: float, frame: bytes, seq: int) -> None:
+    def _enqueue(self, to: int, t: float, frame: bytes, seq: int, what: int) -> None:
         """`seq` is what a timeout made at carry time would get: the frame's place in the
         event order."""
         q = self._flight[to]
         if not q or q[-1][0] <= t:
-            q.append((t, seq, frame))
+            q.append((t, seq, frame, what))
             if len(q) > 1:
                 return  # the earliest frame's entry comes first
         else:  # a reordered frame overtakes others
             i = len(q)
             while i and q[i - 1][0] > t:
                 i -= 1
-            q.insert(i, (t, seq, frame))
+            q.insert(i, (t, seq, frame, what))
             if i:
                 return
         self._arm(to, t, seq)
@@ -130,10 +144,12 @@ class Link:
         q = self._flight[to]
         receive = self.ends[to]
         taps = self.taps
+        if self.end_taps[1 - to]:
+            taps = taps + self.end_taps[1 - to]
         heap = env._queue
         horizon, inclusive = getattr(env, "horizon", _NO_HORIZON)
         while q:
-            t, seq, frame = q[0]
+            t, seq, frame, what = q[0]
             if (t, seq) != key:
                 # Only if nothing else in the simulation comes first, and the caller runs
                 # the world that far.
@@ -146,15 +162,38 @@ class Link:
                     break
                 env._now = t
             q.popleft()
-            if taps:
-                tn = int(round(t))
+            if taps and what & _TAP:
+                tn = self._sof(t, frame)
                 for tap in taps:
                     tap.write(frame, tn)
-            receive(frame)
+            if what & _DELIVER:
+                receive(frame)
         if q:
             head = q[0][:2]
             if not any(k <= head for k in entries):
                 self._arm(to, *head)
+
+    def _sof(self, arrival: float, frame: bytes) -> int:
+        """The start-of-frame time of a frame arriving (last bit) at `arrival`."""
+        n = len(frame)
+        wire = (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME) + _SOF_EXTRA
+        return int(round(arrival - self.cfg.prop_ns - wire * self._ns_per_byte))
+
+    def flush_taps(self) -> None:
+        """Record the frames still in flight (sent, not yet arrived), in time order; the
+        link carries on delivering them, unrecorded."""
+        pending = []
+        for to in (0, 1):
+            taps = self.taps + self.end_taps[1 - to]
+            q = self._flight[to]
+            if taps:
+                pending += [(t, seq, frame, taps) for t, seq, frame, what in q if what & _TAP]
+            self._flight[to] = deque((t, seq, f, _DELIVER) for t, seq, f, what in q
+                                     if what & _DELIVER)
+        for t, _seq, frame, taps in sorted(pending, key=lambda e: e[:2]):
+            tn = self._sof(t, frame)
+            for tap in taps:
+                tap.write(frame, tn)
 
     def fault_counters(self) -> dict[str, int]:
         out: dict[str, int] = {}

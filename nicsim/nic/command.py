@@ -264,6 +264,12 @@ class CommandProcessor:
         qp.resp = RespCtx()
         qp.builder = None
         qp.rx_addrs = None
+        if self.nic.cc is not None:
+            self.nic.cc.forget(qp)
+        qp.next_tx = qp.last_tx = 0.0
+        qp.held = False
+        qp.pace_gen += 1
+        qp.cnp_at = float("-inf")
 
     def _apply(self, qp: QpCtx, c: Qpc, m: QpAttrMask) -> None:
         M = QpAttrMask

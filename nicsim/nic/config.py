@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from nicsim.host.pcie import PcieConfig
 from nicsim.hwif import MAX_UAR
+from nicsim.nic.cc.config import CcConfig
 
 
 @dataclass(frozen=True)
@@ -40,3 +41,5 @@ class NicConfig:
     # Responder ACK coalescing: an ACK every N packets, and on every packet with AckReq.
     ack_coalesce: int = 16
     ecn_capable: bool = True
+    # Congestion control: reaction point (per-QP rates) and notification point (CNPs).
+    cc: CcConfig = field(default_factory=CcConfig)

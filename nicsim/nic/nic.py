@@ -29,6 +29,7 @@ from nicsim.hwif import (
     UarReg,
     XlateStatus,
 )
+from nicsim.nic.cc import NotificationPoint, make_rate_control
 from nicsim.nic.command import CommandProcessor
 from nicsim.nic.completer import Completer
 from nicsim.nic.config import NicConfig
@@ -92,10 +93,14 @@ class Nic(MmioDevice):
         self.completer = Completer(self)
         self.commands = CommandProcessor(self)
         self.engine.start(self.requester, self.fetch)
+        # Congestion control: the reaction point (None: cc none) and the notification point.
+        self.cc = make_rate_control(env, cfg.cc, lambda: self.port.rate_gbps,
+                                    self.engine.rate_changed)
+        self.np = NotificationPoint(env, cfg.cc.cnp, self.builder_for, self.port.send)
         self.regs: dict[int, int] = {}
         self.rx = Counters("packets", "bytes", "roce_packets", "not_for_us", "unknown_qpn",
                            "qp_type_mismatch", "bad_pkey", "bad_src_ip", "bad_dst_ip",
-                           "bad_padcount", "cnp")
+                           "bad_padcount", "cnp", "cnp_ignored", "ce_marked")
         self.drops: Counters = Counters()  # parse drops by ParseError reason
         self.trace_log: list[tuple[float, str, dict[str, Any]]] = []
         self.tracing = False
@@ -189,9 +194,11 @@ class Nic(MmioDevice):
             t = self.pcie.dma_read(64, t)
         return t
 
-    def builder_for(self, qp: QpCtx) -> FrameBuilder:
+    def builder_for(self, qp: QpCtx, dscp: int | None = None) -> FrameBuilder:
+        """Frames of `qp`'s path; `dscp` overrides the QP's traffic class (CNPs)."""
         tc = qp.traffic_class
-        dscp = (tc & 0xFF) >> 2
+        if dscp is None:
+            dscp = (tc & 0xFF) >> 2
         ecn = Ecn.ECT0 if self.cfg.ecn_capable else Ecn.NOT_ECT
         sip = self.ip.packed
         dip = gid_to_ip(qp.dgid)
@@ -211,7 +218,7 @@ class Nic(MmioDevice):
         n = len(frame)
         rx["packets"] += 1
         rx["bytes"] += n
-        checked = False
+        checked = ce_done = False
         # The fast path: on IPv4, the MIDDLE of a WRITE or SEND (no pad, no SE, TVer 0) for
         # one of our QPs, from its path, which is most packets of bulk traffic. The checks of
         # the general path below are made on the header bytes (a flow's L3 and UDP checks
@@ -233,6 +240,10 @@ class Nic(MmioDevice):
                         self.drops["bad_icrc"] = self.drops.get("bad_icrc", 0) + 1
                         return
                     rx["roce_packets"] += 1
+                    if frame[15] & 3 == 3:  # ECN CE (RFC 3168): the notification point
+                        rx["ce_marked"] += 1
+                        self.np.marked(qp)
+                        ce_done = True
                     if self.responder.middle(qp, frame, b, end):
                         return
                     checked = True
@@ -247,12 +258,12 @@ class Nic(MmioDevice):
             rx["not_for_us"] += 1
             return
         info = p.info
-        if info.kind is Kind.CNP:
-            rx["cnp"] += 1
-            return
         qp = self.qps.get(p.dqpn)
         if qp is None:
             rx["unknown_qpn"] += 1
+            return
+        if info.kind is Kind.CNP:
+            self._cnp(qp, frame, p.ipv6)
             return
         if info.transport is not Transport.RC or qp.type is not QpType.RC:
             rx["qp_type_mismatch"] += 1
@@ -273,9 +284,27 @@ class Nic(MmioDevice):
             rx["bad_padcount"] += 1  # payload and pad fill whole 4-byte words (IBA 9.2)
             return
         if info.is_request:
+            if not ce_done and p.ecn is Ecn.CE:
+                rx["ce_marked"] += 1
+                self.np.marked(qp)
             self.responder.request(qp, p)
         else:
             self.completer.response(qp, p)
+
+    def _cnp(self, qp: QpCtx, frame: bytes, ipv6: bool) -> None:
+        """A CNP for `qp` (Annex A17.9.3): its rate control reacts, if the CNP comes from the
+        QP's peer (a CNP from anywhere else must not slow a connection down)."""
+        rx = self.rx
+        rx["cnp"] += 1
+        want = qp.rx_addrs
+        if qp.type is not QpType.RC or want is None or \
+                (frame[22:54] if ipv6 else frame[26:34]) != want or qp.state is not QpState.RTS:
+            rx["cnp_ignored"] += 1
+            return
+        if self.cc is None:
+            rx["cnp_ignored"] += 1  # cc none: the NIC does not react to CNPs
+            return
+        self.cc.on_cnp(qp)
 
     # -- reporting --------------------------------------------------------------------------
 
@@ -288,6 +317,7 @@ class Nic(MmioDevice):
             "wqe_fetch": self.fetch.counters, "requester": self.requester.counters,
             "responder": self.responder.counters, "completer": self.completer.counters,
             "cq": self.cq.counters, "cmd": self.commands.counters,
+            "np": self.np.counters, "cc": self.cc.counters if self.cc else {},
             "xlate": {"mpt_hits": self.xlate.mpt_hits, "mpt_misses": self.xlate.mpt_misses,
                       "mtt_hits": self.xlate.mtt_hits, "mtt_misses": self.xlate.mtt_misses},
         }

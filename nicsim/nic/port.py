@@ -28,6 +28,10 @@ class Port:
         self._end = link.attach(self._receive)
         self._ns_per_byte = 8.0 / link.cfg.rate_gbps
 
+    @property
+    def rate_gbps(self) -> float:
+        return 8.0 / self._ns_per_byte
+
     def send(self, frame: bytes, ready_at: float = 0.0) -> float:
         """Queue `frame` for transmission no earlier than `ready_at`; returns its start time.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from nicsim.hwif import WQE_INDEX_MASK, QpState, QpType, WqeOpcode
 from nicsim.nic.translation import Walk
@@ -166,6 +167,16 @@ class QpCtx:
     # stand-in for the GRH's SGID/DGID); None until the path is set.
     rx_addrs: bytes | None = None
     uar: int = 0  # the doorbell page (UAR) the QP's doorbells must come through
+    # Congestion control (nicsim.nic.cc): the rate the send engine keeps (None: line rate),
+    # when the next packet may go, the algorithm's state, the last CNP this QP caused.
+    rate: float | None = None
+    next_tx: float = 0.0
+    last_tx: float = 0.0  # when the last paced packet was let go, and its wire bytes
+    last_len: int = 0
+    pace_gen: int = 0
+    held: bool = False  # waiting for next_tx (SendEngine.hold)
+    ccs: Any = None
+    cnp_at: float = float("-inf")
 
     @property
     def sq_pending(self) -> int:

@@ -164,7 +164,7 @@ class Requester:
                     return qp.state is QpState.ERR  # a local error: flush what is left
         yield from self._send(qp, quantum)
         return bool(qp.cur is not None or qp.redo or qp.resend_psn is not None or qp.fetched
-                    or qp.sq_pending) and qp.state is QpState.RTS
+                    or qp.sq_pending) and qp.state is QpState.RTS and not qp.held
 
     def _aim(self, qp: QpCtx, sop: SendOp, k: int, again: bool) -> None:
         """Point the cursor at packet k of `sop`."""
@@ -248,6 +248,9 @@ class Requester:
         ctrl = sop.wqe.ctrl  # type: ignore[attr-defined]
         b = qp.builder
         assert b is not None
+        if qp.rate is not None and qp.next_tx > env.now:
+            nic.engine.hold(qp)  # its rate (congestion control) says not yet
+            return
         k = qp.cur_k
         if sop.opcode is WqeOpcode.RDMA_READ:
             off = k * qp.mtu
@@ -269,6 +272,9 @@ class Requester:
             self.counters["retransmitted_packets"] += 1
         qp.cur = None
         self.arm_timer(qp)
+        if qp.rate is not None:
+            nic.engine.paced(qp, len(frame))
+            nic.cc.on_sent(qp, len(frame))  # type: ignore[union-attr]
         wait = nic.engine.emit(frame, qp.cur_t + nic.cfg.tx_pipeline_ns)
         if wait > env.now:
             yield env.timeout(wait - env.now)
@@ -311,6 +317,9 @@ class Requester:
         while i < npkts:
             if sent >= quantum and (engine.ready or engine.jobs):
                 break  # others are waiting: their turn
+            if qp.rate is not None and qp.next_tx > env._now:
+                engine.hold(qp)  # its rate (congestion control) says not yet
+                break
             n = total - i * mtu
             if n > mtu:
                 n = mtu
@@ -344,6 +353,9 @@ class Requester:
             c["data_bytes"] += n
             if again:
                 c["retransmitted_packets"] += 1
+            if qp.rate is not None:
+                engine.paced(qp, len(frame))
+                nic.cc.on_sent(qp, len(frame))  # type: ignore[union-attr]
             wait = emit(frame, ready + ready_lag)
             if wait and wait > env._now:
                 qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t

@@ -19,10 +19,14 @@ import simpy
 from nicsim.nic.counters import Counters
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
+from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE
 
 if TYPE_CHECKING:
     from nicsim.nic.requester import Requester
     from nicsim.nic.wqe_fetch import WqeFetch
+
+
+_WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG
 
 
 class SendEngine:
@@ -76,6 +80,44 @@ class SendEngine:
                 q.popleft()
             return q.popleft()
         return 0.0
+
+    # -- pacing: a rate-limited QP (nicsim.nic.cc) --------------------------------------------
+
+    def paced(self, qp: QpCtx, frame_len: int) -> None:
+        """A QP with a rate let a frame go: the next may go once this one's wire bytes
+        (preamble, FCS and gap included) have left at qp.rate."""
+        now = self.env._now
+        start = qp.next_tx if qp.next_tx > now else now
+        w = (frame_len if frame_len > ETH_MIN_FRAME else ETH_MIN_FRAME) + _WIRE_EXTRA
+        qp.last_tx, qp.last_len = start, w
+        qp.next_tx = start + w * 8.0 / qp.rate  # type: ignore[operator]
+
+    def hold(self, qp: QpCtx) -> None:
+        """`qp` may not send before qp.next_tx: give it a turn then."""
+        qp.held = True
+        qp.pace_gen += 1
+        gen = qp.pace_gen
+        self.env.timeout(qp.next_tx - self.env.now).callbacks.append(
+            lambda _e: self._unhold(qp, gen))
+
+    def _unhold(self, qp: QpCtx, gen: int) -> None:
+        if qp.pace_gen == gen and qp.held:
+            qp.held = False
+            self.kick(qp)
+
+    def rate_changed(self, qp: QpCtx) -> None:
+        """The QP's rate changed: its next packet is due by the new rate."""
+        if qp.rate is None:
+            qp.next_tx = qp.last_tx
+        else:
+            qp.next_tx = qp.last_tx + qp.last_len * 8.0 / qp.rate
+        if qp.held:
+            if qp.next_tx <= self.env.now:
+                qp.held = False
+                qp.pace_gen += 1
+                self.kick(qp)
+            else:
+                self.hold(qp)
 
     def _run(self) -> Generator[simpy.Event, None, None]:
         env = self.env
