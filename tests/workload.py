@@ -11,6 +11,7 @@ import struct
 from driver.user import enums as e
 from driver.user.verbs import SGE, RecvWR, SendWR
 from nicsim.fabric.faults import FaultConfig
+from nicsim.nic.config import NicConfig
 from nicsim.world import World
 from tests.rdma import Side, connect, make_side, settle, wait
 
@@ -84,8 +85,8 @@ def run_mix(w: World, pairs: list[tuple[Side, Side]], n: int, seed: int,
     return sum(len(d) for *_, d in checked)
 
 
-def fault_world(faults: FaultConfig, npairs: int, seed: int = 0):
-    w = World.two_hosts(seed=seed, faults=faults)
+def fault_world(faults: FaultConfig, npairs: int, seed: int = 0, nic: NicConfig | None = None):
+    w = World.two_hosts(seed=seed, faults=faults, nic=nic)
     pairs = []
     for _ in range(npairs):
         a, b = make_side(w, "a", 1 << 20), make_side(w, "b", 1 << 20)

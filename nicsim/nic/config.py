@@ -41,5 +41,8 @@ class NicConfig:
     # Responder ACK coalescing: an ACK every N packets, and on every packet with AckReq.
     ack_coalesce: int = 16
     ecn_capable: bool = True
+    # Priorities (802.1p, from DSCP >> 3) on which the port honours PFC pauses (none: PFC
+    # frames are counted and ignored, and the port needs no event per frame).
+    pfc_classes: tuple[int, ...] = ()
     # Congestion control: reaction point (per-QP rates) and notification point (CNPs).
     cc: CcConfig = field(default_factory=CcConfig)

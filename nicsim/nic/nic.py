@@ -15,6 +15,7 @@ from zlib import crc32
 
 import simpy
 
+from nicsim.fabric.pfc import PAUSE_OPCODE, PfcFormatError, is_mac_control, parse_pfc
 from nicsim.host.memory import PhysMem
 from nicsim.host.pcie import MmioDevice, Pcie
 from nicsim.hwif import (
@@ -76,7 +77,7 @@ class Nic(MmioDevice):
         self.ip = ipaddress.ip_address(cfg.ip)
         self.pcie = Pcie(env, cfg.pcie)
         self.dma = Dma(env, mem, self.pcie)
-        self.port = Port(env, self.receive)
+        self.port = Port(env, self.receive, cfg.pfc_classes)
         # Table reads see the NIC's own table writes still in flight (an INVALIDATE_MPT's
         # zeroes): a stale entry must not be fetched back into the cache.
         self.xlate = TranslationCache(self.dma.peek, cfg.mpt_cache_entries,
@@ -250,6 +251,9 @@ class Nic(MmioDevice):
         try:
             p = parse(frame, check_icrc=not checked, l3=l3)
         except WireError as e:
+            if is_mac_control(frame):
+                self._mac_control(frame)
+                return
             self.drops.bump(e.reason.value)
             return
         if not checked:
@@ -291,6 +295,19 @@ class Nic(MmioDevice):
         else:
             self.completer.response(qp, p)
 
+    def _mac_control(self, frame: bytes) -> None:
+        """A MAC Control frame: PFC pauses the port's priorities (802.1Qbb); an 802.3x
+        PAUSE is counted and ignored (RoCE fabrics use PFC)."""
+        try:
+            pf = parse_pfc(frame)
+        except PfcFormatError:
+            if len(frame) >= 16 and frame[14:16] == PAUSE_OPCODE.to_bytes(2, "big"):
+                self.port.counters["pause_ignored"] += 1
+            else:
+                self.drops.bump("bad_mac_control")
+            return
+        self.port.pause(pf)
+
     def _cnp(self, qp: QpCtx, frame: bytes, ipv6: bool) -> None:
         """A CNP for `qp` (Annex A17.9.3): its rate control reacts, if the CNP comes from the
         QP's peer (a CNP from anywhere else must not slow a connection down)."""
@@ -324,4 +341,6 @@ class Nic(MmioDevice):
         for b, cs in blocks.items():
             for k, v in cs.items():
                 out[f"{b}.{k}"] = int(v)
+        for p in self.port.pfc:
+            out[f"port.paused_ns.prio{p}"] = int(self.port.paused_ns()[p])
         return out

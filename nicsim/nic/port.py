@@ -1,26 +1,61 @@
-"""The NIC's Ethernet port: transmit serialization (a calendar) and the receive entry."""
+"""The NIC's Ethernet port: transmit serialization and the receive entry.
+
+Two transmitters. Without PFC the port is a calendar: a frame handed over is given its slot
+on the wire at once (after the frames before it), which costs no event. With PFC (the NIC
+honours pauses for some priorities, `NicConfig.pfc_classes`) a frame may have to wait for a
+pause that has not arrived yet, so the port keeps a FIFO per priority and starts each frame
+when the wire is free: strict priority between priorities, a paused priority stops after the
+frame in progress (IEEE 802.1Qbb), the others go on. A frame's priority is its DSCP's class
+(DSCP >> 3, as the switches classify by default).
+"""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 import simpy
 
 from nicsim.fabric.link import Link
+from nicsim.fabric.pfc import NUM_PRIORITIES, PfcFrame, quanta_ns
+from nicsim.nic.counters import Counters
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE
 
 _WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG  # see nicsim.wire.wire_bytes
+_INF = float("inf")
+
+
+def priority_of(frame: bytes) -> int:
+    """The 802.1p priority of a frame we send: its IP DSCP's class (DSCP >> 3)."""
+    if frame[14] >> 4 == 4:
+        return frame[15] >> 5
+    return (frame[14] & 0x0F) >> 1  # IPv6: traffic class spans bytes 14-15
 
 
 class Port:
-    def __init__(self, env: simpy.Environment, receive: Callable[[bytes], None]) -> None:
+    def __init__(self, env: simpy.Environment, receive: Callable[[bytes], None],
+                 pfc_classes: tuple[int, ...] = ()) -> None:
         self.env = env
         self._receive = receive
         self.link: Link | None = None
         self._end = 0
         self._ns_per_byte = 0.08
-        self.free = 0.0  # when the transmitter is next idle
-        self.counters = {"tx_frames": 0, "tx_bytes": 0, "tx_busy_ns": 0}
+        self.free = 0.0  # when the transmitter is next idle (queued: projected, no pauses)
+        self.counters = Counters("tx_frames", "tx_bytes", "tx_busy_ns", "pfc_received",
+                                 "pfc_ignored", "pause_ignored")
+        self.pfc = frozenset(pfc_classes)
+        self.queued = bool(self.pfc)
+        # Queued transmitter (PFC): FIFOs by priority of (frame, ready_at), frames queued,
+        # whether a frame is on the wire, pauses (until when), time paused per priority.
+        self._q: list[deque[tuple[bytes, float]]] = [deque() for _ in range(NUM_PRIORITIES)]
+        self.backlog = 0
+        self._busy = False
+        self._gen = 0
+        self.paused_until = [0.0] * NUM_PRIORITIES
+        self._pause_mark: list[float | None] = [None] * NUM_PRIORITIES
+        self._paused_ns = [0.0] * NUM_PRIORITIES
+        self._room: simpy.Event | None = None
+        self._room_at = 0
 
     def connect(self, link: Link) -> None:
         self.link = link
@@ -33,10 +68,11 @@ class Port:
         return 8.0 / self._ns_per_byte
 
     def send(self, frame: bytes, ready_at: float = 0.0) -> float:
-        """Queue `frame` for transmission no earlier than `ready_at`; returns its start time.
+        """Queue `frame` for transmission no earlier than `ready_at`; returns its start time
+        (queued transmitter: the start it would have if no pause came).
 
-        Frames go out in the order they are handed over (one FIFO), back to back with the
-        inter-frame gap; `wire_bytes` counts preamble, FCS and IFG.
+        Frames go out in the order they are handed over (one FIFO, or one per priority),
+        back to back with the inter-frame gap; `wire_bytes` counts preamble, FCS and IFG.
         """
         if self.link is None:
             raise RuntimeError("port is not connected to a link")
@@ -48,6 +84,12 @@ class Port:
         n = len(frame)
         dur = (_WIRE_EXTRA + (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)) * self._ns_per_byte
         self.free = end = start + dur
+        if self.queued:
+            self._q[priority_of(frame)].append((frame, ready_at))
+            self.backlog += 1
+            if not self._busy:
+                self._next()
+            return start
         c = self.counters
         c["tx_frames"] += 1
         c["tx_bytes"] += n
@@ -55,3 +97,81 @@ class Port:
         # The last bit leaves before the inter-frame gap that follows it.
         self.link.carry(frame, self._end, end - ETH_IFG * self._ns_per_byte)
         return start
+
+    # -- the queued transmitter (PFC) -------------------------------------------------------
+
+    def _next(self, _ev: object = None) -> None:
+        """The wire is free: start the next frame that may go, or sleep until one may."""
+        env = self.env
+        now = env.now
+        wake = _INF
+        pick = -1
+        for p in range(NUM_PRIORITIES - 1, -1, -1):
+            q = self._q[p]
+            if not q:
+                continue
+            if p in self.pfc and self.paused_until[p] > now:
+                wake = min(wake, self.paused_until[p])
+                continue
+            if q[0][1] <= now:
+                pick = p
+                break
+            wake = min(wake, q[0][1])
+        self._gen += 1
+        if pick < 0:
+            self._busy = False
+            if wake < _INF:
+                gen = self._gen
+                env.timeout(wake - now).callbacks.append(
+                    lambda _e: self._next() if self._gen == gen and not self._busy else None)
+            return
+        frame, _ = self._q[pick].popleft()
+        self.backlog -= 1
+        n = len(frame)
+        dur = (_WIRE_EXTRA + (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)) * self._ns_per_byte
+        c = self.counters
+        c["tx_frames"] += 1
+        c["tx_bytes"] += n
+        c["tx_busy_ns"] += dur
+        self._busy = True
+        self.link.carry(frame, self._end, now + dur - ETH_IFG * self._ns_per_byte)  # type: ignore[union-attr]
+        env.timeout(dur).callbacks.append(self._next)
+        if self._room is not None and self.backlog <= self._room_at:
+            room, self._room = self._room, None
+            room.succeed()
+
+    def room(self, at_most: int) -> simpy.Event:
+        """An event that fires when at most `at_most` frames wait to be sent."""
+        if self._room is None:
+            self._room = self.env.event()
+        self._room_at = at_most
+        return self._room
+
+    def pause(self, pf: PfcFrame) -> None:
+        """A PFC frame arrived: pause (or resume) the priorities it speaks for."""
+        c = self.counters
+        if not self.queued:
+            c["pfc_ignored"] += 1  # the NIC honours no priority: it keeps sending
+            return
+        c["pfc_received"] += 1
+        now = self.env.now
+        for p, quanta in pf.pauses().items():
+            if p not in self.pfc:
+                continue
+            mark = self._pause_mark[p]
+            if mark is not None:
+                self._paused_ns[p] += min(now, self.paused_until[p]) - mark
+            if quanta:
+                self.paused_until[p] = now + quanta_ns(quanta, self.rate_gbps)
+                self._pause_mark[p] = now
+            else:
+                self.paused_until[p] = now
+                self._pause_mark[p] = None
+        if not self._busy:
+            self._next()
+
+    def paused_ns(self) -> list[float]:
+        """Time each priority has spent paused so far."""
+        now = self.env.now
+        return [v + (min(now, self.paused_until[p]) - m if (m := self._pause_mark[p])
+                     is not None else 0.0) for p, v in enumerate(self._paused_ns)]

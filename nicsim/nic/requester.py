@@ -276,8 +276,8 @@ class Requester:
             nic.engine.paced(qp, len(frame))
             nic.cc.on_sent(qp, len(frame))  # type: ignore[union-attr]
         wait = nic.engine.emit(frame, qp.cur_t + nic.cfg.tx_pipeline_ns)
-        if wait > env.now:
-            yield env.timeout(wait - env.now)
+        if wait > env.now or nic.port.queued:
+            yield from nic.engine.window(wait)
 
     def _message(self, qp: QpCtx, sop: SendOp, quantum: int
                  ) -> Generator[simpy.Event, None, None]:
@@ -298,6 +298,7 @@ class Requester:
         assert b is not None
         build = b.build
         emit = engine.emit
+        queued = nic.port.queued
         read_at = nic.dma.read_at
         ready_lag = nic.cfg.tx_pipeline_ns
         dqpn = qp.dest_qpn
@@ -357,9 +358,9 @@ class Requester:
                 engine.paced(qp, len(frame))
                 nic.cc.on_sent(qp, len(frame))  # type: ignore[union-attr]
             wait = emit(frame, ready + ready_lag)
-            if wait and wait > env._now:
+            if wait and wait > env._now or queued:
                 qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t
-                yield env.timeout(wait - env._now)
+                yield from engine.window(wait)
                 if qp.cur is not sop or qp.resend_psn is not None or \
                         qp.state is not QpState.RTS:
                     return  # rewound or failed meanwhile: the cursor is someone else's now

@@ -488,8 +488,8 @@ class Responder:
                 frame = b.build(opc, qp.dest_qpn, (psn + i) & PSN_MASK, ext, payload)
                 self.counters["read_response_packets"] += 1
                 wait = nic.engine.emit(frame, t + pipeline)
-                if wait > env.now:
-                    yield env.timeout(wait - env.now)
+                if wait > env.now or nic.port.queued:
+                    yield from nic.engine.window(wait)
         finally:
             r = qp.resp  # (after a reset a fresh context: never below zero)
             r.jobs_queued = max(0, r.jobs_queued - 1)
@@ -555,8 +555,8 @@ class Responder:
         def job() -> Generator[simpy.Event, None, None]:
             try:
                 wait = engine.emit(frame, t)
-                if wait > env.now:
-                    yield env.timeout(wait - env.now)
+                if wait > env.now or engine.port.queued:
+                    yield from engine.window(wait)
             finally:
                 r.jobs_queued -= 1
 

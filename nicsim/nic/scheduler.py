@@ -81,6 +81,16 @@ class SendEngine:
             return q.popleft()
         return 0.0
 
+    def window(self, wait: float) -> Generator[simpy.Event, None, None]:
+        """Wait as `emit` said; a queued (PFC) port may hold frames longer than planned
+        (a pause), so also wait until it has room for the next half window."""
+        env = self.env
+        if wait > env._now:
+            yield env.timeout(wait - env._now)
+        port = self.port
+        while port.queued and port.backlog > self._half:
+            yield port.room(self._half)
+
     # -- pacing: a rate-limited QP (nicsim.nic.cc) --------------------------------------------
 
     def paced(self, qp: QpCtx, frame_len: int) -> None:
