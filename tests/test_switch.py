@@ -165,8 +165,10 @@ class World:
         self.sw = Switch(self.env, "sw", cfg, seed)
         props = prop_ns if isinstance(prop_ns, list) else [prop_ns] * len(rates)
         self.hosts: list[Stub] = []
+        self.links: list[Link] = []
         for i, (rate, prop) in enumerate(zip(rates, props, strict=True)):
             link = Link(self.env, LinkConfig(rate, prop), f"l{i}")
+            self.links.append(link)
             self.hosts.append(Stub(self.env, link, host_mac(i), honour_pfc))
             p = self.sw.add_port(link, sw_mac(i))
             assert p == i
@@ -471,8 +473,10 @@ def test_red_probability_function() -> None:
 
 def incast(pfc: bool, senders: int = 8, frames: int = 150, n: int = 1058,
            prop: float = 100.0, honour: bool = True, mtu: int = 1100,
-           shared: int = 60_000) -> tuple[World, SwitchConfig]:
-    """`senders` hosts each send `frames` frames of class 3 to host 0 through one switch."""
+           shared: int = 60_000, setup: Callable[[World], None] | None = None
+           ) -> tuple[World, SwitchConfig]:
+    """`senders` hosts each send `frames` frames of class 3 to host 0 through one switch
+    (`setup` sees the world before it runs)."""
     ports = [PortSpec(100.0, prop)] * (senders + 1)
     head = pfc_headroom_bytes(100.0, prop, mtu) if pfc else 0
     cfg = small_cfg(buffer_bytes=shared + head * len(ports), mtu_bytes=mtu,
@@ -483,6 +487,8 @@ def incast(pfc: bool, senders: int = 8, frames: int = 150, n: int = 1058,
         fb = w.builder(s, 0, sport=0xC000 + s)
         for i in range(frames):
             w.hosts[s].send(write(fb, n, i))
+    if setup is not None:
+        setup(w)
     w.env.run()
     return w, cfg
 
@@ -571,7 +577,8 @@ def test_received_pfc_pauses_one_class_for_its_quanta() -> None:
     rate, prop, fwd, n, quanta = 100.0, 80.0, 500.0, 502, 3000
     cfg = small_cfg(fwd_latency_ns=fwd, pfc=PfcConfig(classes=(3,)))
     w = World(cfg, [rate, rate], prop)
-    w.hosts[1].send_ctrl(pfc_frame(host_mac(1), {3: quanta}))
+    # Class 1 is not lossless: its half of the frame is ignored (PFC is enabled per priority).
+    w.hosts[1].send_ctrl(pfc_frame(host_mac(1), {3: quanta, 1: quanta}))
     w.hosts[0].send(write(w.builder(0, 1, dscp=26), n, 1))  # class 3: paused
     w.hosts[0].send(write(w.builder(0, 1, dscp=8), n, 2), tc=1)  # class 1: not paused
     w.env.run()
@@ -604,6 +611,39 @@ def test_resume_ends_a_pause_and_8023x_pause_is_ignored() -> None:
     c = w.sw.counters()
     assert (c["p1.pause_received"], c["p1.pause_8023x_received"]) == (2, 1)
     assert c["p1.q3.paused_ns"] == round(resumed - (last_bit_ns(ETH_MIN_FRAME, rate) + prop))
+
+
+def test_pause_propagates_upstream_and_is_refreshed() -> None:
+    """The receiver holds the switch's egress paused for three pause times (re-sending its
+    pause); the switch's queue fills, it pauses both senders and keeps them paused by
+    refreshing its own PFC frames until the receiver lets go: nothing is lost."""
+    rate, prop, n, frames = 100.0, 100.0, 1058, 100
+    long_pause = quanta_ns(MAX_QUANTA, rate)
+    hold = 3 * long_pause
+    cfg = small_cfg(buffer_bytes=200_000, pfc=PfcConfig(classes=(3,)))
+    w = World(cfg, [rate] * 3, prop)
+    rx = w.hosts[0]
+    for k in range(6):  # every half pause time until `hold`
+        w.at(k * long_pause / 2, lambda: rx.send_ctrl(pfc_frame(host_mac(0), {3: MAX_QUANTA})))
+    w.at(hold, lambda: rx.send_ctrl(pfc_frame(host_mac(0), {3: 0})))
+    for s in (1, 2):
+        fb = w.builder(s, 0, sport=0xC000 + s)
+        for i in range(frames):
+            w.hosts[s].send(write(fb, n, i))
+    w.env.run()
+    c = w.sw.counters()
+    assert len(rx.rx) == 2 * frames and c["dropped.headroom_overflow"] == 0
+    assert c["p0.q3.paused_ns"] == round(hold)
+    for s in (1, 2):
+        first_xoff = w.hosts[s].pfc_rx[0][0]
+        # One XOFF, refreshed every half pause time while the receiver held on.
+        refreshes = math.floor((hold - first_xoff) / (long_pause / 2))
+        before = [pf.quanta[3] for t, pf, _ in w.hosts[s].pfc_rx if t < hold]
+        assert before == [MAX_QUANTA] * (1 + refreshes)
+        # The sender sent nothing from one frame after the XOFF until the receiver let go.
+        starts = [st for st, _ in w.hosts[s].sent]
+        assert not [st for st in starts if first_xoff + slot_ns(n, rate) < st < hold]
+        assert max(starts) > hold
 
 
 # --- ECMP -------------------------------------------------------------------------------------

@@ -4,6 +4,10 @@
 LINKTYPE_ETHERNET) that Wireshark/tshark decode as RoCEv2 on UDP 4791. `check_pcap` reads a
 capture back and validates every RoCEv2 frame in it: captured vs original length, IP/UDP lengths
 and checksums, the BTH opcode's extension headers and the ICRC (which Wireshark does not check).
+RoCEv2 inside one 802.1Q tag, or an 802.1ad service tag and a customer tag (QinQ), is checked
+the same way once the tags are set aside. MAC Control frames are recognised: PFC frames
+(IEEE 802.1Qbb) have their layout checked (nicsim.fabric.pfc.parse_pfc; a bad one is reported
+as `bad_pfc` with what is wrong) and are counted, 802.3x PAUSE frames are counted.
 
 scapy does the pcap file I/O (RawPcapWriter / RawPcapReader); the frame checks use nicsim.wire,
 the same parser the NIC model uses, plus the UDP checksum that the model itself never verifies.
@@ -25,6 +29,13 @@ from typing import BinaryIO
 from scapy.error import Scapy_Exception
 from scapy.utils import RawPcapNgReader, RawPcapReader
 
+from nicsim.fabric.pfc import (
+    PAUSE_OPCODE,
+    PFC_OPCODE,
+    PfcFormatError,
+    is_mac_control,
+    parse_pfc,
+)
 from nicsim.wire.packet import (
     ETH_HLEN,
     ETH_P_IPV4,
@@ -54,6 +65,12 @@ _MAX_CAPLEN = 0xFFFF * 4
 # Reasons check_pcap reports on top of nicsim.wire.ParseError's values.
 TRUNCATED_CAPTURE = "truncated_capture"
 BAD_CAPTURE_LENGTH = "bad_capture_length"
+BAD_PFC = "bad_pfc"
+
+ETH_P_8021Q = 0x8100
+ETH_P_8021AD = 0x88A8  # 802.1ad service tag, the outer tag of QinQ
+VLAN_TAG_LEN = 4
+_MAX_TAGS = 2  # a service tag and a customer tag
 
 
 class PcapError(Exception):
@@ -134,9 +151,12 @@ class PcapReport:
     """What check_pcap found. Frame numbers are 1-based, as Wireshark numbers them."""
 
     frames: int = 0
-    roce_frames: int = 0
+    roce_frames: int = 0  # RoCEv2 frames checked (tagged ones included)
     bad: list[tuple[int, str, str]] = field(default_factory=list)  # (frame, reason, detail)
-    skipped_non_roce: int = 0
+    skipped_non_roce: int = 0  # other traffic, not checked
+    pfc_frames: int = 0  # MAC Control frames with the PFC opcode, layout checked
+    pause_frames: int = 0  # 802.3x PAUSE frames (MAC Control opcode 0x0001), counted
+    vlan_frames: int = 0  # of roce_frames, those inside 802.1Q / QinQ tags
 
     @property
     def ok(self) -> bool:
@@ -297,19 +317,71 @@ def check_pcap(path: str | Path) -> PcapReport:
     return rep
 
 
+def _untag(frame: bytes) -> tuple[bytes, int, str]:
+    """The frame with its VLAN tags (up to a service and a customer tag) taken out, how many
+    there were, and what is wrong if a tag is cut short. A frame with a third tag keeps it
+    (and is then other traffic)."""
+    tags = 0
+    while len(frame) >= ETH_HLEN and tags < _MAX_TAGS and \
+            (frame[12] << 8 | frame[13]) in (ETH_P_8021Q, ETH_P_8021AD):
+        if len(frame) < ETH_HLEN + VLAN_TAG_LEN:
+            return frame, tags, f"802.1Q tag {tags + 1} cut short ({len(frame)} bytes)"
+        frame = frame[:12] + frame[12 + VLAN_TAG_LEN:]
+        tags += 1
+    return frame, tags, ""
+
+
+def _check_mac_control(rep: PcapReport, num: int, frame: bytes, tags: int,
+                       whole: bool) -> None:
+    """Count a MAC Control frame and check it if it is PFC; other opcodes (EPON's MPCP...)
+    are other traffic."""
+    opcode = frame[14] << 8 | frame[15] if len(frame) >= ETH_HLEN + 2 else None
+    if opcode == PAUSE_OPCODE:
+        rep.pause_frames += 1
+    elif opcode == PFC_OPCODE or opcode is None:
+        rep.pfc_frames += 1
+    else:
+        rep.skipped_non_roce += 1
+        return
+    if not whole:
+        return  # reported as a capture problem already
+    if tags:
+        # MAC Control frames are consumed by the MAC of the link (802.3 Annex 31B): a tagged
+        # one is not a MAC Control frame to any receiver.
+        rep.bad.append((num, BAD_PFC, f"MAC Control frame inside {tags} VLAN tag(s)"))
+    elif opcode != PAUSE_OPCODE:
+        try:
+            parse_pfc(frame)
+        except PfcFormatError as e:
+            rep.bad.append((num, BAD_PFC, str(e)))
+
+
 def _check_record(rep: PcapReport, num: int, data: bytes, caplen: int, wirelen: int) -> None:
     if caplen < wirelen:
         rep.bad.append((num, TRUNCATED_CAPTURE, f"captured {caplen} of {wirelen} bytes"))
     elif caplen > wirelen:
         rep.bad.append((num, BAD_CAPTURE_LENGTH,
                         f"captured {caplen} bytes, more than the original {wirelen}"))
-    if _is_other_traffic(data):
+    whole = caplen == wirelen  # else the frame's own checks would only repeat bytes missing
+    frame, tags, cut = _untag(data)
+    if cut:
+        # Too broken to tell what it carries: checked, like a RoCEv2 frame cut short.
+        rep.roce_frames += 1
+        if whole:
+            rep.bad.append((num, ParseError.TRUNCATED.value, cut))
+        return
+    if is_mac_control(frame):
+        _check_mac_control(rep, num, frame, tags, whole)
+        return
+    if _is_other_traffic(frame):
         rep.skipped_non_roce += 1
         return
     rep.roce_frames += 1
-    if caplen != wirelen:
-        return  # the frame's own checks would only repeat that bytes are missing
-    problem = check_frame(data)
+    if tags:
+        rep.vlan_frames += 1
+    if not whole:
+        return
+    problem = check_frame(frame)
     if problem is not None:
         rep.bad.append((num, problem[0], problem[1]))
 
@@ -324,5 +396,10 @@ def pcap_check_main(path: str) -> int:
         return 2
     for num, reason, detail in rep.bad:
         print(f"frame {num}: {reason}: {detail}" if detail else f"frame {num}: {reason}")
-    print(f"{rep.frames} frames, {rep.roce_frames} RoCEv2, {len(rep.bad)} bad")
+    # Flow control frames are named only when there are some, so a RoCEv2-only capture's
+    # line reads as it always has.
+    fc = f", {rep.pfc_frames} PFC" if rep.pfc_frames or rep.pause_frames else ""
+    if rep.pause_frames:
+        fc += f", {rep.pause_frames} PAUSE"
+    print(f"{rep.frames} frames, {rep.roce_frames} RoCEv2{fc}, {len(rep.bad)} bad")
     return 1 if rep.bad else 0
