@@ -126,6 +126,7 @@ from nicsim.wire.packet import (
     ETH_PREAMBLE,
     IPV4_HLEN,
     IPV6_HLEN,
+    Ecn,
 )
 
 NUM_CLASSES = NUM_PRIORITIES
@@ -136,6 +137,11 @@ _WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG  # line bytes around each frame
 _LAST_BIT = ETH_PREAMBLE + ETH_FCS  # line bytes of a frame up to its last bit, beside the frame
 _INF = math.inf
 _NORMAL = 1  # simpy.events.NORMAL, the priority a Timeout has
+# Flow keys: the frame up to the UDP/TCP ports, untagged IPv4 without options / IPv6.
+_KEY4 = ETH_HLEN + IPV4_HLEN + 4
+_KEY6 = ETH_HLEN + IPV6_HLEN + 4
+_FLOW_CACHE = 1 << 16  # flows remembered per ingress port (about 200 bytes each)
+_RAND_BATCH = 4096  # RED coin flips drawn at a time
 
 
 class Classify(Enum):
@@ -407,7 +413,8 @@ class _Port:
     __slots__ = (
         "idx", "link", "end", "mac", "rate", "npb", "pause_ns", "headroom",
         # egress
-        "queues", "ctrl", "depth", "free", "wake_at", "token", "wake", "paused_until",
+        "flows", "queues", "queued", "mask", "ctrl", "depth", "free", "wake_at", "token", "wake",
+        "paused_until",
         "pause_since", "paused_acc", "deficit", "dwrr_cur", "dwrr_fresh",
         "enq", "enq_bytes", "deq", "deq_bytes", "drop_dt", "drop_full", "marked", "max_depth",
         "rx_frames", "rx_bytes", "tx_frames", "tx_bytes", "pause_sent", "resume_sent",
@@ -427,6 +434,10 @@ class _Port:
         self.pause_ns = quanta_ns(MAX_QUANTA, self.rate)
         self.headroom = headroom
         z = [0] * NUM_CLASSES
+        # Flow key -> routing decision, for frames arriving on this port (Switch._receive).
+        self.flows: dict[bytes, tuple[_Port, int, bytes, bytes, int, bool]] = {}
+        self.queued = 0  # frames in all class queues
+        self.mask = 0  # bit c set: class c's queue has frames
         self.queues: list[deque[tuple[float, bytes, _Port]]] = \
             [deque() for _ in range(NUM_CLASSES)]
         self.ctrl: deque[bytes] = deque()
@@ -453,11 +464,23 @@ class _Port:
         self.xoff_count, self.drop_headroom, self.refresh_gen = list(z), list(z), list(z)
 
 
+def _csum_update(hc: int, delta: int) -> int:
+    """RFC 1624 eqn. 3: the new IPv4 header checksum from the old one and the sum of
+    (~m + m') over the changed 16-bit words, in one's complement arithmetic."""
+    s = (~hc & 0xFFFF) + delta
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def _set_csum(h: bytearray, off: int, hc: int) -> bytes:
+    h[off + 10] = hc >> 8
+    h[off + 11] = hc & 0xFF
+    return bytes(h)
+
+
 def _no_wake(_ev: _Timer) -> None:  # pragma: no cover - replaced in add_port
     raise AssertionError("port has no transmitter")
-
-
-_DESC = tuple(range(NUM_CLASSES - 1, -1, -1))  # strict priority: class 7 first
 
 
 class Switch:
@@ -479,7 +502,7 @@ class Switch:
         tag = zlib.crc32(name.encode())
         self._salt = int(np.random.default_rng([seed, tag, 1]).integers(1 << 32))
         self._rng = np.random.default_rng([seed, tag, 0])
-        self._u = self._rng.random(4096)
+        self._u = self._rng.random(_RAND_BATCH)
         self._ui = 0
         self._drops = [0] * len(_DROPS)
         self._lossless = tuple(c in cfg.pfc.lossless for c in range(NUM_CLASSES))
@@ -540,6 +563,8 @@ class Switch:
             ps = self.ports[port]
             group.append((ps, bytes(mac) + ps.mac))  # the new Ethernet addresses
         self._routes[bytes(dst_ip)] = tuple(group)
+        for ps in self.ports:
+            ps.flows.clear()  # decisions made with the old table
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -626,86 +651,37 @@ class Switch:
 
     def _receive(self, ip: _Port, frame: bytes) -> None:
         """A frame's last bit has arrived on port `ip`: route, admit, mark, rewrite, enqueue.
-        (One function, with byte indexing rather than struct: it runs per frame per hop.)"""
+
+        Runs per frame per hop, so the decision that depends only on the headers (checks,
+        route, ECMP member, class, the rewritten header with and without CE) is looked up per
+        flow: for an untagged IPv4 (no options) or IPv6 frame, the bytes up to the UDP ports
+        hold every input of that decision, and the frames of a flow repeat them. Anything
+        else, and a flow's first frame, takes `_route`.
+        """
         n = len(frame)
         ip.rx_frames += 1
         ip.rx_bytes += n
-        if n < ETH_HLEN:
-            self._drops[_D_TRUNC] += 1
-            return
-        et = frame[12] << 8 | frame[13]
-        off = ETH_HLEN
-        pcp = -1
-        if et in (ETH_P_8021Q, ETH_P_8021AD):
-            # 802.1Q tag: TPID, then PCP (3 bits), DEI, VID; a QinQ frame has a second tag
-            # after the service tag. The outer tag's PCP is the frame's priority.
-            if n < off + VLAN_TAG_LEN + 2:
-                self._drops[_D_TRUNC] += 1
+        hit = None
+        if n > _KEY6:
+            b12 = frame[12]
+            if b12 == 0x08 and frame[13] == 0x00 and frame[14] == 0x45:
+                hit = ip.flows.get(frame[:_KEY4])
+            elif b12 == 0x86 and frame[13] == 0xDD:
+                hit = ip.flows.get(frame[:_KEY6])
+        if hit is None:
+            hit = self._route(ip, frame)
+            if hit is None:
                 return
-            pcp = frame[14] >> 5
-            et = frame[16] << 8 | frame[17]
-            off += VLAN_TAG_LEN
-            if et == ETH_P_8021Q:
-                if n < off + VLAN_TAG_LEN + 2:
-                    self._drops[_D_TRUNC] += 1
-                    return
-                et = frame[off + 2] << 8 | frame[off + 3]
-                off += VLAN_TAG_LEN
-        if et == ETH_P_IPV4:
-            if n < off + IPV4_HLEN:
-                self._drops[_D_TRUNC] += 1
-                return
-            vihl = frame[off]
-            if vihl >> 4 != 4 or vihl & 0xF < 5:
-                self._drops[_D_BAD_IP] += 1
-                return
-            v6 = False
-            tos = frame[off + 1]
-            ttl = frame[off + 8]
-            dip = frame[off + 16:off + 20]
-        elif et == ETH_P_IPV6:
-            if n < off + IPV6_HLEN:
-                self._drops[_D_TRUNC] += 1
-                return
-            if frame[off] >> 4 != 6:
-                self._drops[_D_BAD_IP] += 1
-                return
-            v6 = True
-            tos = (frame[off] & 0xF) << 4 | frame[off + 1] >> 4  # the traffic class
-            ttl = frame[off + 7]  # hop limit
-            dip = frame[off + 24:off + 40]
-        elif et == ETH_P_MAC_CONTROL and off == ETH_HLEN:
-            self._mac_control(ip, frame)
-            return
-        else:
-            self._drops[_D_NOT_IP] += 1
-            return
-        if n > self._mtu:
+        elif n > self._mtu:
             self._drops[_D_OVERSIZE] += 1
             return
-        if frame[0:6] != ip.mac:
-            self._drops[_D_MAC] += 1
-            return
-        # RFC 1812 5.3.1 / RFC 8200 3: a router decrements TTL / hop limit and discards the
-        # packet if that leaves 0.
-        if ttl <= 1:
-            self._drops[_D_TTL] += 1
-            return
-        hops = self._routes.get(dip)
-        if hops is None:
-            self._drops[_D_NO_ROUTE] += 1
-            return
-        eq, l2 = hops[0] if len(hops) == 1 else hops[self._ecmp(frame, off, v6, len(hops))]
-        if self._pcp:
-            tc = self._pcp_map[pcp] if pcp >= 0 else self._default_tc
-        else:
-            tc = self._dscp_map[tos >> 2]
+        eq, tc, head, head_ce, tail, ect = hit
         depth = eq.depth[tc]
 
         # Admission.
+        free = self._shared - self._used
         if self._lossless[tc]:
             # Against the ingress PG: shared pool below XOFF, then headroom (see module doc).
-            free = self._shared - self._used
             shared = ip.pg_shared[tc]
             xoff = self._xoff_static
             if xoff is None:
@@ -715,21 +691,21 @@ class Switch:
                 self._used += n
                 if self._used > self._max_used:
                     self._max_used = self._used
+                pg = shared + n + ip.pg_head[tc]
             else:
-                head = ip.pg_head[tc] + n
+                hr = ip.pg_head[tc] + n
                 if not ip.xoff[tc]:
                     self._xoff(ip, tc)
-                if head > ip.headroom:
+                if hr > ip.headroom:
                     ip.drop_headroom[tc] += 1
                     return
-                ip.pg_head[tc] = head
-                if head > ip.pg_head_max[tc]:
-                    ip.pg_head_max[tc] = head
-            pg = ip.pg_shared[tc] + ip.pg_head[tc]
+                ip.pg_head[tc] = hr
+                if hr > ip.pg_head_max[tc]:
+                    ip.pg_head_max[tc] = hr
+                pg = shared + hr
             if pg > ip.pg_max[tc]:
                 ip.pg_max[tc] = pg
         else:
-            free = self._shared - self._used
             if n > free:
                 eq.drop_full[tc] += 1
                 return
@@ -741,51 +717,26 @@ class Switch:
                 self._max_used = self._used
 
         # ECN: RED on the depth this frame finds, ECT only (RFC 3168 5).
-        ecn = tos & 3
-        mark = False
-        red = self._red[tc]
-        if red is not None and (ecn == 1 or ecn == 2) and depth >= red[0]:
-            if depth >= red[1]:
-                mark = True
-            else:
-                i = self._ui
-                if i == 4096:
-                    self._u = self._rng.random(4096)
-                    i = 0
-                self._ui = i + 1
-                mark = self._u[i] < (depth - red[0]) * red[2]
-            if mark:
-                eq.marked[tc] += 1
+        if ect:
+            red = self._red[tc]
+            if red is not None and depth >= red[0]:
+                if depth >= red[1]:
+                    head = head_ce
+                else:
+                    i = self._ui
+                    if i == _RAND_BATCH:
+                        self._u = self._rng.random(_RAND_BATCH)
+                        i = 0
+                    self._ui = i + 1
+                    if self._u[i] < (depth - red[0]) * red[2]:
+                        head = head_ce
+                if head is head_ce:
+                    eq.marked[tc] += 1
 
-        # Rewrite, in one copy of the frame.
-        if v6:
-            head_b = bytearray(frame[:off + 8])
-            head_b[off + 7] = ttl - 1
-            if mark:
-                head_b[off + 1] |= 0x30  # ECN is bits 4-5 of the second byte
-            tail = off + 8
-        else:
-            head_b = bytearray(frame[:off + 12])
-            head_b[off + 8] = ttl - 1
-            hc = head_b[off + 10] << 8 | head_b[off + 11]
-            # RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m') for each changed 16-bit word m -> m'.
-            # TTL is the high byte of (TTL, protocol): ~m + m' = 0xFFFF - 0x0100.
-            s = (~hc & 0xFFFF) + 0xFEFF
-            if mark:
-                head_b[off + 1] = tos | 3
-                s += 0xFFFF - tos + (tos | 3)  # the low byte of (version/IHL, TOS)
-            s = (s & 0xFFFF) + (s >> 16)
-            s = (s & 0xFFFF) + (s >> 16)
-            hc = ~s & 0xFFFF
-            head_b[off + 10] = hc >> 8
-            head_b[off + 11] = hc & 0xFF
-            tail = off + 12
-        head_b[0:12] = l2
-        out = b"".join((head_b, memoryview(frame)[tail:]))
-
-        now = self.env._now
-        ready = now + self._fwd
-        eq.queues[tc].append((ready, out, ip))
+        ready = self.env._now + self._fwd
+        eq.queues[tc].append((ready, head + frame[tail:], ip))
+        eq.queued += 1
+        eq.mask |= 1 << tc
         depth += n
         eq.depth[tc] = depth
         if depth > eq.max_depth[tc]:
@@ -795,6 +746,112 @@ class Switch:
         t = ready if ready > eq.free else eq.free
         if t < eq.wake_at:
             self._wake_at(eq, t)
+
+    def _route(self, ip: _Port, frame: bytes) -> tuple[_Port, int, bytes, bytes, int, bool] | None:
+        """Parse, check and route a frame: (egress port, class, rewritten header, the same
+        with ECN CE, offset where the unchanged rest of the frame starts, ECT?), or None when
+        the frame goes no further (a drop, counted, or a MAC Control frame, acted on). The
+        answer of an untagged frame is remembered for its flow (see _receive)."""
+        n = len(frame)
+        if n < ETH_HLEN:
+            self._drops[_D_TRUNC] += 1
+            return None
+        et = frame[12] << 8 | frame[13]
+        off = ETH_HLEN
+        pcp = -1
+        if et in (ETH_P_8021Q, ETH_P_8021AD):
+            # 802.1Q tag: TPID, then PCP (3 bits), DEI, VID; a QinQ frame has a second tag
+            # after the service tag. The outer tag's PCP is the frame's priority.
+            if n < off + VLAN_TAG_LEN + 2:
+                self._drops[_D_TRUNC] += 1
+                return None
+            pcp = frame[14] >> 5
+            et = frame[16] << 8 | frame[17]
+            off += VLAN_TAG_LEN
+            if et == ETH_P_8021Q:
+                if n < off + VLAN_TAG_LEN + 2:
+                    self._drops[_D_TRUNC] += 1
+                    return None
+                et = frame[off + 2] << 8 | frame[off + 3]
+                off += VLAN_TAG_LEN
+        if et == ETH_P_IPV4:
+            if n < off + IPV4_HLEN:
+                self._drops[_D_TRUNC] += 1
+                return None
+            vihl = frame[off]
+            if vihl >> 4 != 4 or vihl & 0xF < 5:
+                self._drops[_D_BAD_IP] += 1
+                return None
+            v6 = False
+            tos = frame[off + 1]
+            ttl = frame[off + 8]
+            dip = frame[off + 16:off + 20]
+        elif et == ETH_P_IPV6:
+            if n < off + IPV6_HLEN:
+                self._drops[_D_TRUNC] += 1
+                return None
+            if frame[off] >> 4 != 6:
+                self._drops[_D_BAD_IP] += 1
+                return None
+            v6 = True
+            tos = (frame[off] & 0xF) << 4 | frame[off + 1] >> 4  # the traffic class
+            ttl = frame[off + 7]  # hop limit
+            dip = frame[off + 24:off + 40]
+        elif et == ETH_P_MAC_CONTROL and off == ETH_HLEN:
+            self._mac_control(ip, frame)
+            return None
+        else:
+            self._drops[_D_NOT_IP] += 1
+            return None
+        if n > self._mtu:
+            self._drops[_D_OVERSIZE] += 1
+            return None
+        if frame[0:6] != ip.mac:
+            self._drops[_D_MAC] += 1
+            return None
+        # RFC 1812 5.3.1 / RFC 8200 3: a router decrements TTL / hop limit and discards the
+        # packet if that leaves 0.
+        if ttl <= 1:
+            self._drops[_D_TTL] += 1
+            return None
+        hops = self._routes.get(dip)
+        if hops is None:
+            self._drops[_D_NO_ROUTE] += 1
+            return None
+        eq, l2 = hops[0] if len(hops) == 1 else hops[self._ecmp(frame, off, v6, len(hops))]
+        if self._pcp:
+            tc = self._pcp_map[pcp] if pcp >= 0 else self._default_tc
+        else:
+            tc = self._dscp_map[tos >> 2]
+        ecn = tos & 3
+        ect = ecn == Ecn.ECT0.value or ecn == Ecn.ECT1.value
+        if v6:
+            tail = off + 8
+            h = bytearray(frame[:tail])
+            h[off + 7] = ttl - 1
+            h[0:12] = l2
+            head = bytes(h)
+            h[off + 1] |= 0x30  # ECN is bits 4-5 of the second byte
+            head_ce = bytes(h)
+        else:
+            tail = off + 12
+            h = bytearray(frame[:tail])
+            h[off + 8] = ttl - 1
+            h[0:12] = l2
+            hc = h[off + 10] << 8 | h[off + 11]
+            # RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m') for each changed 16-bit word m -> m'.
+            # TTL is the high byte of (TTL, protocol): ~m + m' = 0xFFFF - 0x0100.
+            head = _set_csum(h, off, _csum_update(hc, 0xFEFF))
+            # CE: the low byte of (version/IHL, TOS) goes from tos to tos | 3.
+            h[off + 1] = tos | Ecn.CE.value
+            head_ce = _set_csum(h, off, _csum_update(hc, 0xFEFF + 0xFFFF - tos + (tos | 3)))
+        hit = (eq, tc, head, head_ce, tail, ect)
+        if off == ETH_HLEN and (v6 or frame[ETH_HLEN] == 0x45):
+            flows = ip.flows
+            if len(flows) >= _FLOW_CACHE:
+                flows.clear()
+            flows[frame[:_KEY6 if v6 else _KEY4]] = hit
+        return hit
 
     def _ecmp(self, frame: bytes, off: int, v6: bool, members: int) -> int:
         """ECMP member for the frame's 5-tuple: CRC-32 seeded with the switch's salt over the
@@ -855,7 +912,7 @@ class Switch:
             ip.paused_until[c] = until
         # A resumed class may send at once (after the frame in progress); a paused one stops.
         t = now if now > ip.free else ip.free
-        if t < ip.wake_at and any(ip.queues):
+        if t < ip.wake_at and ip.queued:
             self._wake_at(ip, t)
 
     def _send_pfc(self, ps: _Port, tc: int, quanta: int) -> None:
@@ -933,32 +990,41 @@ class Switch:
         if ps.ctrl:
             frame = ps.ctrl.popleft()
         else:
+            m = ps.mask
+            if not m:
+                return
             qs = ps.queues
             pu = ps.paused_until
             if self._dwrr:
                 tc = self._pick_dwrr(ps, now)
             else:
+                # Strict priority: the highest class with a frame ready and not paused.
                 tc = -1
-                for c in _DESC:
-                    q = qs[c]
-                    if q and q[0][0] <= now and pu[c] <= now:
+                while m:
+                    c = m.bit_length() - 1
+                    if qs[c][0][0] <= now and pu[c] <= now:
                         tc = c
                         break
+                    m ^= 1 << c
             if tc < 0:
                 # Nothing may go now: wake when the earliest head is ready and unpaused.
                 t = _INF
-                for c in range(NUM_CLASSES):
-                    q = qs[c]
-                    if q:
-                        r = q[0][0]
-                        if pu[c] > r:
-                            r = pu[c]
-                        if r < t:
-                            t = r
-                if t < _INF:
-                    self._wake_at(ps, t)
+                m = ps.mask
+                while m:
+                    c = m.bit_length() - 1
+                    m ^= 1 << c
+                    r = qs[c][0][0]
+                    if pu[c] > r:
+                        r = pu[c]
+                    if r < t:
+                        t = r
+                self._wake_at(ps, t)
                 return
-            _ready, frame, ip = qs[tc].popleft()
+            q = qs[tc]
+            _ready, frame, ip = q.popleft()
+            if not q:
+                ps.mask ^= 1 << tc
+            ps.queued -= 1
             n = len(frame)
             ps.depth[tc] -= n
             ps.deq[tc] += 1
@@ -974,7 +1040,7 @@ class Switch:
         ps.free = free = now + (w + _WIRE_EXTRA) * npb
         ps.tx_frames += 1
         ps.tx_bytes += n
-        if ps.ctrl or any(ps.queues):
+        if ps.ctrl or ps.queued:
             self._wake_at(ps, free)
         else:
             ps.token += 1  # nothing waits: no timer until a frame comes
@@ -988,7 +1054,13 @@ class Switch:
         pu = ps.paused_until
         deficit = ps.deficit
         quantum = self._quantum
-        if not any(q and q[0][0] <= now and pu[c] <= now for c, q in enumerate(qs)):
+        m = ps.mask
+        while m:
+            c = m.bit_length() - 1
+            if qs[c][0][0] <= now and pu[c] <= now:
+                break
+            m ^= 1 << c
+        else:
             return -1
         c = ps.dwrr_cur
         while True:
