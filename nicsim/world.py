@@ -9,6 +9,14 @@ import simpy
 
 from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.link import Link, LinkConfig
+from nicsim.fabric.switch import Switch, SwitchConfig
+from nicsim.fabric.topology import (
+    Shape,
+    TopologySpec,
+    host_ip,
+    host_mac,
+    switch_port_mac,
+)
 from nicsim.host.host import CpuCosts, Host, NetDev
 from nicsim.nic.config import NicConfig
 from nicsim.nic.nic import Nic
@@ -22,6 +30,9 @@ class World:
         self.nics: dict[str, Nic] = {}
         self.links: list[Link] = []
         self.taps: list[object] = []
+        self.switches: dict[str, Switch] = {}
+        # Every port by name ("h0.eth0", "sw0.p3"): the link it transmits on and its end.
+        self.ports: dict[str, tuple[Link, int]] = {}
 
     def add_host(self, name: str, nic_cfg: NicConfig, mem_size: int = 64 << 20,
                  costs: CpuCosts | None = None) -> Host:
@@ -40,6 +51,7 @@ class World:
         na, nb = self.nics[a], self.nics[b]
         na.port.connect(link)
         nb.port.connect(link)
+        self.ports[f"{a}.eth0"], self.ports[f"{b}.eth0"] = (link, 0), (link, 1)
         self.hosts[a].neighbours[nb.cfg.ip] = nb.cfg.mac
         self.hosts[b].neighbours[na.cfg.ip] = na.cfg.mac
         if pcap is not None:
@@ -51,6 +63,77 @@ class World:
             self.taps.append(tap)
         self.links.append(link)
         return link
+
+    def tap(self, port: str, path: str | Path) -> None:
+        """A pcap tap on `port` (a name in self.ports): the frames it sends, as sent."""
+        from nicsim.fabric.pcap import PcapTap
+
+        if port not in self.ports:
+            raise KeyError(port)
+        link, end = self.ports[port]
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        t = PcapTap(path)
+        link.end_taps[end].append(t)
+        self.taps.append(t)
+
+    @staticmethod
+    def from_topology(spec: TopologySpec, seed: int = 0, nic: NicConfig | None = None,
+                      switch: SwitchConfig | None = None, mem_size: int = 64 << 20,
+                      pcap: str | Path | None = None) -> World:
+        """A booted world of the topology's shape (see nicsim.fabric.topology). For
+        back_to_back, `pcap` is one capture of both directions (as World.two_hosts);
+        other shapes take taps per port (World.tap)."""
+        base = nic or NicConfig()
+        if spec.shape is Shape.BACK_TO_BACK:
+            return World.two_hosts(seed, spec.host_link, pcap, base, spec.faults, mem_size)
+        g = spec.graph()
+        sw_cfg = switch or SwitchConfig()
+        w = World(seed)
+        pfc = base.pfc_classes or sw_cfg.pfc.lossless
+        for i, h in enumerate(g.hosts):
+            w.add_host(h, replace(base, mac=host_mac(i), ip=host_ip(i), pfc_classes=pfc),
+                       mem_size)
+        for i, s in enumerate(g.switches):
+            w.switches[s] = Switch(w.env, s, sw_cfg, seed + 10_000 + i)
+        s_index = {s: i for i, s in enumerate(g.switches)}
+        mac_on: dict[tuple[str, int], bytes] = {}  # (node, cable) -> its port's MAC
+        port_on: dict[tuple[str, int], int] = {}  # (switch, cable) -> its port number
+        for ci, c in enumerate(g.cables):
+            link = Link(w.env, c.cfg, c.name, c.faults)
+            w.links.append(link)
+            for end, node in enumerate((c.a, c.b)):
+                if node in w.nics:
+                    w.nics[node].port.connect(link)
+                    mac_on[node, ci] = w.nics[node].mac
+                    w.ports[f"{node}.eth0"] = (link, end)
+                else:
+                    sw = w.switches[node]
+                    mac = switch_port_mac(s_index[node], len(sw.ports))
+                    try:
+                        p = sw.add_port(link, mac)
+                    except ValueError as e:
+                        raise ValueError(f"switch.{e}") from None
+                    mac_on[node, ci], port_on[node, ci] = mac, p
+                    w.ports[f"{node}.p{p}"] = (link, end)
+        nb = g.neighbours()
+        for h in g.hosts:
+            dist = g.distances(h)
+            ip = w.nics[h].ip.packed
+            for s in g.switches:
+                if s not in dist:
+                    continue
+                hops = [(port_on[s, ci], mac_on[n, ci]) for n, ci in nb[s]
+                        if dist.get(n) == dist[s] - 1 and (n == h or n in w.switches)]
+                w.switches[s].add_route(ip, hops)
+        for h in g.hosts:
+            ((gw, ci),) = nb[h]
+            gw_mac = mac_on[gw, ci].hex(":")
+            table = w.hosts[h].neighbours
+            for other in g.hosts:
+                if other != h:
+                    table[w.nics[other].cfg.ip] = gw_mac
+        w.boot()
+        return w
 
     def boot(self) -> None:
         """Start each host's kernel, which probes its NICs (INIT_HCA, QUERY_DEVICE)."""

@@ -87,7 +87,8 @@ class Nic(MmioDevice):
         self.qps: dict[int, QpCtx] = {}
         self.cq = CqWriter(self.dma)
         self.cq.on_overrun = self._cq_overrun
-        self.engine = SendEngine(env, self.port, cfg.tx_readahead, cfg.tx_quantum)
+        self.engine = SendEngine(env, self.port, cfg.tx_readahead, cfg.tx_quantum,
+                                 cfg.cc.pacing_jitter, crc32(name.encode()))
         self.fetch = WqeFetch(env, cfg, self.dma)
         self.requester = Requester(self)
         self.responder = Responder(self)

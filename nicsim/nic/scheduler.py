@@ -10,6 +10,7 @@ the wire, which is how a NIC hides PCIe read latency behind the link.
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
@@ -31,7 +32,7 @@ _WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG
 
 class SendEngine:
     def __init__(self, env: simpy.Environment, port: Port, readahead: int,
-                 quantum: int = 1) -> None:
+                 quantum: int = 1, jitter: float = 0.0, seed: int = 0) -> None:
         self.env = env
         self.port = port
         self.k = readahead
@@ -44,6 +45,10 @@ class SendEngine:
         self.requester: Requester
         self.fetch: WqeFetch
         self.counters = Counters("doorbells", "doorbell_bad_target", "schedules", "jobs")
+        # The rate limiter spaces packets within +-jitter of the exact gap (mean preserving):
+        # see nicsim.nic.cc.config.CcConfig.pacing_jitter.
+        self.jitter = jitter
+        self._rng = random.Random(seed)
 
     def start(self, requester: Requester, fetch: WqeFetch) -> None:
         self.requester = requester
@@ -100,7 +105,10 @@ class SendEngine:
         start = qp.next_tx if qp.next_tx > now else now
         w = (frame_len if frame_len > ETH_MIN_FRAME else ETH_MIN_FRAME) + _WIRE_EXTRA
         qp.last_tx, qp.last_len = start, w
-        qp.next_tx = start + w * 8.0 / qp.rate  # type: ignore[operator]
+        gap = w * 8.0 / qp.rate  # type: ignore[operator]
+        if self.jitter:
+            gap *= 1.0 + self.jitter * (2.0 * self._rng.random() - 1.0)
+        qp.next_tx = start + gap
 
     def hold(self, qp: QpCtx) -> None:
         """`qp` may not send before qp.next_tx: give it a turn then."""

@@ -88,6 +88,12 @@ class CcConfig:
     dcqcn: DcqcnParams = field(default_factory=DcqcnParams)
     cnp: CnpConfig = field(default_factory=CnpConfig)
     trace: bool = False  # keep each QP's rate and alpha as a time series
+    # A rate-limited QP's packets are spaced within +-pacing_jitter of the exact gap (the
+    # mean rate is kept). Hardware rate limiters are not exact (their schedulers work in
+    # time slots and share a pipeline); perfectly periodic flows phase-lock at a switch
+    # queue and one of them collects the ECN marks (the phase effects of Floyd and
+    # Jacobson, 1992), which a real fabric does not show. 0 makes pacing exact.
+    pacing_jitter: float = 0.05
 
 
 PRESETS: dict[str, CcConfig] = {
@@ -133,6 +139,10 @@ def cc_from_dict(spec: str | Mapping[str, Any] | None) -> CcConfig:
     trace = spec.pop("trace", base.trace)
     if not isinstance(trace, bool):
         raise CcConfigError("cc.trace: must be true or false")
+    jitter = spec.pop("pacing_jitter", base.pacing_jitter)
+    if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or \
+            not 0 <= jitter < 1:
+        raise CcConfigError("cc.pacing_jitter: must be a number in [0, 1)")
     cnp = spec.pop("cnp", {}) or {}
     if not isinstance(cnp, Mapping):
         raise CcConfigError("cc.cnp: must be a mapping")
@@ -142,7 +152,8 @@ def cc_from_dict(spec: str | Mapping[str, Any] | None) -> CcConfig:
                                 f"{', '.join(sorted(_CNP_FIELDS))})")
     for k in spec:
         if k not in _DCQCN_FIELDS:
-            raise CcConfigError(f"cc.{k}: unknown parameter (known: preset, trace, cnp, "
+            raise CcConfigError(f"cc.{k}: unknown parameter (known: preset, trace, "
+                                f"pacing_jitter, cnp, "
                                 f"{', '.join(sorted(_DCQCN_FIELDS))})")
     if spec and base.algorithm is CcAlgorithm.NONE:
         raise CcConfigError(f"cc.{next(iter(spec))}: preset 'none' has no parameters")
@@ -167,4 +178,4 @@ def cc_from_dict(spec: str | Mapping[str, Any] | None) -> CcConfig:
                                     f"not {v!r}")
     params.check()
     np_cfg.check()
-    return CcConfig(base.algorithm, name, params, np_cfg, trace)
+    return CcConfig(base.algorithm, name, params, np_cfg, trace, float(jitter))
