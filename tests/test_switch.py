@@ -293,6 +293,43 @@ def test_drops_before_a_queue_are_counted() -> None:
     assert len(w.hosts[1].rx) == 1 and c["p0.rx_frames"] == 6
 
 
+def run_mixed_workload() -> tuple[list[list[tuple[float, bytes]]], dict[str, int]]:
+    """IPv4 and IPv6 flows over an ECMP group and a plain route, ECT and not, several frame
+    sizes, into slower egress links: queues build, RED marks, the threshold drops."""
+    cfg = small_cfg(buffer_bytes=60_000, red=(RedConfig(2_000, 30_000, 0.3),) * 8)
+    w = World(cfg, [100.0, 25.0, 25.0, 10.0], seed=4)
+    group = bytes([10, 7, 7, 7])
+    w.sw.add_route(group, [(1, host_mac(1)), (2, host_mac(2))])
+    rng = np.random.default_rng(2)
+    for flow in range(40):
+        v6 = flow % 3 == 0
+        if v6:
+            fb = w.builder(0, 3, sport=0xC000 + flow, v6=True, ecn=Ecn(flow % 4))
+        else:
+            dst = group if flow % 2 else host_ip(3)
+            fb = FrameBuilder(Path(host_mac(0), sw_mac(0), host_ip(0), dst, 0xC000 + flow,
+                                   dscp=26 if flow % 5 else 8, ecn=Ecn(flow % 4)))
+        for i in range(15):
+            size = int(rng.integers(0, 250)) * 4
+            w.hosts[0].send(fb.build(Opcode.RC_SEND_MIDDLE, 5, i, b"", bytes(size)))
+    w.env.run()
+    return [h.rx for h in w.hosts], w.sw.counters()
+
+
+def test_flow_cache_gives_the_same_bytes_times_and_counters(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Frames of a known flow take the remembered decision; every frame taking the full
+    parse and route instead gives the same frames at the same times and the same counters."""
+    fast = run_mixed_workload()
+    import nicsim.fabric.switch as switch_mod
+    monkeypatch.setattr(switch_mod, "_KEY6", 1 << 30)  # no frame is long enough to look up
+    slow = run_mixed_workload()
+    assert fast == slow
+    c = fast[1]
+    assert c["ecn_marked"] > 0 and c["dropped.dynamic_threshold"] > 0
+    assert c["p1.tx_frames"] > 0 and c["p2.tx_frames"] > 0 and c["p3.tx_frames"] > 0
+
+
 # --- timing -----------------------------------------------------------------------------------
 
 
