@@ -44,11 +44,14 @@ dynamic threshold. A PG takes frames from the shared pool while it holds less th
 threshold (static `pfc.xoff_bytes`, or dynamic: pfc.alpha x free pool bytes) and the pool
 has room; the first frame that does not fit goes to the PG's reserved headroom and makes
 the switch send a PFC frame out of that port (source MAC = the port's) pausing the class
-for 0xFFFF quanta; while paused every arrival goes to headroom. The pause is refreshed every
-half pause time while the PG stays above XON; when the PG's bytes fall to XON (XOFF threshold
-- `xon_offset_bytes`), a PFC frame with time 0 resumes the class. The headroom formula is in
-`pfc_headroom_bytes`. A headroom overflow drops the frame and counts
-`pN.pgC.dropped.headroom_overflow` (it means the headroom is too small for the link).
+for 0xFFFF quanta; while paused every arrival goes to headroom. Frames leaving give their
+bytes back to the headroom first (it is the PG's overflow above its shared part). The pause
+is refreshed every half pause time while the PG stays above XON; once the headroom is empty
+and the PG's shared bytes are at most XON (XOFF threshold - `xon_offset_bytes`), a PFC frame
+with time 0 resumes the class. So each XOFF finds the whole headroom free for the bytes in
+flight; the headroom formula is in `pfc_headroom_bytes`. A headroom overflow drops the frame
+and counts `pN.pgC.dropped.headroom_overflow` (the headroom is too small for the link, or the
+sender ignores PFC).
 
 Received PFC frames pause this port's egress per lossless class (PFC is enabled per
 priority; frames for other priorities are counted and otherwise ignored): a paused class
