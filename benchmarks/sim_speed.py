@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import struct
 import sys
 import time
@@ -157,17 +158,21 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--packets", type=int, default=40000)
     ap.add_argument("--profile", action="store_true", help="cProfile the whole-model run")
-    ap.add_argument("--trials", type=int, default=3, help="best of this many runs of each")
+    ap.add_argument("--trials", type=int, default=5, help="interleaved runs of each")
     args = ap.parse_args()
     n = args.packets
-    # The machine may be shared: run the three measurements interleaved, several times, and
-    # keep each one's best, so the ratios compare like with like.
+    # The machine may be shared: run the three measurements interleaved, several times; the
+    # headline keeps each one's best (ratios compare like with like), and the median of the
+    # per-trial ratios says how stable that is.
     simpy_rate = minimal = 0.0
     model: dict = {"packets_per_s": 0.0}
+    trial_ratios = []
     for _ in range(args.trials):
         simpy_rate = max(simpy_rate, bare_simpy(n * 4))
-        minimal = max(minimal, minimal_pipeline(n))
+        mp = minimal_pipeline(n)
+        minimal = max(minimal, mp)
         m = whole_model(n, profile=args.profile)
+        trial_ratios.append(m["packets_per_s"] / mp)
         if m["packets_per_s"] > model["packets_per_s"]:
             model = m
     import tempfile
@@ -182,8 +187,10 @@ def main() -> int:
         "model_packets_per_wall_s": model["packets_per_wall_s"],
         "model_with_pcap_packets_per_s": with_pcap["packets_per_s"],
         "ratio_to_minimal": model["packets_per_s"] / minimal,
+        "ratio_to_minimal_median": statistics.median(trial_ratios),
+        "ratio_to_minimal_trials": [round(r, 3) for r in trial_ratios],
         "ratio_to_simpy": model["packets_per_s"] / simpy_rate,
-        "target_ratio_to_minimal": 0.33,
+        "target_ratio_to_minimal": 0.5,
         "trials": args.trials,
     }
     if args.json:
@@ -196,9 +203,10 @@ def main() -> int:
         print(f"whole model + pcap tap:  {with_pcap['packets_per_s']:>12,.0f} packets/s")
         print(f"(per CPU second; whole model per wall second: "
               f"{model['packets_per_wall_s']:,.0f})")
-        print(f"ratio_to_minimal:        {out['ratio_to_minimal']:.3f} (target >= 0.33)")
+        print(f"ratio_to_minimal:        {out['ratio_to_minimal']:.3f} (best of each; target "
+              f">= 0.5); median of trials {out['ratio_to_minimal_median']:.3f}")
         print(f"ratio_to_simpy:          {out['ratio_to_simpy']:.3f}")
-    return 0 if out["ratio_to_minimal"] >= 0.33 else 1
+    return 0 if out["ratio_to_minimal"] >= out["target_ratio_to_minimal"] else 1
 
 
 if __name__ == "__main__":
