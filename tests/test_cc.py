@@ -326,3 +326,17 @@ def test_overrides_apply_on_top_of_a_preset():
     assert c.dcqcn == replace(PRESETS["dcqcn_paper"].dcqcn, g=0.5,
                               alpha_update=AlphaUpdate.PERIODIC)
     assert c.cnp.interval_us == 10 and c.trace and c.algorithm is CcAlgorithm.DCQCN
+
+
+def test_without_target_clamp_a_burst_of_cnps_keeps_the_target():
+    p = DcqcnParams(clamp_target=False, timer_us=10.0)
+    h = Harness(p)
+    for _ in range(3):
+        h.cc.on_cnp(h.qp)
+    assert h.qp.ccs.rt == 100.0  # no increase timer between the cuts: target untouched
+    rc = h.qp.rate
+    h.run(p.timer_us * 1000)  # T = 1: fast recovery towards the line rate
+    assert h.qp.rate == pytest.approx((100.0 + rc) / 2)
+    before = h.qp.rate
+    h.cc.on_cnp(h.qp)  # the timer fired since the last cut: now Rt = Rc
+    assert h.qp.ccs.rt == pytest.approx(before)

@@ -9,7 +9,8 @@ point (CNP generation). Two DCQCN presets:
   parameters of mlx5: dce_tcp_g 1019 -> g = (1024 - 1019) / 1024, dce_tcp_rtt 1 us alpha
   period, initial_alpha_value 1023 -> 1023/1024, rate_reduce_monitor_period 4 us,
   rpg_time_reset 300 us, rpg_byte_reset 32767 B, rpg_threshold 1, rpg_ai_rate 5 Mb/s,
-  rpg_hai_rate 50 Mb/s, rpg_min_rate 1 Mb/s, rpg_min_dec_fac 50 %, cnp DSCP 48). The NP's
+  rpg_hai_rate 50 Mb/s, rpg_min_rate 1 Mb/s, rpg_min_dec_fac 50 %, clamp_tgt_rate 0, cnp DSCP
+  48). The NP's
   min_time_between_cnps is taken as 4 us; firmware versions differ, read yours with mlxreg.
 
 The CNP generation delay (CE-marked packet in, CNP out) has no published figure; 1 us is an
@@ -50,6 +51,10 @@ class DcqcnParams:
     rhai_mbps: float = 400.0
     min_rate_mbps: float = 1.0
     max_cut: float = 0.5  # a cut never takes more than this fraction of the rate
+    # On a cut, Rt = Rc always (the paper), or (firmware's clamp_tgt_rate 0) only if the
+    # rate-increase timer has fired since the last cut: a burst of CNPs then keeps the
+    # target of before the burst, and recovery heads back there.
+    clamp_target: bool = True
 
     def check(self) -> None:
         _check(0 < self.g <= 1, "g", "must be in (0, 1]")
@@ -104,7 +109,7 @@ PRESETS: dict[str, CcConfig] = {
         DcqcnParams(g=5 / 1024, alpha_init=1023 / 1024, alpha_period_us=1.0,
                     alpha_update=AlphaUpdate.PERIODIC, reduce_period_us=4.0, timer_us=300.0,
                     byte_counter=32767, threshold=1, rai_mbps=5.0, rhai_mbps=50.0,
-                    min_rate_mbps=1.0, max_cut=0.5),
+                    min_rate_mbps=1.0, max_cut=0.5, clamp_target=False),
         CnpConfig(interval_us=4.0)),
 }
 
@@ -164,18 +169,15 @@ def cc_from_dict(spec: str | Mapping[str, Any] | None) -> CcConfig:
         np_cfg = replace(base.cnp, **cnp)
     except ValueError as e:
         raise CcConfigError(f"cc.alpha_update: {e}") from None
+    flags = ("enabled", "clamp_target")
     for prefix, given in (("", spec), ("cnp.", cnp)):
         for k, v in given.items():
             if k == "alpha_update":
                 continue
-            if k == "enabled":
-                ok = isinstance(v, bool)
-            else:
-                ok = isinstance(v, (int, float)) and not isinstance(v, bool)
-            if not ok:
-                raise CcConfigError(f"cc.{prefix}{k}: must be "
-                                    f"{'true or false' if k == 'enabled' else 'a number'}, "
-                                    f"not {v!r}")
+            if k in flags and not isinstance(v, bool):
+                raise CcConfigError(f"cc.{prefix}{k}: must be true or false, not {v!r}")
+            if k not in flags and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise CcConfigError(f"cc.{prefix}{k}: must be a number, not {v!r}")
     params.check()
     np_cfg.check()
     return CcConfig(base.algorithm, name, params, np_cfg, trace, float(jitter))

@@ -3,10 +3,11 @@
 Per QP: the current rate Rc, the target rate Rt and alpha, the estimate of how congested the
 path is. A QP is unlimited (qp.rate None, line rate) until its first CNP.
 
-- CNP: Rt = Rc; Rc = Rc (1 - alpha/2) (never below the minimum rate, never a larger cut than
-  max_cut); then, in the paper's ON_CNP mode, alpha = (1 - g) alpha + g. The increase stages
-  restart. With `reduce_period_us` (firmware's rate_reduce_monitor_period) a QP is cut at
-  most once per period: a CNP inside the period is acted on at its end.
+- CNP: Rt = Rc (with `clamp_target` off, only if the increase timer fired since the last
+  cut); Rc = Rc (1 - alpha/2), never below the minimum rate, never a larger cut than max_cut;
+  then, in the paper's ON_CNP mode, alpha = (1 - g) alpha + g. The increase stages restart.
+  With `reduce_period_us` (firmware's rate_reduce_monitor_period) a QP is cut at most once
+  per period: a CNP inside the period is acted on at its end.
 - alpha without CNPs: ON_CNP mode, alpha = (1 - g) alpha each K (alpha_period_us) after the
   last CNP; PERIODIC mode (firmware), at the end of every period alpha = (1 - g) alpha + g if
   a CNP came in the period, (1 - g) alpha if not. Alpha is worked out when it is needed (the
@@ -115,7 +116,8 @@ class Dcqcn(RateControl):
 
     def _cut(self, qp: QpCtx, s: DcqcnState, alpha: float) -> None:
         self.counters["rate_cuts"] += 1
-        s.rt = s.rc
+        if self.p.clamp_target or s.t_stage:
+            s.rt = s.rc
         s.rc = max(self.min_rate, s.rc * max(1.0 - alpha / 2.0, 1.0 - self.p.max_cut))
         s.t_stage = s.b_stage = 0
         s.bytes = 0
