@@ -31,10 +31,19 @@ the owner's and another process's page, every CmdStatus the device can return, d
 close). It runs on a model host (nicsim.nic.Nic with a NicConfig of the RTL's capacities) and on
 the RTL host. Every mailbox command's (opcode, modifier, status) is recorded at the MMIO level
 (`CmdRecorder`) and must be identical, as must every result the program notes (DeviceCaps, the
-QUERY_QP records field by field, keys, the errno of each failure, doorbell counters).
-After the comparison, RTL-only checks use the same driver: a posted send is fetched by wqe_fetch
-from the SQ ring the provider wrote, a completion pushed into cqe_write is polled by verbs, and
-DESTROY_CQ is held by the fence until a CQE write's B response (held back) arrives.
+QUERY_QP and QUERY_CQ records field by field, keys, the errno of each failure, doorbell
+counters). The RTL's doorbell event outputs are checked too (test_driver_vs_model).
+
+test_datapath_hooks (RTL only, same driver): a posted send is fetched by wqe_fetch from the SQ
+ring the provider wrote; a completion pushed into cqe_write is polled by verbs; DESTROY_CQ is held
+by the fence until a CQE write's B response (held back) arrives; and an MR registered with three
+WRITE_MTT commands is looked up through mr_translate's request port, every result equal to
+nicsim.nic.translation's for the pages the driver pinned (then refused after deregistration).
+
+test_raw_mailbox: the mailbox without the driver, against the model: input and output blocks
+at every byte alignment and across 4 KiB boundaries, random records with bits the driver never
+sets, all attr_mask bits, GO while busy; statuses, register reads and every byte of the memory
+the outputs went to must be equal (so the RTL writes exactly the model's bytes, nothing more).
 """
 
 from __future__ import annotations

@@ -151,7 +151,9 @@ module axi_rd_arb #(
     wire [S_ID_WIDTH-1:0] ar_id;
     assign {ar_id, m_axi_araddr, m_axi_arlen, m_axi_arsize, m_axi_arburst, m_axi_arlock,
             m_axi_arcache, m_axi_arprot} = ar_req;
+    /* verilator lint_off WIDTHEXPAND */
     wire [M_ID_WIDTH-1:0] ar_mid = {ar_id, ar_port};   // zero-extended
+    /* verilator lint_on WIDTHEXPAND */
     assign m_axi_arid = ar_mid;
     assign m_axi_arvalid = ar_v;
 
@@ -159,6 +161,10 @@ module axi_rd_arb #(
     wire [31:0] r_port = {{(32-PORT_W){1'b0}}, m_axi_rid[PORT_W-1:0]};
     assign m_axi_rready = m_axi_rvalid &&
                           (r_port < PORTS ? s_axi_rready[m_axi_rid[PORT_W-1:0]] : 1'b1);
+
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire unused = &{1'b0, m_axi_rid};   // ID bits above the port's ID and index
+    /* verilator lint_on UNUSEDSIGNAL */
 
 endmodule
 `default_nettype wire

@@ -183,7 +183,9 @@ module axi_wr_arb #(
     end
 
     wire [S_ID_WIDTH-1:0] aw_id;
+    /* verilator lint_off WIDTHEXPAND */
     wire [M_ID_WIDTH-1:0] aw_mid = {aw_id, aw_port};   // zero-extended
+    /* verilator lint_on WIDTHEXPAND */
     assign {aw_id, m_axi_awaddr, m_axi_awlen, m_axi_awsize, m_axi_awburst, m_axi_awlock,
             m_axi_awcache, m_axi_awprot} = aw_req;
     assign m_axi_awid = aw_mid;
@@ -198,6 +200,10 @@ module axi_wr_arb #(
                           (b_port < PORTS ? s_axi_bready[m_axi_bid[PORT_W-1:0]] : 1'b1);
 
     assign idle = !(|s_axi_awvalid) && !aw_v && !w_lock && pending == {CNT_WIDTH{1'b0}};
+
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire unused = &{1'b0, m_axi_bid};   // ID bits above the port's ID and index
+    /* verilator lint_on UNUSEDSIGNAL */
 
 endmodule
 `default_nettype wire

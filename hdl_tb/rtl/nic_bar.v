@@ -216,8 +216,10 @@ module nic_bar #(
     reg [UAR_W-1:0]     cq_uar_q;
 
     wire [UAR_W-1:0] b_uar = b_is_cq ? cq_uar_q : qp_uar_q;
+    /* verilator lint_off WIDTHEXPAND */
     wire [31:0] b_page32 = b_page;       // zero-extended
     wire [31:0] b_uar32 = b_uar;
+    /* verilator lint_on WIDTHEXPAND */
     wire b_hit = b_v && b_ok && b_page32 == b_uar32;
 
     always @(posedge clk) begin
@@ -349,7 +351,7 @@ module nic_bar #(
 
     /* verilator lint_off UNUSEDSIGNAL */
     wire unused = &{1'b0, s_axil_awprot, s_axil_arprot, s_axil_awaddr[2:0], s_axil_araddr[2:0],
-                    bind_uar, bind_num};
+                    bind_uar, bind_num, b_data};
     /* verilator lint_on UNUSEDSIGNAL */
 
 endmodule

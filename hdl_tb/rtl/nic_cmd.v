@@ -22,8 +22,8 @@
 //                   each address goes to mr_translate (WRITE_MTT at index CMD_MOD + i) as it
 //                   streams in
 //   CREATE_CQ       hwif.Cqc (its state byte is ignored): BAD_PARAM if cqn >= NUM_CQ, the CQ
-//                   exists, or uar not in
-//                   1..MAX_UAR; EXCEED_LIM if 2**log_size > MAX_CQE; else the CQ context
+//                   exists, or uar not in 1..MAX_UAR; EXCEED_LIM if 2**log_size > MAX_CQE;
+//                   else the CQ context
 //                   (log_size, base, dbrec, eqn, uar, refs = 0) is written, cqe_write is
 //                   configured (enable) and the CQ is bound to its UAR in the BAR
 //   DESTROY_CQ      CMD_MOD = cqn: BAD_RESOURCE if no such CQ; BUSY if a QP uses it (refs);
@@ -37,6 +37,7 @@
 //                   defaults: path_mtu 1024, timeout 14, retry 7, rnr_retry 7,
 //                   max_rd_atomic 1, max_dest_rd_atomic 1, traffic class 64 << 8, pkey 0xffff)
 //                   and the QP bound to its UAR; wqe_fetch gets its SQ ring (disabled)
+//                   (the input's other fields are ignored, as the model ignores them)
 //   MODIFY_QP       hwif.Qpc: BAD_RESOURCE if no such QP. The new state is the input's state
 //                   if attr_mask has STATE, else the current one. RESET: the QP goes to RESET
 //                   (fields kept, wqe_fetch disabled); ERR: the QP goes to ERR; otherwise the
@@ -56,34 +57,47 @@
 // DMA writes have all been answered (the model's pcie.writes_landed_by()). Failed commands
 // write no output and wait for no fence.
 //
-// The QP context table holds the 128-byte hwif.Qpc image of each QP minus the bytes the model
-// never varies (qpn = the index, attr_mask, pkey, padding): 880 bits per QP in a RAM. The CQ
-// context table holds {refs, uar, eqn, dbrec, base, log_size} per CQ in a RAM; which QPs/CQs
-// exist is in flops. QP and CQ numbers are direct-mapped: number n is entry n.
+// Context tables (direct-mapped: QP/CQ number n is entry n; which exist is in flops):
+//   QP table  the 128-byte hwif.Qpc image of each QP, exactly as QUERY_QP returns it, as 16
+//             little-endian 64-bit words in a RAM (QP q's word w at q * 16 + w; one read and
+//             one write port). CREATE_QP writes the 16 words, MODIFY_QP reads word 0 (state),
+//             then rewrites each word merging the bytes attr_mask names, QUERY_QP and
+//             DESTROY_QP copy the words out: one word per cycle.
+//   CQ table  {refs, uar, eqn, dbrec, base, log_size} per CQ in a RAM; refs is the number
+//             of QP references (send and receive CQ each count).
+// Input records are gathered in a 16-word register (rec) from which the checks read their
+// fields; outputs are written from rec (QUERY_QP), the CQ table (QUERY_CQ) or constants
+// (QUERY_DEVICE).
 // Not in the model: an AXI error response (RRESP/BRESP not OKAY) while reading the input or
 // writing the output completes the command with BAD_PARAM (MTT entries streamed before the
-// error stay written).
+// error stay written; proposal: a DMA_ERROR status in hwif).
 //
 // The DMA engines are word-serial (64 bits per cycle; commands are rare): CMD_IN and CMD_OUT
 // may have any byte alignment. Reads and writes are INCR bursts of full-width beats that never
 // cross a 4 KiB boundary (at most 256 beats), one burst at a time; writes use byte strobes,
-// and an unaligned block is read as whole 8-byte words (up to 7 bytes beyond it on each side).
-// ARID/AWID are 0.
+// and an unaligned input block is read as whole 8-byte words (up to 7 bytes beyond it on each
+// side). ARID/AWID are 0; every write's B response is awaited before the command completes.
 //
-// Timing: busy rises the cycle after cmd_go; a command without DMA takes a few cycles; a
-// record read costs the AXI latency plus one cycle per beat and per 8 bytes.
+// Timing: busy rises the cycle after cmd_go. A command costs a few cycles of decode, its input
+// read (AXI latency per burst plus a cycle per beat and per 8 bytes), 17-20 cycles per QP
+// table pass (CREATE/MODIFY/QUERY/DESTROY_QP), 3 per CQ reference update, its output write
+// (a cycle per 8 bytes and per beat, plus the B latency) and, when fenced, the wait for
+// dma_idle. WRITE_MTT streams one entry per cycle into mr_translate.
 //
 // Parameters:
 //   AXI_DATA_WIDTH  AXI data width (64..1024, a power of two)
 //   AXI_ADDR_WIDTH  AXI address width (<= 64)
 //   AXI_ID_WIDTH    AXI ID width
-//   NUM_QP, NUM_CQ  QP / CQ contexts (>= 2, powers of two; QPN 0 is never created)
+//   NUM_QP, NUM_CQ  QP / CQ contexts (>= 2, powers of two; QPN 0 is never created, as in the
+//                   model); QUERY_DEVICE reports them as max_qp / max_cq
 //   QPN_WIDTH, CQN_WIDTH   widths of the QP / CQ numbers on the config ports
-//   MPT_DEPTH, MTT_DEPTH   mr_translate's table depths (powers of two)
+//   MPT_DEPTH, MTT_DEPTH   mr_translate's table depths (powers of two: INIT_HCA sizes are
+//                   powers of two, and max_mpt / max_mtt report them)
 //   MAX_UAR, MAX_QP_WR, MAX_SGE, MAX_CQE, MAX_QP_RD_ATOM, MAX_INLINE   reported capacities
 //
 // Ports:
-//   clk, rst                 clock, synchronous active-high reset (no QP, CQ; not initialised)
+//   clk, rst                 clock, synchronous active-high reset (no QP, no CQ, MPT/MTT
+//                            ranges empty until INIT_HCA)
 //   cmd_go, cmd_opcode, cmd_in, cmd_out, cmd_mod   the mailbox (nic_bar)
 //   busy, status[7:0]        CMD_STATUS
 //   m_axi_ar*, m_axi_r*      AXI4 read master (input blocks)
@@ -310,9 +324,8 @@ module nic_cmd #(
     reg         fenced;
     reg [1023:0] rec;        // input record / output record, little-endian
 
-    reg         hca_init;
-    reg [5:0]   hca_log_mpt;
-    reg [5:0]   hca_log_mtt;
+    reg [LOG_MPT:0] mpt_entries;   // MPT / MTT index ranges (0 before INIT_HCA)
+    reg [LOG_MTT:0] mtt_entries;
 
     reg [NUM_QP-1:0] qp_valid;
     reg [NUM_CQ-1:0] cq_valid;
@@ -370,8 +383,10 @@ module nic_cmd #(
         cqt_q <= cqt_mem[cq_sel];
     end
 
+    /* verilator lint_off WIDTHEXPAND */
     wire [QPN_WIDTH-1:0] sel_qpn = qp_sel;   // zero-extended
     wire [CQN_WIDTH-1:0] sel_cqn = cq_sel;
+    /* verilator lint_on WIDTHEXPAND */
 
     // CQ entry fields
     wire [REF_W-1:0] cq_refs = cqt_q[CQE_W-1 -: REF_W];
@@ -426,13 +441,16 @@ module nic_cmd #(
     wire [CQ_AW-1:0] mod_cq = r_mod[CQ_AW-1:0];
     wire mod_qp_ok = r_mod < NUM_QP && qp_valid[mod_qp];
     wire mod_cq_ok = r_mod < NUM_CQ && cq_valid[mod_cq];
+    /* verilator lint_off WIDTHEXPAND */
     wire [31:0] cq_overrun_cqn32 = cq_overrun_cqn;   // zero-extended
+    /* verilator lint_on WIDTHEXPAND */
     wire cq_overrun_cqn_ok = cq_overrun_cqn32 < NUM_CQ;
     // MPT / MTT index ranges set by INIT_HCA (empty before it)
-    wire [64:0] mpt_entries = hca_init ? (65'd1 << hca_log_mpt) : 65'd0;
-    wire [64:0] mtt_entries = hca_init ? (65'd1 << hca_log_mtt) : 65'd0;
-    wire mpt_index_ok = {1'b0, r_mod} < mpt_entries;
+    wire mpt_index_ok = r_mod[63:LOG_MPT+1] == {(63-LOG_MPT){1'b0}} &&
+                        r_mod[LOG_MPT:0] < mpt_entries;
     wire [64:0] mtt_end = {1'b0, r_mod} + {33'd0, mtt_count};
+    wire mtt_range_ok = mtt_end[64:LOG_MTT+1] == {(64-LOG_MTT){1'b0}} &&
+                        mtt_end[LOG_MTT:0] <= mtt_entries;
 
     // CREATE_CQ checks
     wire ccq_bad = cqc_cqn >= NUM_CQ || cq_valid[cqc_cqn[CQ_AW-1:0]] || cqc_uar == 32'd0 ||
@@ -449,14 +467,7 @@ module nic_cmd #(
 
     // ---------------------------------------------------------------- QP-table words
     // record word qw (a decoded mux)
-    reg  [63:0] rec_w;
-    integer rk;
-    always @* begin
-        rec_w = rec[63:0];
-        for (rk = 1; rk < 16; rk = rk + 1)
-            if (qw[3:0] == rk[3:0])
-                rec_w = rec[64*rk +: 64];
-    end
+    wire [63:0] rec_w = rec[64*qw[3:0] +: 64];
 
     // CREATE_QP: word qw of the new QP's Qpc: qpn, type, pd, CQs, rings and uar from the
     // input; the model's QpCtx defaults elsewhere (RESET, path MTU 1024, timeout 14, retry 7,
@@ -511,15 +522,11 @@ module nic_cmd #(
     end
 
     // word qw of the modified Qpc: the old word (qram_q) with the applied bytes of the input
-    reg [7:0]  be_w;
+    wire [7:0] be_w = be[8*qw[3:0] +: 8];
     reg [63:0] src_w;
     reg [63:0] mod_w;
     integer bk;
     always @* begin
-        be_w = be[7:0];
-        for (bk = 1; bk < 16; bk = bk + 1)
-            if (qw[3:0] == bk[3:0])
-                be_w = be[8*bk +: 8];
         src_w = rec_w;
         if (qw[3:0] == 4'd6) begin                                // PSNs are 24 bits
             src_w[31:24] = 8'd0;
@@ -563,14 +570,7 @@ module nic_cmd #(
 
     wire g_ready = (state == S_RD) ||
                    (state == S_MTT && (!mr_cmd_valid || mr_cmd_ready));
-    reg  [63:0] g_word;           // the held beat's lane rb_lane (a decoded mux)
-    integer gl;
-    always @* begin
-        g_word = beat[63:0];
-        for (gl = 1; gl < LANES; gl = gl + 1)
-            if (rb_lane == gl[LANE_W-1:0])
-                g_word = beat[64*gl +: 64];
-    end
+    wire [63:0] g_word = beat[64*rb_lane +: 64];
     wire g_fire = beat_v && g_ready;
     wire rb_beat_end = rb_lane == LAST_LANE || rb_left == 16'd1;
     wire w_fire = g_fire && (rd_s == 3'd0 || !rd_first);
@@ -684,29 +684,50 @@ module nic_cmd #(
     wire [15:0] wq_beats = (wq_lane16 + wq_n + LAST_LANE_I[15:0]) >> LANE_LOG;
 
     // grid word k: ({w_k, w_(k-1)} << 8s)[127:64], w_j = record word j (0 outside 0..n-1)
-    wire        wk_in = wr_k < wr_n;
-    wire        wkm_in = wr_k != 5'd0;
-    reg  [63:0] wk;               // record words k and k-1 (decoded muxes)
-    reg  [63:0] wkm;
-    integer wl;
+    // the output record's word k: hwif.DeviceCaps (QUERY_DEVICE), hwif.Cqc (QUERY_CQ, from
+    // the CQ table) or rec (QUERY_QP)
+    reg  [63:0] caps_w;
+    reg  [63:0] cqq_w;
     always @* begin
-        wk = 64'd0;
-        wkm = 64'd0;
-        for (wl = 0; wl < 16; wl = wl + 1) begin
-            if (wk_in && wr_k == wl[4:0])
-                wk = rec[64*wl +: 64];
-            if (wkm_in && wr_k == wl[4:0] + 5'd1)
-                wkm = rec[64*wl +: 64];
-        end
+        case (wr_k[2:0])
+            3'd0: caps_w = {CAP_MAX_CQ, CAP_MAX_QP};
+            3'd1: caps_w = {CAP_MAX_MTT, CAP_MAX_MPT};
+            3'd2: caps_w = {CAP_MAX_SGE, CAP_MAX_QP_WR};
+            3'd3: caps_w = {CAP_MAX_QP_RD_ATOM, CAP_MAX_CQE};
+            default: caps_w = {CAP_MAX_UAR, CAP_MAX_INLINE};
+        endcase
+        // hwif.Cqc: cqn, log_size, state, pad, base, dbrec, eqn, uar
+        case (wr_k[1:0])
+            2'd0: cqq_w = {16'd0, 7'd0, cq_overrun[cq_sel], cqt_q[7:0],
+                           {(32-CQ_AW){1'b0}}, cq_sel};
+            2'd1: cqq_w = cqt_q[8 +: 64];
+            2'd2: cqq_w = cqt_q[8+64 +: 64];
+            default: cqq_w = {{(32-UAR_W){1'b0}}, cqt_q[8+64+64+32 +: UAR_W],
+                              cqt_q[8+64+64 +: 32]};
+        endcase
     end
+    wire        wk_in = wr_k < wr_n;
+    wire [63:0] wk = !wk_in ? 64'd0 :
+                     op == OP_QUERY_DEVICE ? caps_w :
+                     op == OP_QUERY_CQ ? cqq_w : rec[64*wr_k[3:0] +: 64];
+    reg  [63:0] wkm;              // word k - 1 (0 before the first)
+    reg         wkm_in;
     wire [127:0] wr_pair = {wk, wkm} << {wr_s, 3'b000};
     wire [15:0] wr_strb2 = {wk_in ? 8'hff : 8'h00, wkm_in ? 8'hff : 8'h00} << wr_s;
+    integer wl;
     wire wr_place = wburst && !wb_v && wb_left != 16'd0;
     wire wb_end = wb_lane == LAST_LANE || wb_left == 16'd1;
     wire w_hs = wb_v && m_axi_wready;
     wire wr_done = !wr_go && !wr_active;
 
     always @(posedge clk) begin
+        if (wr_go) begin
+            wkm <= 64'd0;
+            wkm_in <= 1'b0;
+        end else if (wr_place) begin
+            wkm <= wk;
+            wkm_in <= wk_in;
+        end
         if (wr_go) begin
             wr_s <= wr_go_addr[2:0];
             wr_n <= wr_go_words;
@@ -822,6 +843,9 @@ module nic_cmd #(
 
     // ================================================================ command FSM
     integer rw;
+    wire        rec_we = (state == S_RD && w_fire) || state == S_QP_COPY;
+    wire [3:0]  rec_wi = state == S_QP_COPY ? qw[3:0] : rd_widx;
+    wire [63:0] rec_bus = state == S_QP_COPY ? qram_q : w_data;
     always @(posedge clk) begin
         rd_go <= 1'b0;
         wr_go <= 1'b0;
@@ -860,9 +884,6 @@ module nic_cmd #(
             end
 
             S_RD: begin
-                for (rw = 0; rw < 16; rw = rw + 1)
-                    if (w_fire && rd_widx == rw[3:0])
-                        rec[64*rw +: 64] <= w_data;
                 if (rd_done)
                     state <= S_EXEC;
             end
@@ -875,9 +896,6 @@ module nic_cmd #(
                 end else begin
                     case (op)
                         OP_QUERY_DEVICE: begin
-                            rec[319:0] <= {CAP_MAX_UAR, CAP_MAX_INLINE, CAP_MAX_QP_RD_ATOM,
-                                           CAP_MAX_CQE, CAP_MAX_SGE, CAP_MAX_QP_WR,
-                                           CAP_MAX_MTT, CAP_MAX_MPT, CAP_MAX_CQ, CAP_MAX_QP};
                             wr_go <= 1'b1;
                             wr_go_addr <= r_out;
                             wr_go_words <= 5'd5;
@@ -887,9 +905,8 @@ module nic_cmd #(
                             if (hca_in_log_mpt > LOG_MPT || hca_in_log_mtt > LOG_MTT) begin
                                 st <= ST_EXCEED_LIM;
                             end else begin
-                                hca_init <= 1'b1;
-                                hca_log_mpt <= hca_in_log_mpt[5:0];
-                                hca_log_mtt <= hca_in_log_mtt[5:0];
+                                mpt_entries <= {{LOG_MPT{1'b0}}, 1'b1} << hca_in_log_mpt[5:0];
+                                mtt_entries <= {{LOG_MTT{1'b0}}, 1'b1} << hca_in_log_mtt[5:0];
                             end
                             state <= S_DONE;
                         end
@@ -908,7 +925,7 @@ module nic_cmd #(
                             end
                         end
                         OP_WRITE_MTT: begin
-                            if (mtt_end > mtt_entries) begin
+                            if (!mtt_range_ok) begin
                                 st <= ST_EXCEED_LIM;
                                 state <= S_DONE;
                             end else if (mtt_count == 32'd0) begin
@@ -1040,10 +1057,7 @@ module nic_cmd #(
                 end
             end
 
-            S_QP_COPY: begin
-                for (rw = 0; rw < 16; rw = rw + 1)
-                    if (qw[3:0] == rw[3:0])
-                        rec[64*rw +: 64] <= qram_q;
+            S_QP_COPY: begin              // rec word qw <= qram_q (below)
                 qw <= qw + 5'd1;
                 qram_rw <= qw[3:0] + 4'd2;
                 if (qw == 5'd15) begin
@@ -1095,12 +1109,7 @@ module nic_cmd #(
             S_CQ_RD: state <= S_CQ_OP;
 
             S_CQ_OP: begin
-                if (op == OP_QUERY_CQ) begin
-                    // hwif.Cqc: cqn, log_size, state, pad, base, dbrec, eqn, uar
-                    rec[255:0] <= {{(32-UAR_W){1'b0}}, cqt_q[8+64+64+32 +: UAR_W],
-                                   cqt_q[8+64+64 +: 32], cqt_q[8+64 +: 64], cqt_q[8 +: 64],
-                                   16'd0, 7'd0, cq_overrun[cq_sel], cqt_q[7:0],
-                                   {(32-CQ_AW){1'b0}}, cq_sel};
+                if (op == OP_QUERY_CQ) begin    // the writer takes the Cqc from cqt_q
                     wr_go <= 1'b1;
                     wr_go_addr <= r_out;
                     wr_go_words <= 5'd4;
@@ -1207,13 +1216,17 @@ module nic_cmd #(
         if (cq_overrun_valid && cq_overrun_cqn_ok)
             cq_overrun[cq_overrun_cqn[CQ_AW-1:0]] <= 1'b1;
 
+        // rec is written a word at a time: input words (S_RD) and QP-table words (S_QP_COPY)
+        for (rw = 0; rw < 16; rw = rw + 1)
+            if (rec_we && rec_wi == rw[3:0])
+                rec[64*rw +: 64] <= rec_bus;
+
         if (rst) begin
             state <= S_IDLE;
             busy <= 1'b0;
             status <= ST_OK;
-            hca_init <= 1'b0;
-            hca_log_mpt <= 6'd0;
-            hca_log_mtt <= 6'd0;
+            mpt_entries <= {(LOG_MPT+1){1'b0}};
+            mtt_entries <= {(LOG_MTT+1){1'b0}};
             qp_valid <= {NUM_QP{1'b0}};
             cq_valid <= {NUM_CQ{1'b0}};
             cq_overrun <= {NUM_CQ{1'b0}};
@@ -1229,7 +1242,9 @@ module nic_cmd #(
     end
 
     /* verilator lint_off UNUSEDSIGNAL */
-    wire unused = &{1'b0, m_axi_rid, m_axi_rlast, m_axi_bid, rd_s};
+    wire unused = &{1'b0, m_axi_rid, m_axi_rlast, m_axi_bid, rd_s, wr_strb2[7:0], wr_pair[63:0],
+                    wq_beats[15:8], rd_pair[127:64], rq_beats[15:8], qpc_attr_mask,
+                    sq_lstride[7:4], sq_lsize[7:5]};
     /* verilator lint_on UNUSEDSIGNAL */
 
 endmodule
