@@ -133,3 +133,21 @@ def test_closed_context_leaves_no_working_rkey():
     # The stale rkey aimed at host b through a's live QP to b is refused.
     wc = _op(a, e.IBV_WR_RDMA_WRITE, a.mr.lkey, a.mr.buf, 8, rkey, addr)
     assert wc.status == e.IBV_WC_REM_ACCESS_ERR
+
+
+def test_modify_qp_to_a_state_that_does_not_exist_is_bad_param():
+    """A MODIFY_QP record naming a state beyond ERR fails the command with BAD_PARAM (as the
+    RTL's command processor answers), it does not crash the device."""
+    import errno
+
+    from driver.kernel.hw.nsnic import HwError
+    from nicsim.hwif import QpAttrMask, QpState
+
+    w, a, _ = pair()
+    hw = w.hosts["a"].kernel.devices["nsnic0"].hw
+    qpc = hw.query_qp(a.qp.qp_num)
+    qpc.qpn, qpc.attr_mask, qpc.state = a.qp.qp_num, int(QpAttrMask.STATE), 9
+    with pytest.raises(HwError) as ei:
+        hw.modify_qp(qpc)
+    assert ei.value.errno == errno.EINVAL
+    assert w.nics["a"].qps[a.qp.qp_num].state is QpState.RTS

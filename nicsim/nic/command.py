@@ -235,7 +235,10 @@ class CommandProcessor:
         if qp is None:
             raise CommandError(CmdStatus.BAD_RESOURCE)
         m = QpAttrMask(c.attr_mask)
-        new = QpState(c.state) if m & QpAttrMask.STATE else qp.state
+        try:
+            new = QpState(c.state) if m & QpAttrMask.STATE else qp.state
+        except ValueError:
+            raise CommandError(CmdStatus.BAD_PARAM) from None  # no such state (as the RTL)
         old = qp.state
         if new is QpState.RESET:
             self._reset(qp)
