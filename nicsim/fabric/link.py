@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from heapq import heappush
+from functools import partial
+from heapq import heappop, heappush
 from typing import Protocol
 
 import simpy
@@ -46,6 +47,21 @@ class _Wake:
         self.callbacks = [callback]
         self._ok = True
         self._value = key
+
+
+class Tick:
+    """A reusable entry in SimPy's event queue, for timers that carry no data of their own
+    (the end of a frame on a port's wire): no object per entry. Environment.step reads
+    `callbacks` and `_ok` and sets `callbacks` to None before calling them; the callback
+    puts them back (`tick.callbacks = saved`) first thing, so one Tick may stand in the queue
+    any number of times. Push it as `(time, _NORMAL, next(env._eid), tick)`, as
+    Environment.schedule would push a Timeout."""
+
+    __slots__ = ("callbacks",)
+    _ok = True
+
+    def __init__(self, callback: Callable[[Tick], None]) -> None:
+        self.callbacks = (callback,)
 
 
 _NORMAL = 1  # simpy.events.NORMAL: the priority of a Timeout
@@ -84,9 +100,10 @@ class Link:
         # and the keys of the entries this end has in SimPy's queue. `what` says whether the
         # entry is delivered (_DELIVER), recorded by taps (_TAP) or both.
         self._flight: list[deque[tuple[float, int, bytes, int]]] = [deque(), deque()]
-        self._entries: list[set[tuple[float, int]]] = [set(), set()]
-        self._fire = [lambda ev: self._deliver(0, ev._value),
-                      lambda ev: self._deliver(1, ev._value)]
+        # A heap each: this end's entries fire in key order, so the one firing is the
+        # smallest, and "has an entry at or before key k" is entries[0] <= k.
+        self._entries: list[list[tuple[float, int]]] = [[], []]
+        self._fire = [partial(self._deliver, 0), partial(self._deliver, 1)]
 
     def attach(self, receive: Callable[[bytes], None]) -> int:
         """Attach a receiver; returns the end index that the sender passes to `carry`."""
@@ -132,27 +149,39 @@ class Link:
 
     def _arm(self, to: int, t: float, seq: int) -> None:
         key = (t, seq)
-        self._entries[to].add(key)
+        heappush(self._entries[to], key)
         heappush(self.env._queue, (t, _NORMAL, seq, _Wake(self._fire[to], key)))
 
-    def _deliver(self, to: int, key: tuple[float, int]) -> None:
-        """Our entry `key` fired: deliver its frame and those after it that are each the
+    def _deliver(self, to: int, ev: _Wake) -> None:
+        """Our entry `ev` fired: deliver its frame and those after it that are each the
         next event (see the class)."""
         env = self.env
         entries = self._entries[to]
-        entries.discard(key)
+        key = heappop(entries)  # ev._value: the smallest of this end's entries
         q = self._flight[to]
         receive = self.ends[to]
         taps = self.taps
         if self.end_taps[1 - to]:
             taps = taps + self.end_taps[1 - to]
-        heap = env._queue
-        horizon, inclusive = getattr(env, "horizon", _NO_HORIZON)
-        while q:
+        if q:
             t, seq, frame, what = q[0]
-            if (t, seq) != key:
-                # Only if nothing else in the simulation comes first, and the caller runs
-                # the world that far.
+            if t == key[0] and seq == key[1]:
+                # Its own frame (the usual case): no check needed.
+                q.popleft()
+                if taps and what & _TAP:
+                    tn = self._sof(t, frame)
+                    for tap in taps:
+                        tap.write(frame, tn)
+                if what & _DELIVER:
+                    receive(frame)
+                if not q:
+                    return
+                t, seq, frame, what = q[0]
+            heap = env._queue
+            horizon, inclusive = getattr(env, "horizon", _NO_HORIZON)
+            while True:
+                # The next frame, only if nothing else in the simulation comes first, and the
+                # caller runs the world that far.
                 if heap:
                     h = heap[0]
                     if h[0] < t or h[0] == t and (h[1] < _NORMAL or h[1] == _NORMAL and
@@ -161,17 +190,18 @@ class Link:
                 if t > horizon or (t == horizon and not inclusive):
                     break
                 env._now = t
-            q.popleft()
-            if taps and what & _TAP:
-                tn = self._sof(t, frame)
-                for tap in taps:
-                    tap.write(frame, tn)
-            if what & _DELIVER:
-                receive(frame)
-        if q:
-            head = q[0][:2]
-            if not any(k <= head for k in entries):
-                self._arm(to, *head)
+                q.popleft()
+                if taps and what & _TAP:
+                    tn = self._sof(t, frame)
+                    for tap in taps:
+                        tap.write(frame, tn)
+                if what & _DELIVER:
+                    receive(frame)
+                if not q:
+                    return
+                t, seq, frame, what = q[0]
+            if not entries or entries[0] > (t, seq):
+                self._arm(to, t, seq)
 
     def _sof(self, arrival: float, frame: bytes) -> int:
         """The start-of-frame time of a frame arriving (last bit) at `arrival`."""

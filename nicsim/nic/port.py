@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from heapq import heappush
 
 import simpy
 
-from nicsim.fabric.link import Link
+from nicsim.fabric.link import _NORMAL, Link, Tick, _Wake
 from nicsim.fabric.pfc import NUM_PRIORITIES, PfcFrame, quanta_ns
 from nicsim.nic.counters import Counters
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE
@@ -56,6 +57,10 @@ class Port:
         self._paused_ns = [0.0] * NUM_PRIORITIES
         self._room: simpy.Event | None = None
         self._room_at = 0
+        self._mask = 0  # bit p set: priority p's FIFO has frames
+        self._pfc_mask = sum(1 << p for p in self.pfc)
+        self._tick = Tick(self._ended)  # the end of the frame on the wire
+        self._tick_cbs = self._tick.callbacks
 
     def connect(self, link: Link) -> None:
         self.link = link
@@ -85,7 +90,9 @@ class Port:
         dur = (_WIRE_EXTRA + (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)) * self._ns_per_byte
         self.free = end = start + dur
         if self.queued:
-            self._q[priority_of(frame)].append((frame, ready_at))
+            p = priority_of(frame)
+            self._q[p].append((frame, ready_at))
+            self._mask |= 1 << p
             self.backlog += 1
             if not self._busy:
                 self._next()
@@ -101,44 +108,69 @@ class Port:
     # -- the queued transmitter (PFC) -------------------------------------------------------
 
     def _next(self, _ev: object = None) -> None:
-        """The wire is free: start the next frame that may go, or sleep until one may."""
+        """The wire is free: start the next frame that may go, or sleep until one may.
+
+        Timers are bare entries in SimPy's queue (see nicsim.fabric.link.Tick), pushed
+        where `env.timeout` would push them: the same times (computed as a Timeout computes
+        them: now + delay) and one sequence number each, drawn at the same point, so the
+        order of events is that of one Timeout per timer."""
         env = self.env
-        now = env.now
+        now = env._now
         wake = _INF
         pick = -1
-        for p in range(NUM_PRIORITIES - 1, -1, -1):
-            q = self._q[p]
-            if not q:
+        qs = self._q
+        pu = self.paused_until
+        pfc = self._pfc_mask
+        m = self._mask
+        while m:  # from the highest priority with frames down
+            p = m.bit_length() - 1
+            m ^= 1 << p
+            if pfc >> p & 1 and pu[p] > now:
+                if pu[p] < wake:
+                    wake = pu[p]
                 continue
-            if p in self.pfc and self.paused_until[p] > now:
-                wake = min(wake, self.paused_until[p])
-                continue
-            if q[0][1] <= now:
+            r = qs[p][0][1]
+            if r <= now:
                 pick = p
                 break
-            wake = min(wake, q[0][1])
+            if r < wake:
+                wake = r
         self._gen += 1
         if pick < 0:
             self._busy = False
             if wake < _INF:
-                gen = self._gen
-                env.timeout(wake - now).callbacks.append(
-                    lambda _e: self._next() if self._gen == gen and not self._busy else None)
+                heappush(env._queue, (now + (wake - now), _NORMAL, next(env._eid),
+                                      _Wake(self._woken, self._gen)))
             return
-        frame, _ = self._q[pick].popleft()
+        q = qs[pick]
+        frame = q.popleft()[0]
+        if not q:
+            self._mask ^= 1 << pick
         self.backlog -= 1
         n = len(frame)
-        dur = (_WIRE_EXTRA + (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)) * self._ns_per_byte
+        npb = self._ns_per_byte
+        dur = (_WIRE_EXTRA + (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)) * npb
         c = self.counters
         c["tx_frames"] += 1
         c["tx_bytes"] += n
         c["tx_busy_ns"] += dur
         self._busy = True
-        self.link.carry(frame, self._end, now + dur - ETH_IFG * self._ns_per_byte)  # type: ignore[union-attr]
-        env.timeout(dur).callbacks.append(self._next)
+        self.link.carry(frame, self._end, now + dur - ETH_IFG * npb)  # type: ignore[union-attr]
+        heappush(env._queue, (now + dur, _NORMAL, next(env._eid), self._tick))
         if self._room is not None and self.backlog <= self._room_at:
             room, self._room = self._room, None
             room.succeed()
+
+    def _ended(self, tick: Tick) -> None:
+        """The frame on the wire has ended (a Tick: no object per frame)."""
+        tick.callbacks = self._tick_cbs
+        self._next()
+
+    def _woken(self, ev: _Wake) -> None:
+        """A frame may have become ready or a pause expired, unless the transmitter has
+        looked at its queues since this timer was set."""
+        if self._gen == ev._value and not self._busy:
+            self._next()
 
     def room(self, at_most: int) -> simpy.Event:
         """An event that fires when at most `at_most` frames wait to be sent."""

@@ -13,10 +13,12 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Generator
+from heapq import heappush
 from typing import TYPE_CHECKING
 
 import simpy
 
+from nicsim.fabric.link import _NORMAL, _Wake
 from nicsim.nic.counters import Counters
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
@@ -111,14 +113,20 @@ class SendEngine:
         qp.next_tx = start + gap
 
     def hold(self, qp: QpCtx) -> None:
-        """`qp` may not send before qp.next_tx: give it a turn then."""
+        """`qp` may not send before qp.next_tx: give it a turn then.
+
+        The timer is a bare entry in SimPy's queue (nicsim.fabric.link._Wake, one per paced
+        packet), pushed where `env.timeout(qp.next_tx - now)` would push it: the same time,
+        computed the same way, and one sequence number drawn here."""
         qp.held = True
         qp.pace_gen += 1
-        gen = qp.pace_gen
-        self.env.timeout(qp.next_tx - self.env.now).callbacks.append(
-            lambda _e: self._unhold(qp, gen))
+        env = self.env
+        now = env._now
+        heappush(env._queue, (now + (qp.next_tx - now), _NORMAL, next(env._eid),
+                              _Wake(self._unhold, (qp, qp.pace_gen))))
 
-    def _unhold(self, qp: QpCtx, gen: int) -> None:
+    def _unhold(self, ev: _Wake) -> None:
+        qp, gen = ev._value
         if qp.pace_gen == gen and qp.held:
             qp.held = False
             self.kick(qp)
