@@ -544,8 +544,8 @@ class Switch:
         specs = self._specs + [PortSpec(link.cfg.rate_gbps, link.cfg.prop_ns)]
         heads = check_switch_config(self.cfg, specs)
         ps = _Port(len(self.ports), link, bytes(mac), heads[-1])
-        ps.end = link.attach(partial(self._receive, ps))
-        ps.wake = partial(self._on_timer, ps)
+        ps.end = link.attach(partial(self._receive, ps), direct=True)
+        ps.wake = partial(self._serve, ps)
         self._specs = specs
         self.ports.append(ps)
         self._shared = self.cfg.buffer_bytes - sum(heads) * len(self.cfg.pfc.lossless)
@@ -980,15 +980,12 @@ class Switch:
         env = self.env
         heappush(env._queue, (t, _NORMAL, next(env._eid), _Timer(ps.wake, ps.token)))
 
-    def _on_timer(self, ps: _Port, ev: _Timer) -> None:
+    def _serve(self, ps: _Port, ev: _Timer) -> None:
+        """The transmitter's timer `ev`: unless an earlier timer superseded it, the
+        transmitter is idle: send the next frame, or set a timer for when one can go."""
         if ev._value != ps.token:
             return  # superseded by an earlier timer
         ps.wake_at = _INF
-        self._serve(ps)
-
-    def _serve(self, ps: _Port) -> None:
-        """The transmitter is idle: send the next frame, or set a timer for when one can
-        go."""
         now = self.env._now
         if ps.ctrl:
             frame = ps.ctrl.popleft()
