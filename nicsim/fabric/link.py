@@ -97,6 +97,7 @@ class Link:
         self.taps: list[Tap] = []  # frames sent by either end
         self.end_taps: tuple[list[Tap], list[Tap]] = ([], [])  # frames sent by end 0 / 1
         self._ns_per_byte = 8.0 / cfg.rate_gbps
+        self._prop = cfg.prop_ns
         # Per receiving end: frames in flight as (arrival, seq, frame, what), in event order,
         # and the keys of the entries this end has in SimPy's queue. `what` says whether the
         # entry is delivered (_DELIVER), recorded by taps (_TAP) or both.
@@ -127,7 +128,7 @@ class Link:
 
     def carry(self, frame: bytes, from_end: int, t_last_bit_out: float) -> None:
         """Deliver `frame`, whose last bit leaves end `from_end` at `t_last_bit_out`."""
-        t = t_last_bit_out + self.cfg.prop_ns
+        t = t_last_bit_out + self._prop
         to = 1 - from_end
         if self.faults is None:
             direct = self._direct[to]

@@ -1029,9 +1029,12 @@ class Switch:
             ps.depth[tc] -= n
             ps.deq[tc] += 1
             ps.deq_bytes[tc] += n
-            if self._lossless[tc]:
+            if not self._lossless[tc]:
+                self._used -= n
+            elif ip.pg_head[tc] or ip.xoff[tc]:
                 self._release(ip, tc, n)
-            else:
+            else:  # what _release does for a PG with nothing in its headroom, not paused
+                ip.pg_shared[tc] -= n
                 self._used -= n
         n = len(frame)
         w = n if n > ETH_MIN_FRAME else ETH_MIN_FRAME
@@ -1040,11 +1043,13 @@ class Switch:
         ps.free = free = now + (w + _WIRE_EXTRA) * npb
         ps.tx_frames += 1
         ps.tx_bytes += n
+        ps.token += 1
         if ps.ctrl or ps.queued:
-            self._wake_at(ps, free)
+            ps.wake_at = free  # self._wake_at(ps, free), inline
+            env = self.env
+            heappush(env._queue, (free, _NORMAL, next(env._eid), _Timer(ps.wake, ps.token)))
         else:
-            ps.token += 1  # nothing waits: no timer until a frame comes
-            ps.wake_at = _INF
+            ps.wake_at = _INF  # nothing waits: no timer until a frame comes
 
     def _pick_dwrr(self, ps: _Port, now: float) -> int:
         """Deficit round robin over the classes with a frame that may go now: a class's turn
