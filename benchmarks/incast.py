@@ -1,0 +1,125 @@
+"""N:1 incast on a 100 Gb/s star: every sender streams 64 KiB RDMA WRITEs (MTU 4096) on its own
+QP to one receiver, with congestion control none / dcqcn_paper / dcqcn_mlx and PFC on or off.
+
+For each N (2, 4, 8, 16, 32, 64) and setting, the same total of bytes (`--mbytes`, shared out
+among the senders): the receiver's goodput over the run (until the first sender finishes),
+Jain's fairness index and the senders' spread around the fair share over the second half of
+that, the largest queue toward the receiver, switch drops, the time the senders' NICs spent
+paused, the time to converge (every sender within 10% of the fair share from then on; "-"
+when that never holds), retransmitted packets and whether every byte landed. The RED band is
+the switch default (the DCQCN paper's: Kmin 5 KB, Kmax 200 KB, Pmax 1%); PFC protects class 3
+(the streams' DSCP 26) when on. A PNG of per-sender rate against time for 8:1 with
+`--plot-cc` (default dcqcn_mlx) and PFC on.
+
+    python benchmarks/incast.py [--json] [--n 2,4,8,16,32,64] [--cc none,dcqcn_paper,dcqcn_mlx]
+                                [--pfc on,off] [--mbytes 32] [--plot FILE.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nicsim.fabric.bulk import BulkResult, incast, jain  # noqa: E402
+from nicsim.fabric.switch import PfcConfig, SwitchConfig  # noqa: E402
+from nicsim.fabric.topology import Shape, TopologySpec  # noqa: E402
+from nicsim.nic.cc import cc_from_dict  # noqa: E402
+from nicsim.nic.config import NicConfig  # noqa: E402
+from nicsim.world import World  # noqa: E402
+
+MSG = 64 * 1024
+
+
+def run(n: int, cc: str, pfc: bool, mbytes: float, bin_ns: float) -> tuple[dict, BulkResult]:
+    msgs = max(4, math.ceil(mbytes * 1e6 / n / MSG))
+    w = World.from_topology(TopologySpec(Shape.STAR, hosts=n + 1),
+                            nic=NicConfig(cc=cc_from_dict(cc)),
+                            switch=SwitchConfig(pfc=PfcConfig(enabled=pfc)))
+    wall = time.perf_counter()
+    r = incast(w, [f"h{i}" for i in range(1, n + 1)], "h0", msgs=msgs, bin_ns=bin_ns,
+               dscp=26, limit_ns=200e6)
+    wall = time.perf_counter() - wall
+    per, goodput = r.window(0.5)
+    fair = sum(per) / n if per else 0.0
+    spread = max(abs(x - fair) / fair for x in per) if fair else float("nan")
+    conv = r.converged_at(0.1)
+    c = r.counters
+    senders = [w.nics[f"h{i}"].counters() for i in range(1, n + 1)]
+    _, whole = r.window(0.0)
+    row = {
+        "n": n, "cc": cc, "pfc": pfc,
+        "goodput_gbps": round(whole, 2),
+        "goodput_late_gbps": round(goodput, 2),
+        "jain": round(jain(per), 4),
+        "spread": round(spread, 3),
+        "max_queue_bytes": max(r.queue) if r.queue else 0,
+        "drops": c["sw0.dropped.dynamic_threshold"] + c["sw0.dropped.buffer_full"]
+        + c["sw0.dropped.headroom_overflow"],
+        "pause_frames": sum(c[f"sw0.p{p}.pause_sent"] for p in range(n + 1)),
+        "sender_paused_us": round(sum(s.get("port.paused_ns.prio3", 0) for s in senders)
+                                  / 1000 / n, 1),
+        "converged_us": None if conv is None else round(conv / 1000, 1),
+        "retransmitted": sum(s["requester.retransmitted_packets"] for s in senders),
+        "cnps": sum(s.get("cc.cnp_received", 0) for s in senders),
+        "sim_ms": round(r.duration_ns / 1e6, 3),
+        "wall_s": round(wall, 2),
+        "integrity": r.ok,
+    }
+    return row, r
+
+
+def plot(r: BulkResult, path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    t = [x / 1e6 for x in r.times]
+    for k, name in enumerate(r.senders):
+        ax.plot(t, [row[k] for row in r.sent], lw=1, label=name)
+    ax.plot(t, r.goodput, "k--", lw=1, label="receiver goodput")
+    ax.set_xlabel("time (ms)")
+    ax.set_ylabel("rate (Gb/s)")
+    ax.set_title(title)
+    ax.legend(ncol=5, fontsize=7, loc="upper right")
+    ax.set_ylim(0, 105)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--n", default="2,4,8,16,32,64")
+    ap.add_argument("--cc", default="none,dcqcn_paper,dcqcn_mlx")
+    ap.add_argument("--pfc", default="on,off")
+    ap.add_argument("--mbytes", type=float, default=32.0, help="total MB sent per run")
+    ap.add_argument("--bin-us", type=float, default=50.0)
+    ap.add_argument("--plot", default="", help="PNG of the 8:1 run's per-sender rates")
+    ap.add_argument("--plot-cc", default="dcqcn_mlx")
+    args = ap.parse_args()
+    rows = []
+    for n in (int(x) for x in args.n.split(",")):
+        for cc in args.cc.split(","):
+            for pfc in (x == "on" for x in args.pfc.split(",")):
+                row, r = run(n, cc, pfc, args.mbytes, args.bin_us * 1000)
+                rows.append(row)
+                if not args.json:
+                    print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+                if args.plot and n == 8 and cc == args.plot_cc and pfc:
+                    plot(r, args.plot, f"8:1 incast, 100 Gb/s star, {cc}, PFC on")
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    return 0 if all(r["integrity"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Waiting on many completion queues at once: what a program gets from epoll over completion
+channels, which nicsim's verbs do not have yet (no event queues).
+
+`CQ.poll` of the verbs facade waits on its own CQ only (an empty poll sleeps until that ring
+is written or 100 us pass). A run with many hosts and open-loop arrivals must wake for
+whichever CQ is written first, or at the next arrival. The runner keeps a watch on every ring
+it cares about and runs the world until one is written or a deadline comes, as
+`Host.poll_wait` does for one ring; `ready` tells whether a CQE is waiting, read the way the
+provider reads it and without simulated time, so the runner only polls a CQ that has
+something (an empty poll would sleep).
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from driver.user.verbs import CQ
+from nicsim.host.host import advance
+from nicsim.hwif import CQE_OWNER_OFFSET, CQE_SIZE
+
+_NONE = (float("-inf"), False)
+
+
+class Waiter:
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.woke = False
+
+    def wait(self, deadline: float) -> None:
+        """Run the world until a watched ring is written or `deadline` (whichever first)."""
+        env = self.env
+        if self.woke or deadline <= env.now:
+            return
+        step, peek = env.step, env.peek
+        saved = getattr(env, "horizon", _NONE)
+        env.horizon = (deadline, True)
+        try:
+            while not self.woke and peek() <= deadline:
+                step()
+        finally:
+            env.horizon = saved
+        if not self.woke:
+            advance(env, deadline)
+
+
+class CqWatch:
+    """A standing watch on one CQ's ring: sets its Waiter's flag whenever the NIC writes it
+    (without a waiter, only `ready` is of use: a CQ polled when needed, not waited on)."""
+
+    def __init__(self, cq: CQ, waiter: Waiter | None) -> None:
+        p = cq._p
+        self.cq = cq
+        self._p = p
+        self._waiter = waiter
+        self._mem = cq.ctx.host.mem
+        self._lo = p._ring_pa
+        self._hi = p._ring_pa + p.size * CQE_SIZE
+        self._entry: tuple | None = None
+        self._closed = waiter is None
+        self._arm()
+
+    def _arm(self) -> None:
+        if not self._closed:
+            self._entry = self._mem.watch(self._lo, self._hi, self._fire)
+
+    def _fire(self) -> None:
+        self._entry = None
+        if self._closed:
+            return
+        self._waiter.woke = True  # type: ignore[union-attr]
+        self._arm()  # a watch fires once: keep watching
+
+    def ready(self) -> bool:
+        """Whether a CQE is waiting at the consumer index (the owner bit the provider reads)."""
+        p = self._p
+        raw = p.aspace.read(p.r.ring_va + (p.ci & (p.size - 1)) * CQE_SIZE + CQE_OWNER_OFFSET, 1)
+        return raw[0] & 1 == ((p.ci >> p.r.log_size) & 1) ^ 1
+
+    def close(self) -> None:
+        self._closed = True
+        if self._entry is not None:
+            self._mem.unwatch(self._entry)
+            self._entry = None
