@@ -137,7 +137,7 @@ class World:
 
     def boot(self) -> None:
         """Start each host's kernel, which probes its NICs (INIT_HCA, QUERY_DEVICE)."""
-        from driver.kernel.ib_core import Kernel
+        from nicsim.driver.kernel.ib_core import Kernel
 
         for host in self.hosts.values():
             Kernel(host)

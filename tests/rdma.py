@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from driver.user import enums as e
-from driver.user.verbs import WC
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import WC
+
 from nicsim.fabric.faults import FaultConfig
 from nicsim.nic.config import NicConfig
 from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect, make_side

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import struct
 
-from driver.user import enums as e
-from driver.user.verbs import MR, SGE, RecvWR, SendWR
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import MR, SGE, RecvWR, SendWR
+
 from nicsim.hwif import MPT_SIZE, Mpt, MptFlags
 from tests.rdma import pair, wait
 
@@ -92,7 +93,7 @@ def test_stale_rkey_is_refused_after_dereg():
 
 def test_qpns_are_not_reused_at_once():
     w, a, b = pair()
-    from driver.user.verbs import QP, QPInitAttr
+    from nicsim.driver.user.verbs import QP, QPInitAttr
 
     seen = set()
     for _ in range(10):

@@ -12,7 +12,8 @@ import errno
 from dataclasses import dataclass, field, replace
 from enum import IntEnum, IntFlag
 
-from driver.kernel.hw.nsnic import HwCq, HwError, HwMr, HwQp, NsnicDriver, RingPool
+from nicsim.driver.kernel.hw.nsnic import HwCq, HwError, HwMr, HwQp, NsnicDriver, RingPool
+
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
 from nicsim.hwif import Access, Cqc, QpAttrMask, Qpc, QpState, QpType, blank_qpc

@@ -12,7 +12,8 @@ import errno
 from dataclasses import dataclass
 from enum import IntEnum
 
-from driver.kernel.ib_core import IbCq, IbMr, IbPd, IbQp, Kernel, KernelError
+from nicsim.driver.kernel.ib_core import IbCq, IbMr, IbPd, IbQp, Kernel, KernelError
+
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
 from nicsim.hwif import Qpc, UarReg, uar_offset

@@ -12,8 +12,9 @@ import errno
 import struct
 from dataclasses import dataclass, field
 
-from driver.kernel.uverbs import CreateCqResp, CreateQpResp, DoorbellPage
-from driver.user.enums import ibv_qp_state, ibv_send_flags, ibv_wc_flags, ibv_wr_opcode
+from nicsim.driver.kernel.uverbs import CreateCqResp, CreateQpResp, DoorbellPage
+from nicsim.driver.user.enums import ibv_qp_state, ibv_send_flags, ibv_wc_flags, ibv_wr_opcode
+
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
 from nicsim.hwif import (

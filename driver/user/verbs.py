@@ -15,15 +15,16 @@ import errno
 import ipaddress
 from dataclasses import dataclass, field
 
-from driver.kernel.uverbs import Cmd, UverbsError, UverbsFile, open_device
-from driver.user.enums import (
+from nicsim.driver.kernel.uverbs import Cmd, UverbsError, UverbsFile, open_device
+from nicsim.driver.user.enums import (
     ibv_qp_attr_mask,
     ibv_qp_state,
     ibv_qp_type,
     ibv_send_flags,
     ibv_wr_opcode,
 )
-from driver.user.provider import ProviderCq, ProviderError, ProviderQp
+from nicsim.driver.user.provider import ProviderCq, ProviderError, ProviderQp
+
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace, MemoryError_
 from nicsim.hwif import CqState, Qpc, blank_qpc

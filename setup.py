@@ -1,0 +1,12 @@
+"""Package layout that pyproject.toml cannot express: the driver is installed as `nicsim.driver`
+from the top-level `driver/` folder, so nicsim never installs a bare top-level `driver` package
+that could shadow (or be shadowed by) another project's. Everything else is in pyproject.toml.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    packages=find_packages(include=["nicsim", "nicsim.*"])
+    + ["nicsim.driver"] + [f"nicsim.driver.{p}" for p in find_packages("driver")],
+    package_dir={"nicsim.driver": "driver"},
+)
