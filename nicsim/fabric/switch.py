@@ -419,8 +419,8 @@ class _Port:
         "flows", "queues", "queued", "mask", "ctrl", "depth", "free", "wake_at", "token", "wake",
         "paused_until",
         "pause_since", "paused_acc", "deficit", "dwrr_cur", "dwrr_fresh",
-        "enq", "enq_bytes", "deq", "deq_bytes", "drop_dt", "drop_full", "marked", "max_depth",
-        "rx_frames", "rx_bytes", "tx_frames", "tx_bytes", "pause_sent", "resume_sent",
+        "enq", "enq_bytes", "drop_dt", "drop_full", "marked", "max_depth",
+        "rx_frames", "rx_bytes", "ctrl_frames", "ctrl_bytes", "pause_sent", "resume_sent",
         "pause_received", "pause_8023x", "bad_pfc",
         # ingress priority groups (lossless classes)
         "pg_shared", "pg_head", "pg_max", "pg_head_max", "xoff", "xoff_count",
@@ -455,10 +455,11 @@ class _Port:
         self.deficit = [0.0] * NUM_CLASSES
         self.dwrr_cur = NUM_CLASSES - 1
         self.dwrr_fresh = False
-        self.enq, self.enq_bytes, self.deq, self.deq_bytes = list(z), list(z), list(z), list(z)
+        self.enq, self.enq_bytes = list(z), list(z)  # dequeued: see Switch._serve
         self.drop_dt, self.drop_full, self.marked, self.max_depth = \
             list(z), list(z), list(z), list(z)
-        self.rx_frames = self.rx_bytes = self.tx_frames = self.tx_bytes = 0
+        self.rx_frames = self.rx_bytes = 0
+        self.ctrl_frames = self.ctrl_bytes = 0  # control frames sent (PFC)
         self.pause_sent = self.resume_sent = self.pause_received = 0
         self.pause_8023x = self.bad_pfc = 0
         self.pg_shared, self.pg_head, self.pg_max, self.pg_head_max = \
@@ -608,8 +609,10 @@ class Switch:
             p = f"p{ps.idx}"
             out[f"{p}.rx_frames"] = ps.rx_frames
             out[f"{p}.rx_bytes"] = ps.rx_bytes
-            out[f"{p}.tx_frames"] = ps.tx_frames
-            out[f"{p}.tx_bytes"] = ps.tx_bytes
+            out[f"{p}.tx_frames"] = ps.ctrl_frames + sum(
+                ps.enq[c] - len(ps.queues[c]) for c in range(NUM_CLASSES))
+            out[f"{p}.tx_bytes"] = ps.ctrl_bytes + sum(
+                ps.enq_bytes[c] - ps.depth[c] for c in range(NUM_CLASSES))
             out[f"{p}.pause_sent"] = ps.pause_sent
             out[f"{p}.resume_sent"] = ps.resume_sent
             out[f"{p}.pause_received"] = ps.pause_received
@@ -619,8 +622,8 @@ class Switch:
                 q = f"{p}.q{c}"
                 out[f"{q}.enqueued"] = ps.enq[c]
                 out[f"{q}.enqueued_bytes"] = ps.enq_bytes[c]
-                out[f"{q}.dequeued"] = ps.deq[c]
-                out[f"{q}.dequeued_bytes"] = ps.deq_bytes[c]
+                out[f"{q}.dequeued"] = ps.enq[c] - len(ps.queues[c])
+                out[f"{q}.dequeued_bytes"] = ps.enq_bytes[c] - ps.depth[c]
                 out[f"{q}.dropped.dynamic_threshold"] = ps.drop_dt[c]
                 out[f"{q}.dropped.buffer_full"] = ps.drop_full[c]
                 out[f"{q}.ecn_marked"] = ps.marked[c]
@@ -982,16 +985,22 @@ class Switch:
 
     def _serve(self, ps: _Port, ev: _Timer) -> None:
         """The transmitter's timer `ev`: unless an earlier timer superseded it, the
-        transmitter is idle: send the next frame, or set a timer for when one can go."""
+        transmitter is idle: send the next frame, or set a timer for when one can go.
+
+        Runs per frame per hop: the dequeue counters are not kept here but derived
+        (`counters`): a class has dequeued what it enqueued less what it holds, and a port
+        has sent its control frames and what its classes dequeued."""
         if ev._value != ps.token:
             return  # superseded by an earlier timer
-        ps.wake_at = _INF
         now = self.env._now
         if ps.ctrl:
             frame = ps.ctrl.popleft()
+            ps.ctrl_frames += 1
+            ps.ctrl_bytes += len(frame)
         else:
             m = ps.mask
             if not m:
+                ps.wake_at = _INF
                 return
             qs = ps.queues
             pu = ps.paused_until
@@ -1027,8 +1036,6 @@ class Switch:
             ps.queued -= 1
             n = len(frame)
             ps.depth[tc] -= n
-            ps.deq[tc] += 1
-            ps.deq_bytes[tc] += n
             if not self._lossless[tc]:
                 self._used -= n
             elif ip.pg_head[tc] or ip.xoff[tc]:
@@ -1041,8 +1048,6 @@ class Switch:
         npb = ps.npb
         ps.link.carry(frame, ps.end, now + (w + _LAST_BIT) * npb)
         ps.free = free = now + (w + _WIRE_EXTRA) * npb
-        ps.tx_frames += 1
-        ps.tx_bytes += n
         ps.token += 1
         if ps.ctrl or ps.queued:
             ps.wake_at = free  # self._wake_at(ps, free), inline
