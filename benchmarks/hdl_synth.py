@@ -43,7 +43,7 @@ def blocks() -> list[tuple]:
         ("roce_tx_framer", ["roce_tx_framer.v"], "DATA_WIDTH"),
         ("roce_rx_parser", ["roce_rx_parser.v"], "DATA_WIDTH"),
         ("mr_translate", ["mr_translate.v"], None),
-        ("wqe_fetch", ["wqe_fetch.v"], "AXI_DATA_WIDTH"),
+        ("wqe_fetch", ["wqe_fetch.v", "fifo_fwft.v"], "AXI_DATA_WIDTH"),
         ("cqe_write", ["cqe_write.v"], "AXI_DATA_WIDTH"),
         ("nic_bar", ["nic_bar.v"], None),
         ("axi_rd_arb", ["axi_rd_arb.v"], "DATA_WIDTH"),

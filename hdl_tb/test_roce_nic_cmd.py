@@ -64,7 +64,14 @@ from cocotb.handle import Immediate
 from cocotb.simtime import get_sim_time
 from cocotb.task import bridge, resume
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
-from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiSlave
+from cocotbext.axi import (
+    AxiBus,
+    AxiLiteBus,
+    AxiLiteMaster,
+    AxiSlave,
+    AxiStreamBus,
+    AxiStreamSink,
+)
 from cocotbext.axi.stream import define_stream
 
 from nicsim import hwif
@@ -81,7 +88,7 @@ IP = "10.0.0.1"
 PEER_IP = "10.0.0.2"
 PEER_MAC = "02:00:00:00:00:0b"
 
-WqeBus, WqeTransaction, _, WqeSink, _ = define_stream(
+WqeBus, WqeTransaction, _, _, WqeMonitor = define_stream(
     "Wqe", signals=["valid", "ready", "qpn", "index", "opcode", "flags", "num_sge", "imm_inv",
                     "remote_addr", "rkey", "inline_len", "compare_add", "swap", "dest_qpn",
                     "qkey", "sge_addr", "sge_len", "sge_lkey", "err"])
@@ -200,7 +207,10 @@ class NicTB:
         self.hold_b = [False]
         self.mem = None
         self.slave: AxiSlave | None = None
-        self.wqes = WqeSink(WqeBus.from_prefix(dut, "m_wqe"), dut.clk, dut.rst)
+        # the WQEs wqe_fetch hands to the requester (a monitor inside the NIC)
+        self.wqes = WqeMonitor(WqeBus.from_prefix(dut.u_wqe, "m_wqe"), dut.clk, dut.rst)
+        # the Ethernet frames the NIC sends
+        self.tx = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_tx"), dut.clk, dut.rst)
         self.cqe_src = CqeInSource(CqeInBus.from_prefix(dut, "s_cqe"), dut.clk, dut.rst)
         self.mr_req = MrReqSource(MrReqBus.from_prefix(dut, "mr_req"), dut.clk, dut.rst)
         self.mr_rsp = MrRspSink(MrRspBus.from_prefix(dut, "mr_rsp"), dut.clk, dut.rst)
@@ -212,7 +222,7 @@ class NicTB:
         self.max_lag_ns = 0.0
         for log in (self.axil.write_if.log, self.axil.read_if.log):
             log.setLevel(logging.WARNING)
-        for m in (self.wqes, self.cqe_src, self.mr_req, self.mr_rsp):
+        for m in (self.wqes, self.cqe_src, self.mr_req, self.mr_rsp, self.tx):
             m.log.setLevel(logging.WARNING)
 
     def attach_memory(self, mem) -> None:  # noqa: ANN001
@@ -234,7 +244,7 @@ class NicTB:
         self.axil.write_if.b_channel.set_pause_generator(pauses(rng, 0.2))
         self.axil.read_if.ar_channel.set_pause_generator(pauses(rng, 0.2))
         self.axil.read_if.r_channel.set_pause_generator(pauses(rng, 0.2))
-        self.wqes.set_pause_generator(pauses(rng, 0.3))
+        self.tx.set_pause_generator(pauses(rng, 0.3))
         self.mr_rsp.set_pause_generator(pauses(rng, 0.3))
 
     async def reset(self) -> None:
@@ -1029,6 +1039,16 @@ def test_roce_nic_cmd(data_width):
     from hdl_tb.cocotb_run import run
 
     params = bench_params(data_width)
-    run("roce_nic", ["roce_nic.v", "nic_bar.v", "nic_cmd.v", "axi_rd_arb.v", "axi_wr_arb.v",
-                     "mr_translate.v", "wqe_fetch.v", "cqe_write.v"],
-        "test_roce_nic_cmd", params, extra_env={PARAMS_ENV: json.dumps(params)})
+    run("roce_nic", roce_nic_sources(), "test_roce_nic_cmd", params,
+        extra_env={PARAMS_ENV: json.dumps(params)})
+
+
+def roce_nic_sources() -> list[str]:
+    """The RTL files of roce_nic."""
+    from hdl_tb.cocotb_run import RTL
+
+    helpers = sorted(p.name for p in RTL.glob("*.v") if p.name.startswith(("axis_keep_packer",
+                                                                             "crc32_")))
+    return ["roce_nic.v", "nic_bar.v", "nic_cmd.v", "axi_rd_arb.v", "axi_wr_arb.v",
+            "mr_translate.v", "wqe_fetch.v", "cqe_write.v", "fifo_fwft.v", "roce_req.v",
+            "roce_tx.v", "roce_tx_framer.v", "roce_icrc_insert.v", *helpers]

@@ -486,7 +486,7 @@ async def test_cqe_full_rate(dut):
 def test_wqe_fetch(data_width):
     from hdl_tb.cocotb_run import run
 
-    run("wqe_fetch", ["wqe_fetch.v"], "test_wqe_cqe", {"AXI_DATA_WIDTH": data_width})
+    run("wqe_fetch", ["wqe_fetch.v", "fifo_fwft.v"], "test_wqe_cqe", {"AXI_DATA_WIDTH": data_width})
 
 
 @pytest.mark.parametrize("data_width", [64, 512])

@@ -107,6 +107,12 @@
 //   cq_cfg_*                 cqe_write's cfg port (single-cycle pulses)
 //   bind_valid, bind_cq, bind_num, bind_uar   nic_bar's binding port (bind_uar 0: unbind)
 //   dma_idle                 no DMA write of the NIC in flight (fence)
+//   dp_ctx_qpn, dp_ctx_word, dp_ctx_data   the datapath's read port on the QP table: word
+//                            dp_ctx_word of QP dp_ctx_qpn's Qpc image, one cycle later (a
+//                            second read port of the same RAM; commands see no difference)
+//   sq_psn_set_valid, sq_psn_set_qpn   a pulse when a command set the QP's sq_psn in the table
+//                            (CREATE_QP: 0; MODIFY_QP with SQ_PSN in attr_mask): the
+//                            requester, which keeps the running PSN, reloads it from word 6
 //   cq_overrun_valid, cq_overrun_cqn   a CQ overran (the CQE writer found it full): its
 //                            QUERY_CQ state becomes OVERRUN until it is destroyed
 //   cnt_cmds, cnt_errors     commands run, commands completed with a status other than OK
@@ -201,6 +207,11 @@ module nic_cmd #(
     output reg  [15:0]                   bind_uar,
 
     input  wire                          dma_idle,
+    input  wire [QPN_WIDTH-1:0]          dp_ctx_qpn,
+    input  wire [3:0]                    dp_ctx_word,
+    output reg  [63:0]                   dp_ctx_data,
+    output reg                           sq_psn_set_valid,
+    output reg  [QPN_WIDTH-1:0]          sq_psn_set_qpn,
     input  wire                          cq_overrun_valid,
     input  wire [CQN_WIDTH-1:0]          cq_overrun_cqn,
 
@@ -376,6 +387,11 @@ module nic_cmd #(
             qram[qram_wa] <= qram_wd;
         qram_q <= qram[qram_ra];
     end
+
+    // the datapath's read port (a second read port of the QP table)
+    wire [QW_AW-1:0] dp_ra = {dp_ctx_qpn[QP_AW-1:0], dp_ctx_word};
+    always @(posedge clk)
+        dp_ctx_data <= qram[dp_ra];
 
     always @(posedge clk) begin
         if (cqt_we)
@@ -841,6 +857,13 @@ module nic_cmd #(
         endcase
     end
 
+    // sq_psn written into word 6: CREATE_QP (0), or MODIFY_QP applying SQ_PSN
+    always @(posedge clk) begin
+        sq_psn_set_valid <= !rst && qw[3:0] == 4'd6 &&
+                            (state == S_CQP_WRITE || (state == S_QP_MOD && be[48]));
+        sq_psn_set_qpn <= sel_qpn;
+    end
+
     // ================================================================ command FSM
     integer rw;
     wire        rec_we = (state == S_RD && w_fire) || state == S_QP_COPY;
@@ -1242,7 +1265,7 @@ module nic_cmd #(
     end
 
     /* verilator lint_off UNUSEDSIGNAL */
-    wire unused = &{1'b0, m_axi_rid, m_axi_rlast, m_axi_bid, rd_s, wr_strb2[7:0], wr_pair[63:0],
+    wire unused = &{1'b0, m_axi_rid, m_axi_rlast, m_axi_bid, dp_ctx_qpn, rd_s, wr_strb2[7:0], wr_pair[63:0],
                     wq_beats[15:8], rd_pair[127:64], rq_beats[15:8], qpc_attr_mask,
                     sq_lstride[7:4], sq_lsize[7:5]};
     /* verilator lint_on UNUSEDSIGNAL */

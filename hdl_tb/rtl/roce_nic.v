@@ -1,20 +1,27 @@
 `default_nettype none
 // roce_nic: the nsnic RoCEv2 NIC (nicsim.hwif), as far as it is built: the host interface
 // (BAR0 over AXI4-Lite), the command processor with the QP/CQ context tables, address
-// translation (MPT/MTT), SQ WQE fetch and CQE writeback, sharing one AXI4 master to host
-// memory. The unchanged nicsim kernel driver programs it (hdl_tb/test_roce_nic_cmd.py).
+// translation (MPT/MTT), SQ WQE fetch, the requester (RC SEND / RDMA WRITE, with immediate)
+// with the transmit framer and ICRC, and CQE writeback, sharing one AXI4 master to host
+// memory. The unchanged nicsim kernel driver programs it and its verbs post work to it
+// (hdl_tb/test_roce_nic_cmd.py, hdl_tb/test_roce_nic_req.py).
 //
-//   AXI4-Lite --> nic_bar --cmd--> nic_cmd --mr cmd--> mr_translate <-- mr_req/mr_rsp
-//                  |  ^bind          |  |--wq cfg--> wqe_fetch --> m_wqe (decoded WQEs)
-//                  |                 |  '--cq cfg--> cqe_write <-- s_cqe (completions)
-//                  |--SQ doorbells-----------------> wqe_fetch
-//                  '--doorbell / arm events --> db_*, arm_* (for the engines to come)
-//   DMA: reads  wqe_fetch (port 0), nic_cmd (port 1) --> axi_rd_arb --> m_axi (AR/R)
+//   AXI4-Lite --> nic_bar --cmd--> nic_cmd --mr cmd--> mr_translate <-- roce_req | mr_req_*
+//                  |  ^bind          |  |--wq cfg--> wqe_fetch --WQEs--> roce_req
+//                  |                 |  |--QP table read port, sq_psn set---^   |
+//                  |                 |  '--cq cfg--> cqe_write <-- roce_req | s_cqe_*
+//                  |--SQ doorbells-----------------> wqe_fetch      roce_req --> roce_tx
+//                  '--doorbell / arm events --> db_*, arm_*        roce_tx --> m_axis_tx_*
+//   DMA: reads  wqe_fetch (port 0), nic_cmd (port 1), roce_req payload (port 2)
+//               --> axi_rd_arb --> m_axi (AR/R)
 //        writes cqe_write (port 0), nic_cmd (port 1) --> axi_wr_arb --> m_axi (AW/W/B)
 //
-// AXI IDs: the units issue ID 0; the arbiters append the port index in the low bit, so
-// m_axi_arid/awid = port (0: wqe_fetch / cqe_write, 1: nic_cmd). Each unit's requests are
-// in order among themselves (one ID per unit); the slave may reorder between units.
+// AXI IDs: the units issue ID 0; the arbiters append the port index in the low bits, so
+// m_axi_arid = port (0: wqe_fetch, 1: nic_cmd, 2: roce_req) and m_axi_awid = port (0:
+// cqe_write, 1: nic_cmd). Each unit's requests are in order among themselves (one ID per
+// unit); the slave may reorder between units. Every unit that reads takes its read data
+// whenever it comes (it reserves room before it asks), so one unit's stalled consumer never
+// holds up another's data on an in-order interconnect.
 // Fence: nic_cmd's dma_idle is the write arbiter's idle (no AW pending or in flight, no B
 // outstanding): INVALIDATE_MPT, DESTROY_QP and DESTROY_CQ complete only after every
 // CQE write issued before them has its B response. The engines to come that write host
@@ -23,11 +30,14 @@
 // and destroy; SQ doorbells before that are dropped by wqe_fetch (the provider posts sends
 // only in RTS; its indexes restart at 0 after RESET). RQ doorbells and CQ arms are only
 // reported on db_* / arm_* for now; INT_STATUS has no source yet (no EQs).
+// Shared units with outside ports (for testbenches): mr_translate's lookup port is shared by
+// roce_req and mr_req_* (the port that has lookups in flight keeps it until all are
+// answered); cqe_write takes completions from roce_req first, then from s_cqe_*.
 //
 // Parameters:
-//   AXI_DATA_WIDTH   DMA data width (64..1024, a power of two)
+//   AXI_DATA_WIDTH   DMA and Ethernet stream data width (64..1024, a power of two)
 //   AXI_ADDR_WIDTH   DMA address width (<= 64)
-//   AXI_ID_WIDTH     DMA ID width (>= 2)
+//   AXI_ID_WIDTH     DMA ID width (>= 3)
 //   AXIL_ADDR_WIDTH  BAR0 address width (>= 12 + clog2(MAX_UAR + 1))
 //   NUM_QP, NUM_CQ   QP / CQ contexts (powers of two, >= 2)
 //   MPT_DEPTH, MTT_DEPTH   translation tables (powers of two)
@@ -35,20 +45,23 @@
 //                    capacities (MAX_SGE is also the SGEs wqe_fetch decodes)
 //   WQE_OUTSTANDING, CQE_OUTSTANDING   bursts in flight in wqe_fetch / cqe_write
 //   TAG_WIDTH        mr_translate request tag width
+//   PAY_DEPTH        requester payload FIFO, in beats (power of two; >= 2 pages' worth)
 //
 // Ports:
 //   clk, rst                    clock, synchronous active-high reset
 //   s_axil_*                    BAR0 (AXI4-Lite slave, 64-bit data; see nic_bar.v)
 //   m_axi_*                     DMA (AXI4 master)
+//   m_axis_tx_*                 Ethernet frames out (AXI-Stream, packed, no FCS; tuser = 1 on
+//                               the last beat: a bad frame, to be dropped by the MAC)
 //   db_valid, db_rq, db_qpn, db_pi, arm_valid, arm_cqn, arm_solicited   accepted doorbells
-//   m_wqe_*                     decoded send WQEs (wqe_fetch.v)
 //   sq_ci[NUM_QP*16-1:0]        wqe_fetch fetch indexes
-//   s_cqe_*                     completions to write (cqe_write.v)
+//   s_cqe_*                     completions to write (cqe_write.v), after roce_req's
 //   cq_pi[NUM_CQ*32-1:0], cqe_wr_error   cqe_write producer indexes, sticky write error
 //   cq_overrun_valid, cq_overrun_cqn     a CQ overran (QUERY_CQ reports OVERRUN; cqe_write
 //                               does not detect a full CQ yet, the engine that does drives it)
-//   mr_req_*, mr_rsp_*          translation lookups (mr_translate.v)
+//   mr_req_*, mr_rsp_*          translation lookups (mr_translate.v), shared with roce_req
 //   cnt_db_sq, cnt_db_rq, cnt_arm, cnt_db_drop, cnt_cmds, cnt_cmd_errors   counters
+//   cnt_req_wqes, cnt_req_pkts, cnt_req_bytes, cnt_req_errors   requester counters
 module roce_nic #(
     parameter AXI_DATA_WIDTH = 64,
     parameter AXI_ADDR_WIDTH = 64,
@@ -66,7 +79,8 @@ module roce_nic #(
     parameter MAX_INLINE = 256,
     parameter WQE_OUTSTANDING = 4,
     parameter CQE_OUTSTANDING = 4,
-    parameter TAG_WIDTH = 8
+    parameter TAG_WIDTH = 8,
+    parameter PAY_DEPTH = 0
 ) (
     input  wire                          clk,
     input  wire                          rst,
@@ -135,25 +149,13 @@ module roce_nic #(
     output wire [23:0]                   arm_cqn,
     output wire                          arm_solicited,
 
-    output wire                          m_wqe_valid,
-    input  wire                          m_wqe_ready,
-    output wire [23:0]                   m_wqe_qpn,
-    output wire [15:0]                   m_wqe_index,
-    output wire [7:0]                    m_wqe_opcode,
-    output wire [7:0]                    m_wqe_flags,
-    output wire [7:0]                    m_wqe_num_sge,
-    output wire [31:0]                   m_wqe_imm_inv,
-    output wire [63:0]                   m_wqe_remote_addr,
-    output wire [31:0]                   m_wqe_rkey,
-    output wire [31:0]                   m_wqe_inline_len,
-    output wire [63:0]                   m_wqe_compare_add,
-    output wire [63:0]                   m_wqe_swap,
-    output wire [31:0]                   m_wqe_dest_qpn,
-    output wire [31:0]                   m_wqe_qkey,
-    output wire [MAX_SGE*64-1:0]         m_wqe_sge_addr,
-    output wire [MAX_SGE*32-1:0]         m_wqe_sge_len,
-    output wire [MAX_SGE*32-1:0]         m_wqe_sge_lkey,
-    output wire                          m_wqe_err,
+    output wire [AXI_DATA_WIDTH-1:0]     m_axis_tx_tdata,
+    output wire [AXI_DATA_WIDTH/8-1:0]   m_axis_tx_tkeep,
+    output wire                          m_axis_tx_tvalid,
+    input  wire                          m_axis_tx_tready,
+    output wire                          m_axis_tx_tlast,
+    output wire                          m_axis_tx_tuser,
+
     output wire [NUM_QP*16-1:0]          sq_ci,
 
     input  wire                          s_cqe_valid,
@@ -194,7 +196,11 @@ module roce_nic #(
     output wire [31:0]                   cnt_arm,
     output wire [31:0]                   cnt_db_drop,
     output wire [31:0]                   cnt_cmds,
-    output wire [31:0]                   cnt_cmd_errors
+    output wire [31:0]                   cnt_cmd_errors,
+    output wire [31:0]                   cnt_req_wqes,
+    output wire [31:0]                   cnt_req_pkts,
+    output wire [31:0]                   cnt_req_bytes,
+    output wire [31:0]                   cnt_req_errors
 );
 
     localparam DW = AXI_DATA_WIDTH;
@@ -202,6 +208,10 @@ module roce_nic #(
     localparam SW = DW / 8;
     localparam QPN_W = 24;
     localparam CQN_W = 24;
+    localparam KW_LOG = DW <= 64 ? 3 : DW <= 128 ? 4 : DW <= 256 ? 5 : DW <= 512 ? 6 : 7;
+    // payload FIFO: 8 KiB (two 4 KiB pages), at least 16 beats
+    localparam PAY_DEPTH_B = PAY_DEPTH != 0 ? PAY_DEPTH :
+                             (8192 >> KW_LOG) < 16 ? 16 : (8192 >> KW_LOG);
 
     // ---------------------------------------------------------------- BAR <-> command processor
     wire        cmd_go;
@@ -271,23 +281,23 @@ module roce_nic #(
     );
 
     // ---------------------------------------------------------------- DMA ports of the units
-    // read port 0: wqe_fetch, 1: nic_cmd; write port 0: cqe_write, 1: nic_cmd
-    wire [1:0]    rd_arid;
-    wire [2*AW-1:0] rd_araddr;
-    wire [15:0]   rd_arlen;
-    wire [5:0]    rd_arsize;
-    wire [3:0]    rd_arburst;
-    wire [1:0]    rd_arlock;
-    wire [7:0]    rd_arcache;
-    wire [5:0]    rd_arprot;
-    wire [1:0]    rd_arvalid;
-    wire [1:0]    rd_arready;
-    wire [1:0]    rd_rid;
-    wire [2*DW-1:0] rd_rdata;
-    wire [3:0]    rd_rresp;
-    wire [1:0]    rd_rlast;
-    wire [1:0]    rd_rvalid;
-    wire [1:0]    rd_rready;
+    // read port 0: wqe_fetch, 1: nic_cmd, 2: roce_req; write port 0: cqe_write, 1: nic_cmd
+    wire [2:0]    rd_arid;
+    wire [3*AW-1:0] rd_araddr;
+    wire [23:0]   rd_arlen;
+    wire [8:0]    rd_arsize;
+    wire [5:0]    rd_arburst;
+    wire [2:0]    rd_arlock;
+    wire [11:0]   rd_arcache;
+    wire [8:0]    rd_arprot;
+    wire [2:0]    rd_arvalid;
+    wire [2:0]    rd_arready;
+    wire [2:0]    rd_rid;
+    wire [3*DW-1:0] rd_rdata;
+    wire [5:0]    rd_rresp;
+    wire [2:0]    rd_rlast;
+    wire [2:0]    rd_rvalid;
+    wire [2:0]    rd_rready;
 
     wire [1:0]    wr_awid;
     wire [2*AW-1:0] wr_awaddr;
@@ -323,6 +333,11 @@ module roce_nic #(
     wire [4:0]   wq_cfg_log_size;
     wire [3:0]   wq_cfg_log_stride;
     wire [15:0]  wq_cfg_index;
+    wire [QPN_W-1:0] dp_ctx_qpn;
+    wire [3:0]   dp_ctx_word;
+    wire [63:0]  dp_ctx_data;
+    wire         sq_psn_set_valid;
+    wire [QPN_W-1:0] sq_psn_set_qpn;
     wire         cq_cfg_valid;
     wire [CQN_W-1:0] cq_cfg_cqn;
     wire         cq_cfg_enable;
@@ -412,6 +427,11 @@ module roce_nic #(
         .bind_num(bind_num),
         .bind_uar(bind_uar),
         .dma_idle(dma_idle),
+        .dp_ctx_qpn(dp_ctx_qpn),
+        .dp_ctx_word(dp_ctx_word),
+        .dp_ctx_data(dp_ctx_data),
+        .sq_psn_set_valid(sq_psn_set_valid),
+        .sq_psn_set_qpn(sq_psn_set_qpn),
         .cq_overrun_valid(cq_overrun_valid),
         .cq_overrun_cqn(cq_overrun_cqn),
         .cnt_cmds(cnt_cmds),
@@ -419,6 +439,55 @@ module roce_nic #(
     );
 
     // ---------------------------------------------------------------- translation
+    // lookup port shared by roce_req (source 0) and mr_req_* (source 1): the source with
+    // lookups in flight keeps the port until all are answered (responses come in order)
+    wire         xl_req_valid;
+    wire         xl_req_ready;
+    wire [31:0]  xl_req_key;
+    wire [31:0]  xl_req_pd;
+    wire [7:0]   xl_req_access;
+    wire [63:0]  xl_req_va;
+    wire [31:0]  xl_req_len;
+    wire [TAG_WIDTH-1:0] xl_req_tag;
+    wire         xl_rsp_valid;
+    wire         xl_rsp_ready;
+    wire         q_req_valid;
+    wire         q_req_ready;
+    wire [31:0]  q_req_key;
+    wire [31:0]  q_req_pd;
+    wire [7:0]   q_req_access;
+    wire [63:0]  q_req_va;
+    wire [31:0]  q_req_len;
+    wire [TAG_WIDTH-1:0] q_req_tag;
+    wire         q_rsp_ready;
+    reg          xl_own;          // 0: roce_req, 1: mr_req_*
+    reg  [7:0]   xl_inflight;     // lookups of the owner not fully answered
+    wire         xl_sel = xl_inflight != 8'd0 ? xl_own : !q_req_valid && mr_req_valid;
+    assign xl_req_valid = xl_sel ? mr_req_valid : q_req_valid;
+    assign xl_req_key = xl_sel ? mr_req_key : q_req_key;
+    assign xl_req_pd = xl_sel ? mr_req_pd : q_req_pd;
+    assign xl_req_access = xl_sel ? mr_req_access : q_req_access;
+    assign xl_req_va = xl_sel ? mr_req_va : q_req_va;
+    assign xl_req_len = xl_sel ? mr_req_len : q_req_len;
+    assign xl_req_tag = xl_sel ? mr_req_tag : q_req_tag;
+    assign q_req_ready = !xl_sel && xl_req_ready;
+    assign mr_req_ready = xl_sel && xl_req_ready;
+    assign xl_rsp_ready = xl_own ? mr_rsp_ready : q_rsp_ready;
+    assign mr_rsp_valid = xl_own && xl_rsp_valid;
+    wire q_rsp_valid = !xl_own && xl_rsp_valid;
+    wire xl_req_fire = xl_req_valid && xl_req_ready;
+    wire xl_done = xl_rsp_valid && xl_rsp_ready && mr_rsp_last;
+    always @(posedge clk) begin
+        if (rst) begin
+            xl_own <= 1'b0;
+            xl_inflight <= 8'd0;
+        end else begin
+            if (xl_req_fire)
+                xl_own <= xl_sel;
+            xl_inflight <= xl_inflight + {7'd0, xl_req_fire} - {7'd0, xl_done};
+        end
+    end
+
     mr_translate #(
         .MPT_DEPTH(MPT_DEPTH),
         .MTT_DEPTH(MTT_DEPTH),
@@ -433,16 +502,16 @@ module roce_nic #(
         .cmd_op(mr_cmd_op),
         .cmd_index(mr_cmd_index),
         .cmd_data(mr_cmd_data),
-        .req_valid(mr_req_valid),
-        .req_ready(mr_req_ready),
-        .req_key(mr_req_key),
-        .req_pd(mr_req_pd),
-        .req_access(mr_req_access),
-        .req_va(mr_req_va),
-        .req_len(mr_req_len),
-        .req_tag(mr_req_tag),
-        .rsp_valid(mr_rsp_valid),
-        .rsp_ready(mr_rsp_ready),
+        .req_valid(xl_req_valid),
+        .req_ready(xl_req_ready),
+        .req_key(xl_req_key),
+        .req_pd(xl_req_pd),
+        .req_access(xl_req_access),
+        .req_va(xl_req_va),
+        .req_len(xl_req_len),
+        .req_tag(xl_req_tag),
+        .rsp_valid(xl_rsp_valid),
+        .rsp_ready(xl_rsp_ready),
         .rsp_status(mr_rsp_status),
         .rsp_pa(mr_rsp_pa),
         .rsp_len(mr_rsp_len),
@@ -451,6 +520,26 @@ module roce_nic #(
     );
 
     // ---------------------------------------------------------------- WQE fetch
+    wire                 m_wqe_valid;
+    wire                 m_wqe_ready;
+    wire [23:0]          m_wqe_qpn;
+    wire [15:0]          m_wqe_index;
+    wire [7:0]           m_wqe_opcode;
+    wire [7:0]           m_wqe_flags;
+    wire [7:0]           m_wqe_num_sge;
+    wire [31:0]          m_wqe_imm_inv;
+    wire [63:0]          m_wqe_remote_addr;
+    wire [31:0]          m_wqe_rkey;
+    wire [31:0]          m_wqe_inline_len;
+    wire [63:0]          m_wqe_compare_add;
+    wire [63:0]          m_wqe_swap;
+    wire [31:0]          m_wqe_dest_qpn;
+    wire [31:0]          m_wqe_qkey;
+    wire [MAX_SGE*64-1:0] m_wqe_sge_addr;
+    wire [MAX_SGE*32-1:0] m_wqe_sge_len;
+    wire [MAX_SGE*32-1:0] m_wqe_sge_lkey;
+    wire                 m_wqe_err;
+
     wqe_fetch #(
         .AXI_DATA_WIDTH(DW),
         .AXI_ADDR_WIDTH(AW),
@@ -510,7 +599,209 @@ module roce_nic #(
         .m_wqe_err(m_wqe_err)
     );
 
+    // ---------------------------------------------------------------- requester
+    wire         q_cqe_valid;
+    wire         q_cqe_ready;
+    wire [CQN_W-1:0] q_cqe_cqn;
+    wire [31:0]  q_cqe_qpn;
+    wire [15:0]  q_cqe_wqe_index;
+    wire [7:0]   q_cqe_opcode;
+    wire [7:0]   q_cqe_status;
+    wire [7:0]   q_cqe_vendor_err;
+
+    wire         tx_hdr_valid;
+    wire         tx_hdr_ready;
+    wire [47:0]  tx_hdr_dmac;
+    wire [47:0]  tx_hdr_smac;
+    wire         tx_hdr_ipv6;
+    wire [127:0] tx_hdr_sip;
+    wire [127:0] tx_hdr_dip;
+    wire [7:0]   tx_hdr_tos;
+    wire [7:0]   tx_hdr_ttl;
+    wire [15:0]  tx_hdr_udp_sport;
+    wire [7:0]   tx_hdr_opcode;
+    wire         tx_hdr_solicited;
+    wire [23:0]  tx_hdr_dqpn;
+    wire         tx_hdr_ackreq;
+    wire [23:0]  tx_hdr_psn;
+    wire [63:0]  tx_hdr_reth_va;
+    wire [31:0]  tx_hdr_reth_rkey;
+    wire [31:0]  tx_hdr_reth_len;
+    wire [31:0]  tx_hdr_imm;
+    wire [15:0]  tx_hdr_payload_len;
+    wire [DW-1:0] tx_pay_tdata;
+    wire [SW-1:0] tx_pay_tkeep;
+    wire         tx_pay_tvalid;
+    wire         tx_pay_tready;
+    wire         tx_pay_tlast;
+    wire         tx_pay_tuser;
+
+    roce_req #(
+        .DATA_WIDTH(DW),
+        .ADDR_WIDTH(AW),
+        .NUM_QP(NUM_QP),
+        .QPN_WIDTH(QPN_W),
+        .CQN_WIDTH(CQN_W),
+        .MAX_SGE(MAX_SGE),
+        .TAG_WIDTH(TAG_WIDTH),
+        .PAY_DEPTH(PAY_DEPTH_B),
+        .META_DEPTH(16)
+    ) u_req (
+        .clk(clk),
+        .rst(rst),
+        .s_wqe_valid(m_wqe_valid),
+        .s_wqe_ready(m_wqe_ready),
+        .s_wqe_qpn(m_wqe_qpn),
+        .s_wqe_index(m_wqe_index),
+        .s_wqe_opcode(m_wqe_opcode),
+        .s_wqe_flags(m_wqe_flags),
+        .s_wqe_num_sge(m_wqe_num_sge),
+        .s_wqe_imm_inv(m_wqe_imm_inv),
+        .s_wqe_remote_addr(m_wqe_remote_addr),
+        .s_wqe_rkey(m_wqe_rkey),
+        .s_wqe_sge_addr(m_wqe_sge_addr),
+        .s_wqe_sge_len(m_wqe_sge_len),
+        .s_wqe_sge_lkey(m_wqe_sge_lkey),
+        .s_wqe_err(m_wqe_err),
+        .ctx_qpn(dp_ctx_qpn),
+        .ctx_word(dp_ctx_word),
+        .ctx_data(dp_ctx_data),
+        .sq_psn_set_valid(sq_psn_set_valid),
+        .sq_psn_set_qpn(sq_psn_set_qpn),
+        .wq_cfg_valid(wq_cfg_valid),
+        .wq_cfg_qpn(wq_cfg_qpn),
+        .mr_req_valid(q_req_valid),
+        .mr_req_ready(q_req_ready),
+        .mr_req_key(q_req_key),
+        .mr_req_pd(q_req_pd),
+        .mr_req_access(q_req_access),
+        .mr_req_va(q_req_va),
+        .mr_req_len(q_req_len),
+        .mr_req_tag(q_req_tag),
+        .mr_rsp_valid(q_rsp_valid),
+        .mr_rsp_ready(q_rsp_ready),
+        .mr_rsp_status(mr_rsp_status),
+        .mr_rsp_pa(mr_rsp_pa),
+        .mr_rsp_len(mr_rsp_len),
+        .mr_rsp_last(mr_rsp_last),
+        .m_axi_araddr(rd_araddr[2*AW +: AW]),
+        .m_axi_arlen(rd_arlen[16 +: 8]),
+        .m_axi_arsize(rd_arsize[6 +: 3]),
+        .m_axi_arburst(rd_arburst[4 +: 2]),
+        .m_axi_arvalid(rd_arvalid[2]),
+        .m_axi_arready(rd_arready[2]),
+        .m_axi_rdata(rd_rdata[2*DW +: DW]),
+        .m_axi_rresp(rd_rresp[4 +: 2]),
+        .m_axi_rlast(rd_rlast[2]),
+        .m_axi_rvalid(rd_rvalid[2]),
+        .m_axi_rready(rd_rready[2]),
+        .tx_hdr_valid(tx_hdr_valid),
+        .tx_hdr_ready(tx_hdr_ready),
+        .tx_hdr_dmac(tx_hdr_dmac),
+        .tx_hdr_smac(tx_hdr_smac),
+        .tx_hdr_ipv6(tx_hdr_ipv6),
+        .tx_hdr_sip(tx_hdr_sip),
+        .tx_hdr_dip(tx_hdr_dip),
+        .tx_hdr_tos(tx_hdr_tos),
+        .tx_hdr_ttl(tx_hdr_ttl),
+        .tx_hdr_udp_sport(tx_hdr_udp_sport),
+        .tx_hdr_opcode(tx_hdr_opcode),
+        .tx_hdr_solicited(tx_hdr_solicited),
+        .tx_hdr_dqpn(tx_hdr_dqpn),
+        .tx_hdr_ackreq(tx_hdr_ackreq),
+        .tx_hdr_psn(tx_hdr_psn),
+        .tx_hdr_reth_va(tx_hdr_reth_va),
+        .tx_hdr_reth_rkey(tx_hdr_reth_rkey),
+        .tx_hdr_reth_len(tx_hdr_reth_len),
+        .tx_hdr_imm(tx_hdr_imm),
+        .tx_hdr_payload_len(tx_hdr_payload_len),
+        .tx_pay_tdata(tx_pay_tdata),
+        .tx_pay_tkeep(tx_pay_tkeep),
+        .tx_pay_tvalid(tx_pay_tvalid),
+        .tx_pay_tready(tx_pay_tready),
+        .tx_pay_tlast(tx_pay_tlast),
+        .tx_pay_tuser(tx_pay_tuser),
+        .m_cqe_valid(q_cqe_valid),
+        .m_cqe_ready(q_cqe_ready),
+        .m_cqe_cqn(q_cqe_cqn),
+        .m_cqe_qpn(q_cqe_qpn),
+        .m_cqe_wqe_index(q_cqe_wqe_index),
+        .m_cqe_opcode(q_cqe_opcode),
+        .m_cqe_status(q_cqe_status),
+        .m_cqe_vendor_err(q_cqe_vendor_err),
+        .cnt_wqes(cnt_req_wqes),
+        .cnt_pkts(cnt_req_pkts),
+        .cnt_bytes(cnt_req_bytes),
+        .cnt_errors(cnt_req_errors)
+    );
+    assign rd_arid[2] = 1'b0;
+    assign rd_arlock[2] = 1'b0;
+    assign rd_arcache[8 +: 4] = 4'b0011;
+    assign rd_arprot[6 +: 3] = 3'b010;
+
+    // ---------------------------------------------------------------- transmit framer + ICRC
+    roce_tx #(
+        .DATA_WIDTH(DW)
+    ) u_tx (
+        .clk(clk),
+        .rst(rst),
+        .s_hdr_valid(tx_hdr_valid),
+        .s_hdr_ready(tx_hdr_ready),
+        .s_hdr_dmac(tx_hdr_dmac),
+        .s_hdr_smac(tx_hdr_smac),
+        .s_hdr_ipv6(tx_hdr_ipv6),
+        .s_hdr_sip(tx_hdr_sip),
+        .s_hdr_dip(tx_hdr_dip),
+        .s_hdr_tos(tx_hdr_tos),
+        .s_hdr_ttl(tx_hdr_ttl),
+        .s_hdr_flow_label(20'd0),
+        .s_hdr_udp_sport(tx_hdr_udp_sport),
+        .s_hdr_opcode(tx_hdr_opcode),
+        .s_hdr_solicited(tx_hdr_solicited),
+        .s_hdr_migreq(1'b1),
+        .s_hdr_pkey(16'hffff),
+        .s_hdr_fecn(1'b0),
+        .s_hdr_becn(1'b0),
+        .s_hdr_dqpn(tx_hdr_dqpn),
+        .s_hdr_ackreq(tx_hdr_ackreq),
+        .s_hdr_psn(tx_hdr_psn),
+        .s_hdr_reth_va(tx_hdr_reth_va),
+        .s_hdr_reth_rkey(tx_hdr_reth_rkey),
+        .s_hdr_reth_len(tx_hdr_reth_len),
+        .s_hdr_aeth_syndrome(8'd0),
+        .s_hdr_aeth_msn(24'd0),
+        .s_hdr_imm(tx_hdr_imm),
+        .s_hdr_ieth_rkey(32'd0),
+        .s_hdr_atomic_va(64'd0),
+        .s_hdr_atomic_rkey(32'd0),
+        .s_hdr_atomic_swap_add(64'd0),
+        .s_hdr_atomic_compare(64'd0),
+        .s_hdr_atomic_orig(64'd0),
+        .s_hdr_deth_qkey(32'd0),
+        .s_hdr_deth_src_qp(24'd0),
+        .s_hdr_payload_len(tx_hdr_payload_len),
+        .s_axis_tdata(tx_pay_tdata),
+        .s_axis_tkeep(tx_pay_tkeep),
+        .s_axis_tvalid(tx_pay_tvalid),
+        .s_axis_tready(tx_pay_tready),
+        .s_axis_tlast(tx_pay_tlast),
+        .s_axis_tuser(tx_pay_tuser),
+        .m_axis_tdata(m_axis_tx_tdata),
+        .m_axis_tkeep(m_axis_tx_tkeep),
+        .m_axis_tvalid(m_axis_tx_tvalid),
+        .m_axis_tready(m_axis_tx_tready),
+        .m_axis_tlast(m_axis_tx_tlast),
+        .m_axis_tuser(m_axis_tx_tuser)
+    );
+
     // ---------------------------------------------------------------- CQE writeback
+    // completions from roce_req first, then from s_cqe_*
+    wire         c_sel = !q_cqe_valid;
+    wire         c_valid = q_cqe_valid || s_cqe_valid;
+    wire         c_ready;
+    assign q_cqe_ready = c_ready;
+    assign s_cqe_ready = c_sel && c_ready;
+
     cqe_write #(
         .AXI_DATA_WIDTH(DW),
         .AXI_ADDR_WIDTH(AW),
@@ -526,18 +817,18 @@ module roce_nic #(
         .cfg_enable(cq_cfg_enable),
         .cfg_base(cq_cfg_base),
         .cfg_log_size(cq_cfg_log_size),
-        .s_cqe_valid(s_cqe_valid),
-        .s_cqe_ready(s_cqe_ready),
-        .s_cqe_cqn(s_cqe_cqn),
-        .s_cqe_qpn(s_cqe_qpn),
-        .s_cqe_wqe_index(s_cqe_wqe_index),
-        .s_cqe_opcode(s_cqe_opcode),
-        .s_cqe_status(s_cqe_status),
-        .s_cqe_byte_len(s_cqe_byte_len),
-        .s_cqe_imm_inv(s_cqe_imm_inv),
-        .s_cqe_src_qp(s_cqe_src_qp),
-        .s_cqe_flags(s_cqe_flags),
-        .s_cqe_vendor_err(s_cqe_vendor_err),
+        .s_cqe_valid(c_valid),
+        .s_cqe_ready(c_ready),
+        .s_cqe_cqn(c_sel ? s_cqe_cqn : q_cqe_cqn),
+        .s_cqe_qpn(c_sel ? s_cqe_qpn : q_cqe_qpn),
+        .s_cqe_wqe_index(c_sel ? s_cqe_wqe_index : q_cqe_wqe_index),
+        .s_cqe_opcode(c_sel ? s_cqe_opcode : q_cqe_opcode),
+        .s_cqe_status(c_sel ? s_cqe_status : q_cqe_status),
+        .s_cqe_byte_len(c_sel ? s_cqe_byte_len : 32'd0),
+        .s_cqe_imm_inv(c_sel ? s_cqe_imm_inv : 32'd0),
+        .s_cqe_src_qp(c_sel ? s_cqe_src_qp : 32'd0),
+        .s_cqe_flags(c_sel ? s_cqe_flags : 8'd0),
+        .s_cqe_vendor_err(c_sel ? s_cqe_vendor_err : q_cqe_vendor_err),
         .cq_pi(cq_pi),
         .wr_error(cqe_wr_error),
         .m_axi_awid(wr_awid[0]),
@@ -563,7 +854,7 @@ module roce_nic #(
 
     // ---------------------------------------------------------------- DMA arbitration
     axi_rd_arb #(
-        .PORTS(2),
+        .PORTS(3),
         .DATA_WIDTH(DW),
         .ADDR_WIDTH(AW),
         .S_ID_WIDTH(1),

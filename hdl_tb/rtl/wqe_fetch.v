@@ -9,6 +9,12 @@
 // min(stride, 48 + 16 * MAX_SGE) bytes rounded up to whole beats, and advances the fetch index
 // (16 bits, wrapping like hwif.WQE_INDEX_MASK). QPs with work are served round-robin; up to
 // OUTSTANDING bursts are in flight (one AXI ID: data returns in order).
+// Read data is always accepted: R beats go into a beat FIFO (fifo_fwft) with room for
+// OUTSTANDING WQEs, and a burst is issued only when the FIFO has room for all of its beats
+// besides those already requested. So a consumer that stops taking WQEs never stalls the
+// shared R channel (on an in-order interconnect that would hold up other units' reads behind
+// this unit's data: the requester's payload reads, which must finish before it takes the next
+// WQE).
 // The fetched WQE is presented on the m_wqe_* valid/ready output: the hwif.SendWqeCtrl fields
 // (bytes 0..47 of the slot, little-endian) and MAX_SGE hwif.Sge entries (bytes 48 + 16 j);
 // entries j >= num_sge, and entries that lie beyond the fetched bytes, read as zero. Inline
@@ -28,7 +34,7 @@
 //   NUM_QP          number of send queues (>= 1)
 //   QPN_WIDTH       width of QP numbers (>= clog2(NUM_QP))
 //   MAX_SGE         SGE entries decoded per WQE (>= 1)
-//   OUTSTANDING     read bursts in flight (>= 1)
+//   OUTSTANDING     read bursts in flight (>= 1); the beat FIFO holds this many WQEs
 //
 // Ports:
 //   clk, rst            clock, synchronous active-high reset (all QPs disabled)
@@ -137,15 +143,20 @@ module wqe_fetch #(
     localparam BUF_W = FETCH_BEATS * AXI_DATA_WIDTH;
     localparam BEAT_CNT_W = clog2(FETCH_BEATS + 1);
     localparam QP_W = NUM_QP > 1 ? clog2(NUM_QP) : 1;
-    localparam OS_PTR_W = OUTSTANDING > 1 ? clog2(OUTSTANDING) : 1;
     localparam OS_CNT_W = clog2(OUTSTANDING + 1);
     localparam META_W = QP_W + 16;
     localparam integer LAST_QP_I = NUM_QP - 1;
-    localparam integer LAST_OS_I = OUTSTANDING - 1;
     localparam integer MAX_OS_I = OUTSTANDING;
     localparam [QP_W-1:0] LAST_QP = LAST_QP_I[QP_W-1:0];
-    localparam [OS_PTR_W-1:0] LAST_OS = LAST_OS_I[OS_PTR_W-1:0];
     localparam [OS_CNT_W-1:0] MAX_OS = MAX_OS_I[OS_CNT_W-1:0];
+    // beat FIFO: OUTSTANDING WQEs' worth of beats, a power of two
+    localparam FIFO_DEPTH = 1 << clog2(OUTSTANDING * FETCH_BEATS < 2 ? 2 :
+                                       OUTSTANDING * FETCH_BEATS);
+    localparam RES_W = clog2(FIFO_DEPTH + 1) + 1 > 9 ? clog2(FIFO_DEPTH + 1) + 1 : 9;
+    localparam integer FIFO_DEPTH_I = FIFO_DEPTH;
+    localparam [RES_W-1:0] FIFO_DEPTH_R = FIFO_DEPTH_I[RES_W-1:0];
+    // (QP, index) of every WQE requested and not yet assembled: at most one per FIFO beat
+    localparam OS_PTR_W = clog2(FIFO_DEPTH);
 
     // burst length (arlen) of a slot of 2**log_stride bytes
     function [7:0] slot_arlen;
@@ -215,8 +226,12 @@ module wqe_fetch #(
         end
     end
 
+    // beats requested and not yet taken out of the beat FIFO
+    reg  [RES_W-1:0]         reserved;
+    wire [RES_W-1:0]         sel_beats = {{(RES_W-8){1'b0}}, qp_arlen[8*sel_q +: 8]} + 1'b1;
     wire ar_free = !ar_valid || m_axi_arready;
-    wire issue = ar_free && sel_found && outstanding < MAX_OS;
+    wire issue = ar_free && sel_found && outstanding < MAX_OS &&
+                 reserved + sel_beats <= FIFO_DEPTH_R;
     wire [15:0] sel_ci = qp_ci[16*sel_q +: 16];
     wire [15:0] sel_slot = sel_ci & qp_mask[16*sel_q +: 16];
     wire [AXI_ADDR_WIDTH-1:0] sel_off = {{(AXI_ADDR_WIDTH-16){1'b0}}, sel_slot}
@@ -224,7 +239,7 @@ module wqe_fetch #(
     wire [QP_W-1:0] sel_next = (sel_q == LAST_QP) ? {QP_W{1'b0}} : sel_q + 1'b1;
 
     // ---------------------------------------------------------------- in-flight FIFO
-    reg [META_W-1:0]   meta_mem [0:OUTSTANDING-1];
+    reg [META_W-1:0]   meta_mem [0:FIFO_DEPTH-1];
     reg [OS_PTR_W-1:0] meta_wr;
     reg [OS_PTR_W-1:0] meta_rd;
 
@@ -240,10 +255,36 @@ module wqe_fetch #(
     reg                  out_err;
     reg [META_W-1:0]     out_meta;
 
-    wire out_free = !out_valid || m_wqe_ready;
-    assign m_axi_rready = !asm_full || out_free;
-    wire r_hs = m_axi_rvalid && m_axi_rready;
-    wire r_done = r_hs && m_axi_rlast;
+    // R beats -> beat FIFO {rresp error, rlast, rdata}
+    wire                      out_free = !out_valid || m_wqe_ready;
+    wire                      f_ready = !asm_full || out_free;
+    wire                      f_valid;
+    wire [AXI_DATA_WIDTH+1:0] f_data;
+    wire                      fifo_in_ready;
+    wire [15:0]               fifo_count;
+    wire [AXI_DATA_WIDTH-1:0] f_rdata = f_data[AXI_DATA_WIDTH-1:0];
+    wire                      f_rlast = f_data[AXI_DATA_WIDTH];
+    wire                      f_rerr = f_data[AXI_DATA_WIDTH+1];
+
+    fifo_fwft #(
+        .WIDTH(AXI_DATA_WIDTH + 2),
+        .DEPTH(FIFO_DEPTH)
+    ) u_beats (
+        .clk(clk),
+        .rst(rst),
+        .s_data({m_axi_rresp != 2'b00, m_axi_rlast, m_axi_rdata}),
+        .s_valid(m_axi_rvalid),
+        .s_ready(fifo_in_ready),
+        .m_data(f_data),
+        .m_valid(f_valid),
+        .m_ready(f_ready),
+        .count(fifo_count)
+    );
+
+    assign m_axi_rready = fifo_in_ready;
+    wire r_hs = f_valid && f_ready;
+    wire r_done = r_hs && f_rlast;
+    wire ar_done = m_axi_rvalid && fifo_in_ready && m_axi_rlast;
     wire xfer = asm_full && out_free;
     integer b;
 
@@ -258,11 +299,11 @@ module wqe_fetch #(
             // beat k lands at bytes k*BEAT_BYTES..; the first beat also clears the rest
             for (b = 0; b < FETCH_BEATS; b = b + 1) begin
                 if (asm_beat == b[BEAT_CNT_W-1:0])
-                    asm_buf[AXI_DATA_WIDTH*b +: AXI_DATA_WIDTH] <= m_axi_rdata;
+                    asm_buf[AXI_DATA_WIDTH*b +: AXI_DATA_WIDTH] <= f_rdata;
                 else if (asm_beat == {BEAT_CNT_W{1'b0}})
                     asm_buf[AXI_DATA_WIDTH*b +: AXI_DATA_WIDTH] <= {AXI_DATA_WIDTH{1'b0}};
             end
-            asm_err <= (asm_beat != {BEAT_CNT_W{1'b0}} && asm_err) || m_axi_rresp != 2'b00;
+            asm_err <= (asm_beat != {BEAT_CNT_W{1'b0}} && asm_err) || f_rerr;
         end
         if (r_done)
             asm_meta <= meta_mem[meta_rd];
@@ -275,6 +316,7 @@ module wqe_fetch #(
 
         if (rst) begin
             ar_valid <= 1'b0;
+            reserved <= {RES_W{1'b0}};
             rr_ptr <= {QP_W{1'b0}};
             outstanding <= {OS_CNT_W{1'b0}};
             meta_wr <= {OS_PTR_W{1'b0}};
@@ -286,19 +328,24 @@ module wqe_fetch #(
             if (issue) begin
                 ar_valid <= 1'b1;
                 rr_ptr <= sel_next;
-                meta_wr <= (meta_wr == LAST_OS) ? {OS_PTR_W{1'b0}} : meta_wr + 1'b1;
+                meta_wr <= meta_wr + 1'b1;
             end else if (m_axi_arready) begin
                 ar_valid <= 1'b0;
             end
-            if (issue && !r_done)
+            if (issue)
+                reserved <= reserved + sel_beats - {{(RES_W-1){1'b0}}, r_hs};
+            else if (r_hs)
+                reserved <= reserved - 1'b1;
+            // bursts on the bus: from AR to the last R beat (into the beat FIFO)
+            if (issue && !ar_done)
                 outstanding <= outstanding + 1'b1;
-            else if (!issue && r_done)
+            else if (!issue && ar_done)
                 outstanding <= outstanding - 1'b1;
 
             if (r_hs)
-                asm_beat <= m_axi_rlast ? {BEAT_CNT_W{1'b0}} : asm_beat + 1'b1;
+                asm_beat <= f_rlast ? {BEAT_CNT_W{1'b0}} : asm_beat + 1'b1;
             if (r_done)
-                meta_rd <= (meta_rd == LAST_OS) ? {OS_PTR_W{1'b0}} : meta_rd + 1'b1;
+                meta_rd <= meta_rd + 1'b1;
             if (xfer)
                 asm_full <= 1'b0;
             if (r_done)
@@ -373,7 +420,8 @@ module wqe_fetch #(
     // inputs and bits deliberately not used: the reserved byte 3, slack after the last SGE
     /* verilator lint_off UNUSEDSIGNAL */
     wire [BUF_W:0] out_pad = {1'b0, out_buf};
-    wire unused = &{1'b0, m_axi_rid, cfg_mask[16], out_buf[31:24], out_pad[BUF_W:8*FETCH_BYTES]};
+    wire unused = &{1'b0, m_axi_rid, cfg_mask[16], out_buf[31:24], out_pad[BUF_W:8*FETCH_BYTES],
+                    fifo_count};
     /* verilator lint_on UNUSEDSIGNAL */
 
 endmodule

@@ -1,0 +1,787 @@
+`default_nettype none
+// roce_req: the requester of the nsnic RoCEv2 NIC: send WQEs -> RC request packets
+// (IBA 9.7.1-9.7.2), the frames nicsim/nic/requester.py builds for the same WQEs.
+//
+// WQEs arrive decoded from wqe_fetch (which serves the QPs whose SQ doorbells rang, round
+// robin); the requester takes one WQE at a time and sends its whole message before the next:
+//
+//   1. context: reads the QP's words from the QP table (nic_cmd's datapath read port): state,
+//      path MTU, pd, send CQ, dest QPN, sq_psn, MACs, GIDs, traffic class; the running PSN
+//      comes from the requester's own PSN table unless a command set sq_psn since (then from
+//      the table word, sq_psn_set_*).
+//   2. checks, in the model's order: a QP in ERR (or failed here before) flushes the WQE
+//      (WR_FLUSH_ERR); a QP not in RTS (SQD, ...) is waited for; an opcode other than
+//      RDMA_WRITE, RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM, inline data, more SGEs than
+//      MAX_SGE or a WQE read error give LOC_QP_OP_ERR / BAD_OPCODE; every non-empty SGE's
+//      lkey is checked through mr_translate (pd, no access right needed, bounds): the first
+//      failing one gives LOC_PROT_ERR with its vendor code (BAD_LKEY, LKEY_PD_MISMATCH,
+//      LKEY_ACCESS, LKEY_BOUNDS); a message over 2^31 bytes gives LOC_LEN_ERR. An error
+//      completes the WQE on m_cqe (byte_len 0) and marks the QP failed: its later WQEs are
+//      flushed until its SQ is configured again (wq_cfg_*: reset, RTS, destroy). (The QP
+//      table's state byte is not changed: QUERY_QP still says RTS.)
+//   3. PSNs: the message takes max(1, ceil(length / MTU)) PSNs from the running PSN.
+//   4. headers: one descriptor per packet to the framer (roce_tx): FIRST/MIDDLE/LAST or ONLY
+//      opcodes (RC SEND / RDMA WRITE, with immediate on the last), RETH (remote address, rkey,
+//      message length) on the first packet of a WRITE, ImmDt on the last, AckReq and (SOLICITED
+//      flag) SE on the last, MigReq 1, P_Key 0xFFFF, the QP's path: MACs, IPv4 when both GIDs
+//      are IPv4-mapped (else IPv6 with the GIDs, flow label 0), DSCP from the traffic class
+//      with ECN ECT(0), TTL / hop limit = traffic_class >> 8 or 64, UDP source port
+//      nicsim.wire.roce_udp_sport(qpn, dest_qpn).
+//   5. payload: the SGEs are translated again (mr_translate: one segment per page) and cut
+//      into chunks that lie in one segment, one packet and one AXI burst (<= 4 KiB, <= 256
+//      beats); each chunk is one INCR read burst. A burst is issued only when the payload FIFO
+//      has room for all its beats besides those already requested, so R data is always taken
+//      (the read channel is shared). R beats get tkeep for the chunk's bytes and tlast at the
+//      end of each packet; axis_keep_packer packs them for the framer.
+//
+// The next WQE starts when the previous one's descriptors are all taken by the framer and its
+// reads all issued; data and frames of consecutive messages stream back to back.
+//
+// Parameters:
+//   DATA_WIDTH     AXI and payload stream width (64..1024, a power of two)
+//   ADDR_WIDTH     physical address width
+//   NUM_QP         QP contexts (power of two)
+//   QPN_WIDTH      QP number width (24)
+//   CQN_WIDTH      CQ number width
+//   MAX_SGE        SGEs per WQE (as wqe_fetch)
+//   TAG_WIDTH      mr_translate tag width
+//   PAY_DEPTH      payload FIFO depth in beats (power of two, >= 2 bursts of a page)
+//   META_DEPTH     read bursts in flight (chunk records; power of two)
+//   ECN_CAPABLE    1: frames carry ECT(0) (NicConfig.ecn_capable)
+//
+// Ports:
+//   clk, rst              clock, synchronous active-high reset
+//   s_wqe_*               decoded WQEs (wqe_fetch m_wqe_*)
+//   ctx_qpn, ctx_word, ctx_data   QP table read port (data one cycle after the address)
+//   sq_psn_set_valid, sq_psn_set_qpn   a command set the QP's sq_psn (reload from the table)
+//   wq_cfg_valid, wq_cfg_qpn      the QP's SQ was (re)configured: clears its failed mark
+//   mr_req_*, mr_rsp_*    mr_translate lookups (tag 0)
+//   m_axi_ar*, m_axi_r*   AXI4 read master (payload)
+//   tx_hdr_*              framer descriptor (roce_tx s_hdr_*; fields not listed are constant)
+//   tx_pay_*              framer payload stream (packed)
+//   m_cqe_*               completions of WQEs that failed here (to cqe_write)
+//   cnt_wqes, cnt_pkts, cnt_bytes, cnt_errors   WQEs taken, packets, payload bytes, error CQEs
+module roce_req #(
+    parameter DATA_WIDTH = 64,
+    parameter ADDR_WIDTH = 64,
+    parameter NUM_QP = 64,
+    parameter QPN_WIDTH = 24,
+    parameter CQN_WIDTH = 24,
+    parameter MAX_SGE = 4,
+    parameter TAG_WIDTH = 8,
+    parameter PAY_DEPTH = 1024,
+    parameter META_DEPTH = 16,
+    parameter ECN_CAPABLE = 1
+) (
+    input  wire                          clk,
+    input  wire                          rst,
+
+    input  wire                          s_wqe_valid,
+    output wire                          s_wqe_ready,
+    input  wire [QPN_WIDTH-1:0]          s_wqe_qpn,
+    input  wire [15:0]                   s_wqe_index,
+    input  wire [7:0]                    s_wqe_opcode,
+    input  wire [7:0]                    s_wqe_flags,
+    input  wire [7:0]                    s_wqe_num_sge,
+    input  wire [31:0]                   s_wqe_imm_inv,
+    input  wire [63:0]                   s_wqe_remote_addr,
+    input  wire [31:0]                   s_wqe_rkey,
+    input  wire [MAX_SGE*64-1:0]         s_wqe_sge_addr,
+    input  wire [MAX_SGE*32-1:0]         s_wqe_sge_len,
+    input  wire [MAX_SGE*32-1:0]         s_wqe_sge_lkey,
+    input  wire                          s_wqe_err,
+
+    output wire [QPN_WIDTH-1:0]          ctx_qpn,
+    output wire [3:0]                    ctx_word,
+    input  wire [63:0]                   ctx_data,
+    input  wire                          sq_psn_set_valid,
+    input  wire [QPN_WIDTH-1:0]          sq_psn_set_qpn,
+    input  wire                          wq_cfg_valid,
+    input  wire [QPN_WIDTH-1:0]          wq_cfg_qpn,
+
+    output wire                          mr_req_valid,
+    input  wire                          mr_req_ready,
+    output wire [31:0]                   mr_req_key,
+    output wire [31:0]                   mr_req_pd,
+    output wire [7:0]                    mr_req_access,
+    output wire [63:0]                   mr_req_va,
+    output wire [31:0]                   mr_req_len,
+    output wire [TAG_WIDTH-1:0]          mr_req_tag,
+    input  wire                          mr_rsp_valid,
+    output wire                          mr_rsp_ready,
+    input  wire [2:0]                    mr_rsp_status,
+    input  wire [ADDR_WIDTH-1:0]         mr_rsp_pa,
+    input  wire [12:0]                   mr_rsp_len,
+    input  wire                          mr_rsp_last,
+
+    output wire [ADDR_WIDTH-1:0]         m_axi_araddr,
+    output wire [7:0]                    m_axi_arlen,
+    output wire [2:0]                    m_axi_arsize,
+    output wire [1:0]                    m_axi_arburst,
+    output wire                          m_axi_arvalid,
+    input  wire                          m_axi_arready,
+    input  wire [DATA_WIDTH-1:0]         m_axi_rdata,
+    input  wire [1:0]                    m_axi_rresp,
+    input  wire                          m_axi_rlast,
+    input  wire                          m_axi_rvalid,
+    output wire                          m_axi_rready,
+
+    output wire                          tx_hdr_valid,
+    input  wire                          tx_hdr_ready,
+    output wire [47:0]                   tx_hdr_dmac,
+    output wire [47:0]                   tx_hdr_smac,
+    output wire                          tx_hdr_ipv6,
+    output wire [127:0]                  tx_hdr_sip,
+    output wire [127:0]                  tx_hdr_dip,
+    output wire [7:0]                    tx_hdr_tos,
+    output wire [7:0]                    tx_hdr_ttl,
+    output wire [15:0]                   tx_hdr_udp_sport,
+    output wire [7:0]                    tx_hdr_opcode,
+    output wire                          tx_hdr_solicited,
+    output wire [23:0]                   tx_hdr_dqpn,
+    output wire                          tx_hdr_ackreq,
+    output wire [23:0]                   tx_hdr_psn,
+    output wire [63:0]                   tx_hdr_reth_va,
+    output wire [31:0]                   tx_hdr_reth_rkey,
+    output wire [31:0]                   tx_hdr_reth_len,
+    output wire [31:0]                   tx_hdr_imm,
+    output wire [15:0]                   tx_hdr_payload_len,
+
+    output wire [DATA_WIDTH-1:0]         tx_pay_tdata,
+    output wire [DATA_WIDTH/8-1:0]       tx_pay_tkeep,
+    output wire                          tx_pay_tvalid,
+    input  wire                          tx_pay_tready,
+    output wire                          tx_pay_tlast,
+    output wire                          tx_pay_tuser,
+
+    output reg                           m_cqe_valid,
+    input  wire                          m_cqe_ready,
+    output reg  [CQN_WIDTH-1:0]          m_cqe_cqn,
+    output reg  [31:0]                   m_cqe_qpn,
+    output reg  [15:0]                   m_cqe_wqe_index,
+    output reg  [7:0]                    m_cqe_opcode,
+    output reg  [7:0]                    m_cqe_status,
+    output reg  [7:0]                    m_cqe_vendor_err,
+
+    output reg  [31:0]                   cnt_wqes,
+    output reg  [31:0]                   cnt_pkts,
+    output reg  [31:0]                   cnt_bytes,
+    output reg  [31:0]                   cnt_errors
+);
+
+    function integer clog2;
+        input integer value;
+        integer v;
+        begin
+            clog2 = 0;
+            v = value - 1;
+            while (v > 0) begin
+                clog2 = clog2 + 1;
+                v = v >> 1;
+            end
+        end
+    endfunction
+
+    localparam KW = DATA_WIDTH / 8;
+    localparam KW_LOG = clog2(KW);
+    localparam QP_AW = clog2(NUM_QP);
+    localparam SGE_W = MAX_SGE > 1 ? clog2(MAX_SGE + 1) : 1;
+    localparam integer BURST_I = 256 * KW < 4096 ? 256 * KW : 4096;   // bytes per burst at most
+    localparam BURST_LOG = clog2(BURST_I);
+    localparam PAY_AW = clog2(PAY_DEPTH);
+    localparam RES_W = PAY_AW + 2;
+    localparam integer PAY_DEPTH_I = PAY_DEPTH;
+    localparam [RES_W-1:0] PAY_DEPTH_R = PAY_DEPTH_I[RES_W-1:0];
+    localparam META_W = KW_LOG + 13 + 1;                 // {last of packet, bytes, offset}
+
+    // hwif values
+    localparam [7:0] QPS_RTS = 8'd3;
+    localparam [7:0] QPS_ERR = 8'd6;
+    localparam [7:0] ST_LOC_LEN_ERR = 8'd1;
+    localparam [7:0] ST_LOC_QP_OP_ERR = 8'd2;
+    localparam [7:0] ST_LOC_PROT_ERR = 8'd4;
+    localparam [7:0] ST_WR_FLUSH_ERR = 8'd5;
+    localparam [7:0] VE_BAD_OPCODE = 8'h60;
+    localparam [7:0] VE_FLUSHED = 8'h50;
+
+    // ================================================================ per-QP state
+    reg [23:0]       psn_mem [0:NUM_QP-1];   // next PSN of each QP
+    reg [23:0]       psn_q;
+    reg [NUM_QP-1:0] psn_stale;              // sq_psn set by a command: reload from the table
+    reg [NUM_QP-1:0] failed;                 // a WQE failed: flush until reconfigured
+
+    // ================================================================ the WQE being executed
+    reg [QP_AW-1:0]        w_q;
+    reg [QPN_WIDTH-1:0]    w_qpn;
+    reg [15:0]             w_index;
+    reg [7:0]              w_op;
+    reg [7:0]              w_flags;
+    reg [7:0]              w_nsge;
+    reg [31:0]             w_imm;
+    reg [63:0]             w_raddr;
+    reg [31:0]             w_rkey;
+    reg [MAX_SGE*64-1:0]   w_sge_addr;
+    reg [MAX_SGE*32-1:0]   w_sge_len;
+    reg [MAX_SGE*32-1:0]   w_sge_lkey;
+    reg                    w_err;
+    reg [33:0]             w_total;
+
+    // context of its QP
+    reg [7:0]   c_state;
+    reg [7:0]   c_pmtu;
+    reg [31:0]  c_pd;
+    reg [31:0]  c_scqn;
+    reg [31:0]  c_dqpn;
+    reg [23:0]  c_sqpsn;
+    reg [447:0] c_b;          // Qpc bytes 64..119 (words 8..14), little-endian
+    reg [15:0]  c_sport;
+
+    // ================================================================ FSM
+    localparam [3:0] R_IDLE = 4'd0;
+    localparam [3:0] R_CTX = 4'd1;
+    localparam [3:0] R_EVAL = 4'd2;
+    localparam [3:0] R_WAIT = 4'd3;
+    localparam [3:0] R_CHK = 4'd4;
+    localparam [3:0] R_CHKD = 4'd5;
+    localparam [3:0] R_CQE = 4'd6;
+    localparam [3:0] R_START = 4'd7;
+    localparam [3:0] R_RUN = 4'd8;
+    reg [3:0]  state;
+    reg [3:0]  ci;            // context word read step (address), 0..10
+    reg [3:0]  cd;            // step whose data is in ctx_data
+    reg        cd_v;
+    reg [8:0]  wait_cnt;
+
+    // context words read: 0 (state, mtu), 1 (pd, send cqn), 5 (dest qpn), 6 (sq_psn), 8..14
+    function [3:0] ctx_word_of;
+        input [3:0] step;
+        begin
+            case (step)
+                4'd0: ctx_word_of = 4'd0;
+                4'd1: ctx_word_of = 4'd1;
+                4'd2: ctx_word_of = 4'd5;
+                4'd3: ctx_word_of = 4'd6;
+                default: ctx_word_of = step + 4'd4;   // 4..10 -> 8..14
+            endcase
+        end
+    endfunction
+
+    assign ctx_qpn = w_qpn;
+    assign ctx_word = ctx_word_of(ci);
+
+    // ---------------------------------------------------------------- the path
+    // byte k of the Qpc (64 <= k < 120)
+    reg [47:0]  p_dmac;
+    reg [47:0]  p_smac;
+    reg [127:0] p_sgid;
+    reg [127:0] p_dgid;
+    reg [31:0]  p_tc;
+    integer     bi;
+    always @* begin
+        for (bi = 0; bi < 6; bi = bi + 1) begin
+            p_dmac[8*(5-bi) +: 8] = c_b[8*(bi + 0) +: 8];
+            p_smac[8*(5-bi) +: 8] = c_b[8*(bi + 6) +: 8];
+        end
+        for (bi = 0; bi < 16; bi = bi + 1) begin
+            p_sgid[8*(15-bi) +: 8] = c_b[8*(bi + 12) +: 8];
+            p_dgid[8*(15-bi) +: 8] = c_b[8*(bi + 28) +: 8];
+        end
+        p_tc = c_b[8*48 +: 32];
+    end
+    wire s_mapped = p_sgid[127:32] == 96'h0000_0000_0000_0000_0000_ffff;
+    wire d_mapped = p_dgid[127:32] == 96'h0000_0000_0000_0000_0000_ffff;
+    wire [1:0] ecn = ECN_CAPABLE ? 2'b10 : 2'b00;
+
+    // UDP source port: nicsim.wire.roce_udp_sport(qpn, dest_qpn)
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [55:0] sp_v = {32'd0, w_qpn} * {24'd0, c_dqpn};
+    wire [55:0] sp_v1 = sp_v ^ (sp_v >> 20);
+    wire [55:0] sp_v2 = sp_v1 ^ (sp_v1 >> 40);
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [13:0] sp_low = sp_v2[13:0] ^ {8'd0, sp_v2[19:14]};
+
+    // ---------------------------------------------------------------- the message
+    wire [3:0]  mtu_log = (c_pmtu >= 8'd1 && c_pmtu <= 8'd5) ? c_pmtu[3:0] + 4'd7 : 4'd10;
+    wire [12:0] mtu = 13'd1 << mtu_log;
+    wire        op_ok = w_op == 8'd0 || w_op == 8'd1 || w_op == 8'd2 || w_op == 8'd3;
+    wire        is_write = w_op == 8'd0 || w_op == 8'd1;
+    wire        has_imm = w_op == 8'd1 || w_op == 8'd3;
+    // CqeOpcode of the WQE's opcode (SEND for unknown ones)
+    wire [7:0]  cqe_op = (w_op == 8'd0 || w_op == 8'd1) ? 8'd1 :
+                         w_op == 8'd4 ? 8'd2 : w_op == 8'd5 ? 8'd3 : w_op == 8'd6 ? 8'd4 : 8'd0;
+
+    // total length of the SGEs
+    reg [33:0] sum_len;
+    reg [SGE_W:0] n_nz;      // non-empty SGEs (of the first w_nsge)
+    integer sj;
+    always @* begin
+        sum_len = 34'd0;
+        n_nz = {(SGE_W+1){1'b0}};
+        for (sj = 0; sj < MAX_SGE; sj = sj + 1) begin
+            if (sj < w_nsge && w_sge_len[32*sj +: 32] != 32'd0) begin
+                sum_len = sum_len + {2'b00, w_sge_len[32*sj +: 32]};
+                n_nz = n_nz + 1'b1;
+            end
+        end
+    end
+
+    // ---------------------------------------------------------------- CQE of a failed WQE
+    reg [7:0] e_status;
+    reg [7:0] e_vendor;
+    reg [7:0] e_opcode;
+
+    // ---------------------------------------------------------------- translation requests
+    // one requester of mr_translate at a time: the check pass (R_CHK) or the data pass (R_RUN)
+    reg [SGE_W:0]  tr_j;        // next SGE to request
+    reg            tr_on;       // requests of this pass enabled
+    wire [31:0]    tr_len = w_sge_len[32*tr_j[SGE_W-1:0] +: 32];
+    wire           tr_more = {{(8-SGE_W-1){1'b0}}, tr_j} < w_nsge && tr_j < MAX_SGE;
+    assign mr_req_valid = tr_on && tr_more && tr_len != 32'd0;
+    assign mr_req_key = w_sge_lkey[32*tr_j[SGE_W-1:0] +: 32];
+    assign mr_req_pd = c_pd;
+    assign mr_req_access = 8'd0;
+    assign mr_req_va = w_sge_addr[64*tr_j[SGE_W-1:0] +: 64];
+    assign mr_req_len = tr_len;
+    assign mr_req_tag = {TAG_WIDTH{1'b0}};
+    wire tr_step = tr_on && tr_more && (tr_len == 32'd0 || mr_req_ready);
+
+    // check pass responses
+    reg            ck_first;
+    reg            ck_bad;
+    reg [2:0]      ck_st;
+    reg [SGE_W:0]  ck_got;      // requests fully answered
+
+    // ---------------------------------------------------------------- data pass: planner
+    reg            seg_v;
+    reg [ADDR_WIDTH-1:0] seg_pa;
+    reg [12:0]     seg_rem;
+    reg [31:0]     msg_rem;     // bytes not yet in a chunk
+    reg [12:0]     pkt_rem;     // bytes of the current packet not yet in a chunk
+    wire           run = state == R_RUN;
+
+    assign mr_rsp_ready = state == R_CHK || (run && !seg_v);
+
+    // bytes to the next burst boundary (BURST_I-aligned: inside a page, <= 256 beats)
+    wire [31:0]    pa_low = {{(32-BURST_LOG){1'b0}}, seg_pa[BURST_LOG-1:0]};
+    wire [31:0]    to_burst = BURST_I - pa_low;
+    reg  [12:0]    ch_len;
+    always @* begin
+        ch_len = seg_rem;
+        if (pkt_rem < ch_len)
+            ch_len = pkt_rem;
+        if (to_burst < {19'd0, ch_len})
+            ch_len = to_burst[12:0];
+    end
+    wire [KW_LOG-1:0] ch_off = seg_pa[KW_LOG-1:0];
+    wire [13:0]    ch_span = {1'b0, ch_len} + {{(14-KW_LOG){1'b0}}, ch_off};
+    wire [13:0]    ch_beats = (ch_span + (KW - 1)) >> KW_LOG;
+    wire           ch_last = ch_len == pkt_rem;
+
+    reg  [RES_W-1:0] reserved;   // payload FIFO beats requested and not yet popped
+    wire             meta_ready;
+    reg              ar_v;
+    reg  [ADDR_WIDTH-1:0] ar_addr;
+    reg  [7:0]       ar_len;
+    wire ar_free = !ar_v || m_axi_arready;
+    wire ch_go = run && seg_v && ar_free && meta_ready &&
+                 reserved + ch_beats[RES_W-1:0] <= PAY_DEPTH_R;
+    wire [31:0] msg_after = msg_rem - {19'd0, ch_len};
+    wire [12:0] next_pkt = msg_after > {19'd0, mtu} ? mtu : msg_after[12:0];
+    wire seg_take = run && !seg_v && mr_rsp_valid;
+
+    // ---------------------------------------------------------------- data pass: headers
+    reg            hg_on;
+    reg [23:0]     hg_k;        // packet index
+    reg [31:0]     hg_rem;      // message bytes from this packet on
+    reg [23:0]     psn0;
+    wire           hg_first = hg_k == 24'd0;
+    wire           hg_last = hg_rem <= {19'd0, mtu};
+    reg  [7:0]     hg_opc;
+    always @* begin
+        case ({w_op[1:0], hg_first, hg_last})
+            4'b0010: hg_opc = 8'h06;                 // WRITE FIRST
+            4'b0000: hg_opc = 8'h07;                 // WRITE MIDDLE
+            4'b0001: hg_opc = 8'h08;                 // WRITE LAST
+            4'b0011: hg_opc = 8'h0a;                 // WRITE ONLY
+            4'b0110: hg_opc = 8'h06;
+            4'b0100: hg_opc = 8'h07;
+            4'b0101: hg_opc = 8'h09;                 // WRITE LAST with immediate
+            4'b0111: hg_opc = 8'h0b;                 // WRITE ONLY with immediate
+            4'b1010: hg_opc = 8'h00;                 // SEND FIRST
+            4'b1000: hg_opc = 8'h01;                 // SEND MIDDLE
+            4'b1001: hg_opc = 8'h02;                 // SEND LAST
+            4'b1011: hg_opc = 8'h04;                 // SEND ONLY
+            4'b1110: hg_opc = 8'h00;
+            4'b1100: hg_opc = 8'h01;
+            4'b1101: hg_opc = 8'h03;                 // SEND LAST with immediate
+            default: hg_opc = 8'h05;                 // SEND ONLY with immediate
+        endcase
+    end
+
+    assign tx_hdr_valid = hg_on;
+    assign tx_hdr_dmac = p_dmac;
+    assign tx_hdr_smac = p_smac;
+    assign tx_hdr_ipv6 = !(s_mapped && d_mapped);
+    assign tx_hdr_sip = p_sgid;
+    assign tx_hdr_dip = p_dgid;
+    assign tx_hdr_tos = {p_tc[7:2], ecn};
+    assign tx_hdr_ttl = p_tc[15:8] == 8'd0 ? 8'd64 : p_tc[15:8];
+    assign tx_hdr_udp_sport = c_sport;
+    assign tx_hdr_opcode = hg_opc;
+    assign tx_hdr_solicited = hg_last && w_flags[2];
+    assign tx_hdr_dqpn = c_dqpn[23:0];
+    assign tx_hdr_ackreq = hg_last;
+    assign tx_hdr_psn = psn0 + hg_k;
+    assign tx_hdr_reth_va = w_raddr;
+    assign tx_hdr_reth_rkey = w_rkey;
+    assign tx_hdr_reth_len = w_total[31:0];
+    assign tx_hdr_imm = w_imm;
+    assign tx_hdr_payload_len = hg_last ? hg_rem[15:0] : {3'd0, mtu};
+    wire hg_fire = hg_on && tx_hdr_ready;
+
+    assign s_wqe_ready = state == R_IDLE;
+    wire wqe_take = s_wqe_valid && s_wqe_ready;
+
+    // npkts of the message, and the PSN it starts at
+    wire [33:0] w_pkts = w_total == 34'd0 ? 34'd1 :
+                         (w_total + {21'd0, mtu} - 34'd1) >> mtu_log;
+    wire [23:0] start_psn = psn_stale[w_q] ? c_sqpsn : psn_q;
+
+    // ================================================================ FSM
+    always @(posedge clk) begin
+        cd_v <= 1'b0;
+        if (m_cqe_valid && m_cqe_ready)
+            m_cqe_valid <= 1'b0;
+        if (tr_step)
+            tr_j <= tr_j + 1'b1;
+
+        // context words in
+        if (cd_v) begin
+            case (cd)
+                4'd0: begin
+                    c_state <= ctx_data[39:32];
+                    c_pmtu <= ctx_data[55:48];
+                end
+                4'd1: begin
+                    c_pd <= ctx_data[31:0];
+                    c_scqn <= ctx_data[63:32];
+                end
+                4'd2: c_dqpn <= ctx_data[63:32];
+                4'd3: c_sqpsn <= ctx_data[23:0];
+                default: c_b[64*(cd - 4'd4) +: 64] <= ctx_data;
+            endcase
+        end
+
+        case (state)
+            R_IDLE: begin
+                if (wqe_take) begin
+                    w_q <= s_wqe_qpn[QP_AW-1:0];
+                    w_qpn <= s_wqe_qpn;
+                    w_index <= s_wqe_index;
+                    w_op <= s_wqe_opcode;
+                    w_flags <= s_wqe_flags;
+                    w_nsge <= s_wqe_num_sge;
+                    w_imm <= s_wqe_imm_inv;
+                    w_raddr <= s_wqe_remote_addr;
+                    w_rkey <= s_wqe_rkey;
+                    w_sge_addr <= s_wqe_sge_addr;
+                    w_sge_len <= s_wqe_sge_len;
+                    w_sge_lkey <= s_wqe_sge_lkey;
+                    w_err <= s_wqe_err;
+                    cnt_wqes <= cnt_wqes + 32'd1;
+                    ci <= 4'd0;
+                    state <= R_CTX;
+                end
+            end
+
+            R_CTX: begin       // address ci this cycle, data next cycle
+                psn_q <= psn_mem[w_q];
+                cd <= ci;
+                cd_v <= 1'b1;
+                ci <= ci + 4'd1;
+                if (ci == 4'd10)
+                    state <= R_EVAL;
+            end
+
+            R_EVAL: begin      // the last word arrives this cycle; decide next cycle
+                if (!cd_v) begin
+                    w_total <= sum_len;
+                    c_sport <= {2'b11, sp_low};
+                    e_opcode <= cqe_op;
+                    e_vendor <= 8'd0;
+                    if (c_state == QPS_ERR || failed[w_q]) begin
+                        e_status <= ST_WR_FLUSH_ERR;
+                        e_vendor <= VE_FLUSHED;
+                        e_opcode <= 8'd0;
+                        state <= R_CQE;
+                    end else if (c_state != QPS_RTS) begin
+                        wait_cnt <= 9'd0;
+                        state <= R_WAIT;
+                    end else if (!op_ok || w_err || w_flags[3] ||
+                                 w_nsge > MAX_SGE) begin
+                        e_status <= ST_LOC_QP_OP_ERR;
+                        e_vendor <= VE_BAD_OPCODE;
+                        state <= R_CQE;
+                    end else begin
+                        tr_j <= {(SGE_W+1){1'b0}};
+                        tr_on <= 1'b1;
+                        ck_first <= 1'b1;
+                        ck_bad <= 1'b0;
+                        ck_got <= {(SGE_W+1){1'b0}};
+                        state <= R_CHK;
+                    end
+                end
+            end
+
+            R_WAIT: begin      // the QP is not in RTS (SQD, ...): look again later
+                wait_cnt <= wait_cnt + 9'd1;
+                if (wait_cnt == 9'd255) begin
+                    ci <= 4'd0;
+                    state <= R_CTX;
+                end
+            end
+
+            R_CHK: begin       // every non-empty SGE's key checked; responses dropped
+                if (mr_rsp_valid) begin
+                    ck_first <= mr_rsp_last;
+                    if (ck_first && !ck_bad && mr_rsp_status != 3'd0) begin
+                        ck_bad <= 1'b1;
+                        ck_st <= mr_rsp_status;
+                    end
+                    if (mr_rsp_last)
+                        ck_got <= ck_got + 1'b1;
+                end
+                if (!tr_more && ck_got == n_nz && !mr_rsp_valid) begin
+                    tr_on <= 1'b0;
+                    state <= R_CHKD;
+                end
+            end
+
+            R_CHKD: begin
+                if (ck_bad) begin
+                    e_status <= ST_LOC_PROT_ERR;
+                    e_vendor <= 8'h0f + {5'd0, ck_st};   // BAD_LKEY 0x10 .. LKEY_BOUNDS 0x13
+                    state <= R_CQE;
+                end else if (w_total > 34'h0_8000_0000) begin
+                    e_status <= ST_LOC_LEN_ERR;
+                    state <= R_CQE;
+                end else begin
+                    state <= R_START;
+                end
+            end
+
+            R_CQE: begin
+                if (!m_cqe_valid || m_cqe_ready) begin
+                    m_cqe_valid <= 1'b1;
+                    m_cqe_cqn <= c_scqn[CQN_WIDTH-1:0];
+                    m_cqe_qpn <= {{(32-QPN_WIDTH){1'b0}}, w_qpn};
+                    m_cqe_wqe_index <= w_index;
+                    m_cqe_opcode <= e_opcode;
+                    m_cqe_status <= e_status;
+                    m_cqe_vendor_err <= e_vendor;
+                    cnt_errors <= cnt_errors + 32'd1;
+                    state <= R_IDLE;
+                end
+            end
+
+            R_START: begin
+                psn0 <= start_psn;
+                psn_mem[w_q] <= start_psn + w_pkts[23:0];
+                hg_on <= 1'b1;
+                hg_k <= 24'd0;
+                hg_rem <= w_total[31:0];
+                msg_rem <= w_total[31:0];
+                pkt_rem <= w_total[31:0] > {19'd0, mtu} ? mtu : w_total[12:0];
+                seg_v <= 1'b0;
+                tr_j <= {(SGE_W+1){1'b0}};
+                tr_on <= 1'b1;
+                state <= R_RUN;
+            end
+
+            default: begin     // R_RUN
+                if (hg_fire) begin
+                    hg_k <= hg_k + 24'd1;
+                    hg_rem <= hg_rem - {19'd0, mtu};
+                    cnt_pkts <= cnt_pkts + 32'd1;
+                    cnt_bytes <= cnt_bytes + (hg_last ? hg_rem : {19'd0, mtu});
+                    if (hg_last)
+                        hg_on <= 1'b0;
+                end
+                if (seg_take) begin
+                    seg_v <= mr_rsp_len != 13'd0;
+                    seg_pa <= mr_rsp_pa;
+                    seg_rem <= mr_rsp_len;
+                end
+                if (ch_go) begin
+                    seg_pa <= seg_pa + {{(ADDR_WIDTH-13){1'b0}}, ch_len};
+                    seg_rem <= seg_rem - ch_len;
+                    seg_v <= seg_rem != ch_len;
+                    msg_rem <= msg_after;
+                    pkt_rem <= ch_last ? next_pkt : pkt_rem - ch_len;
+                end
+                if (!hg_on && msg_rem == 32'd0 && !tr_more) begin
+                    tr_on <= 1'b0;
+                    state <= R_IDLE;
+                end
+            end
+        endcase
+
+        if (rst) begin
+            state <= R_IDLE;
+            cd_v <= 1'b0;
+            tr_on <= 1'b0;
+            hg_on <= 1'b0;
+            seg_v <= 1'b0;
+            m_cqe_valid <= 1'b0;
+            cnt_wqes <= 32'd0;
+            cnt_pkts <= 32'd0;
+            cnt_bytes <= 32'd0;
+            cnt_errors <= 32'd0;
+        end
+    end
+
+    // stale / failed marks
+    always @(posedge clk) begin : marks
+        integer k;
+        for (k = 0; k < NUM_QP; k = k + 1) begin
+            if (rst) begin
+                psn_stale[k] <= 1'b1;
+                failed[k] <= 1'b0;
+            end else begin
+                if (sq_psn_set_valid && sq_psn_set_qpn[QP_AW-1:0] == k[QP_AW-1:0])
+                    psn_stale[k] <= 1'b1;
+                else if (state == R_START && w_q == k[QP_AW-1:0])
+                    psn_stale[k] <= 1'b0;
+                if (wq_cfg_valid && wq_cfg_qpn[QP_AW-1:0] == k[QP_AW-1:0])
+                    failed[k] <= 1'b0;
+                else if (state == R_CQE && w_q == k[QP_AW-1:0] &&
+                         (!m_cqe_valid || m_cqe_ready))
+                    failed[k] <= 1'b1;
+            end
+        end
+    end
+
+    // ================================================================ read bursts
+    always @(posedge clk) begin
+        if (ch_go) begin
+            ar_addr <= {seg_pa[ADDR_WIDTH-1:KW_LOG], {KW_LOG{1'b0}}};
+            ar_len <= ch_beats[7:0] - 8'd1;
+        end
+        if (rst) begin
+            ar_v <= 1'b0;
+        end else if (ch_go) begin
+            ar_v <= 1'b1;
+        end else if (m_axi_arready) begin
+            ar_v <= 1'b0;
+        end
+    end
+
+    assign m_axi_araddr = ar_addr;
+    assign m_axi_arlen = ar_len;
+    assign m_axi_arsize = KW_LOG[2:0];
+    assign m_axi_arburst = 2'b01;
+    assign m_axi_arvalid = ar_v;
+
+    // chunk records of the bursts in flight
+    wire               mh_valid;
+    wire [META_W-1:0]  mh;
+    wire [15:0]        meta_count;
+    wire [KW_LOG-1:0]  mh_off = mh[KW_LOG-1:0];
+    wire [12:0]        mh_len = mh[KW_LOG +: 13];
+    wire               mh_last = mh[META_W-1];
+
+    wire               pf_in_ready;
+    assign m_axi_rready = mh_valid && pf_in_ready;
+    wire r_hs = m_axi_rvalid && m_axi_rready;
+
+    fifo_fwft #(
+        .WIDTH(META_W),
+        .DEPTH(META_DEPTH)
+    ) u_meta (
+        .clk(clk),
+        .rst(rst),
+        .s_data({ch_last, ch_len, ch_off}),
+        .s_valid(ch_go),
+        .s_ready(meta_ready),
+        .m_data(mh),
+        .m_valid(mh_valid),
+        .m_ready(r_hs && m_axi_rlast),
+        .count(meta_count)
+    );
+
+    // the bytes of each R beat that belong to the chunk
+    reg         rb_mid;                 // past the burst's first beat
+    reg  [13:0] rb_rem;                 // bytes from this beat's start to the chunk's end
+    wire [13:0] cur_rem = rb_mid ? rb_rem : {1'b0, mh_len} + {{(14-KW_LOG){1'b0}}, mh_off};
+    wire [KW_LOG:0] lo = rb_mid ? {(KW_LOG+1){1'b0}} : {1'b0, mh_off};
+    wire [KW_LOG:0] hi = cur_rem >= KW ? KW[KW_LOG:0] : cur_rem[KW_LOG:0];
+    wire [KW-1:0] r_keep = ~({KW{1'b1}} << hi) & ({KW{1'b1}} << lo);
+
+    always @(posedge clk) begin
+        if (r_hs) begin
+            rb_mid <= !m_axi_rlast;
+            rb_rem <= cur_rem - KW[13:0];
+        end
+        if (rst)
+            rb_mid <= 1'b0;
+    end
+
+    // payload FIFO {tuser, tlast, tkeep, tdata} -> packer -> framer
+    localparam PF_W = DATA_WIDTH + KW + 2;
+    wire [PF_W-1:0] pf_out;
+    wire            pf_valid;
+    wire            pf_ready;
+    wire [15:0]     pf_count;
+    wire            pf_pop = pf_valid && pf_ready;
+
+    fifo_fwft #(
+        .WIDTH(PF_W),
+        .DEPTH(PAY_DEPTH)
+    ) u_pay (
+        .clk(clk),
+        .rst(rst),
+        .s_data({m_axi_rresp != 2'b00, mh_last && m_axi_rlast, r_keep, m_axi_rdata}),
+        .s_valid(r_hs),
+        .s_ready(pf_in_ready),
+        .m_data(pf_out),
+        .m_valid(pf_valid),
+        .m_ready(pf_ready),
+        .count(pf_count)
+    );
+
+    always @(posedge clk) begin
+        if (rst)
+            reserved <= {RES_W{1'b0}};
+        else
+            reserved <= reserved + (ch_go ? ch_beats[RES_W-1:0] : {RES_W{1'b0}})
+                        - {{(RES_W-1){1'b0}}, pf_pop};
+    end
+
+    axis_keep_packer #(
+        .DATA_WIDTH(DATA_WIDTH),
+        .KEEP_WIDTH(KW),
+        .USER_WIDTH(1)
+    ) u_pack (
+        .clk(clk),
+        .rst(rst),
+        .s_axis_tdata(pf_out[DATA_WIDTH-1:0]),
+        .s_axis_tkeep(pf_out[DATA_WIDTH +: KW]),
+        .s_axis_tvalid(pf_valid),
+        .s_axis_tready(pf_ready),
+        .s_axis_tlast(pf_out[DATA_WIDTH + KW]),
+        .s_axis_tuser(pf_out[DATA_WIDTH + KW + 1]),
+        .m_axis_tdata(tx_pay_tdata),
+        .m_axis_tkeep(tx_pay_tkeep),
+        .m_axis_tvalid(tx_pay_tvalid),
+        .m_axis_tready(tx_pay_tready),
+        .m_axis_tlast(tx_pay_tlast),
+        .m_axis_tuser(tx_pay_tuser)
+    );
+
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire unused = &{1'b0, meta_count, pf_count, c_scqn[31:CQN_WIDTH], w_total[33:32], to_burst[31:13],
+                    c_dqpn[31:24], hg_rem[31:16], w_pkts[33:24], p_tc[31:16]};
+    /* verilator lint_on UNUSEDSIGNAL */
+
+endmodule
+`default_nettype wire
