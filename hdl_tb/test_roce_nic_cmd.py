@@ -251,6 +251,8 @@ class NicTB:
         d = self.dut
         d.rst.value = 1
         d.cq_overrun_valid.value = 0
+        d.port_up.value = 0  # the model hosts of these benches have no link either
+        d.port_speed_mbps.value = 0
         d.cq_overrun_cqn.value = 0
         await ClockCycles(d.clk, 4)
         d.rst.value = 0
@@ -471,6 +473,12 @@ def scenario(host, probe: Probe, mtt_chunk: int) -> list[tuple[str, object]]:  #
                                         e.IBV_ACCESS_LOCAL_WRITE))
     note("keys", tuple(m.lkey for m in (mr1, mr2, mr3) if m is not None))
     note("mr3 mtt", (hw.mrs[mr3.lkey >> 8].mtt_start, hw.mrs[mr3.lkey >> 8].npages))
+
+    # the port (QUERY_PORT, where hwif has it): no link on either device here
+    if hasattr(hwif.CmdOpcode, "QUERY_PORT"):
+        qport = hwif.CmdOpcode["QUERY_PORT"]
+        note("port", attempt("QUERY_PORT", lambda: hw.cmd(qport, mod=1, out_size=8)))
+        attempt("QUERY_PORT 2", lambda: hw.cmd(qport, mod=2, out_size=8))
 
     # every status the device can give, through the driver's own mailbox routine
     attempt("bogus opcode", lambda: hw.cmd(Bogus.BOGUS))

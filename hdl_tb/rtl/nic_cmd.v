@@ -10,6 +10,10 @@
 //   QUERY_DEVICE    output hwif.DeviceCaps from the parameters (max_qp NUM_QP, max_cq NUM_CQ,
 //                   max_mpt MPT_DEPTH, max_mtt MTT_DEPTH, MAX_QP_WR, MAX_SGE, MAX_CQE,
 //                   MAX_QP_RD_ATOM, MAX_INLINE, MAX_UAR)
+//   QUERY_PORT      CMD_MOD = port: BAD_PARAM unless 1; output hwif.PortInfo: ACTIVE, LINK_UP,
+//                   max_mtu MTU_4096, port_speed_mbps while port_up; else DOWN, POLLING,
+//                   MTU_4096, 0 (what nicsim/nic/command.py reports for a port with / without
+//                   a link)
 //   INIT_HCA        hwif.HcaInit: EXCEED_LIM if log_mpt_entries > log2(MPT_DEPTH) or
 //                   log_mtt_entries > log2(MTT_DEPTH); else the MPT/MTT index ranges become
 //                   2**log (before any INIT_HCA they are empty). The table base addresses are
@@ -107,6 +111,7 @@
 //   cq_cfg_*                 cqe_write's cfg port (single-cycle pulses)
 //   bind_valid, bind_cq, bind_num, bind_uar   nic_bar's binding port (bind_uar 0: unbind)
 //   dma_idle                 no DMA write of the NIC in flight (fence)
+//   port_up, port_speed_mbps the Ethernet port's link state and rate (QUERY_PORT)
 //   dp_ctx_qpn, dp_ctx_word, dp_ctx_data   the datapath's read port on the QP table: word
 //                            dp_ctx_word of QP dp_ctx_qpn's Qpc image, one cycle later (a
 //                            second read port of the same RAM; commands see no difference)
@@ -207,6 +212,8 @@ module nic_cmd #(
     output reg  [15:0]                   bind_uar,
 
     input  wire                          dma_idle,
+    input  wire                          port_up,
+    input  wire [31:0]                   port_speed_mbps,
     input  wire [QPN_WIDTH-1:0]          dp_ctx_qpn,
     input  wire [3:0]                    dp_ctx_word,
     output reg  [63:0]                   dp_ctx_data,
@@ -288,6 +295,7 @@ module nic_cmd #(
     localparam [3:0] OP_INVALIDATE_MPT = 4'd9;
     localparam [3:0] OP_WRITE_MTT = 4'd10;
     localparam [3:0] OP_QUERY_CQ = 4'd11;
+    localparam [3:0] OP_QUERY_PORT = 4'd12;
     localparam [3:0] OP_BAD = 4'd15;
 
     // hwif.QpState
@@ -411,6 +419,7 @@ module nic_cmd #(
     wire [3:0] go_op =
         cmd_opcode == 64'h01 ? OP_QUERY_DEVICE :
         cmd_opcode == 64'h02 ? OP_INIT_HCA :
+        cmd_opcode == 64'h03 ? OP_QUERY_PORT :
         cmd_opcode == 64'h10 ? OP_CREATE_CQ :
         cmd_opcode == 64'h11 ? OP_DESTROY_CQ :
         cmd_opcode == 64'h12 ? OP_QUERY_CQ :
@@ -704,6 +713,9 @@ module nic_cmd #(
     // the CQ table) or rec (QUERY_QP)
     reg  [63:0] caps_w;
     reg  [63:0] cqq_w;
+    // hwif.PortInfo: state, phys_state, max_mtu, reserved, speed_mbps
+    wire [63:0] port_w = port_up ? {port_speed_mbps, 8'd0, 8'd5, 8'd5, 8'd4} :
+                                   {32'd0, 8'd0, 8'd5, 8'd2, 8'd1};
     always @* begin
         case (wr_k[2:0])
             3'd0: caps_w = {CAP_MAX_CQ, CAP_MAX_QP};
@@ -725,7 +737,8 @@ module nic_cmd #(
     wire        wk_in = wr_k < wr_n;
     wire [63:0] wk = !wk_in ? 64'd0 :
                      op == OP_QUERY_DEVICE ? caps_w :
-                     op == OP_QUERY_CQ ? cqq_w : rec[64*wr_k[3:0] +: 64];
+                     op == OP_QUERY_CQ ? cqq_w :
+                     op == OP_QUERY_PORT ? port_w : rec[64*wr_k[3:0] +: 64];
     reg  [63:0] wkm;              // word k - 1 (0 before the first)
     reg         wkm_in;
     wire [127:0] wr_pair = {wk, wkm} << {wr_s, 3'b000};
@@ -923,6 +936,17 @@ module nic_cmd #(
                             wr_go_addr <= r_out;
                             wr_go_words <= 5'd5;
                             state <= S_WR;
+                        end
+                        OP_QUERY_PORT: begin
+                            if (r_mod != 64'd1) begin
+                                st <= ST_BAD_PARAM;
+                                state <= S_DONE;
+                            end else begin
+                                wr_go <= 1'b1;
+                                wr_go_addr <= r_out;
+                                wr_go_words <= 5'd1;
+                                state <= S_WR;
+                            end
                         end
                         OP_INIT_HCA: begin
                             if (hca_in_log_mpt > LOG_MPT || hca_in_log_mtt > LOG_MTT) begin

@@ -51,6 +51,7 @@
 //   clk, rst                    clock, synchronous active-high reset
 //   s_axil_*                    BAR0 (AXI4-Lite slave, 64-bit data; see nic_bar.v)
 //   m_axi_*                     DMA (AXI4 master)
+//   port_up, port_speed_mbps    the Ethernet link's state and rate (QUERY_PORT reports them)
 //   m_axis_tx_*                 Ethernet frames out (AXI-Stream, packed, no FCS; tuser = 1 on
 //                               the last beat: a bad frame, to be dropped by the MAC)
 //   db_valid, db_rq, db_qpn, db_pi, arm_valid, arm_cqn, arm_solicited   accepted doorbells
@@ -148,6 +149,9 @@ module roce_nic #(
     output wire                          arm_valid,
     output wire [23:0]                   arm_cqn,
     output wire                          arm_solicited,
+
+    input  wire                          port_up,
+    input  wire [31:0]                   port_speed_mbps,
 
     output wire [AXI_DATA_WIDTH-1:0]     m_axis_tx_tdata,
     output wire [AXI_DATA_WIDTH/8-1:0]   m_axis_tx_tkeep,
@@ -427,6 +431,8 @@ module roce_nic #(
         .bind_num(bind_num),
         .bind_uar(bind_uar),
         .dma_idle(dma_idle),
+        .port_up(port_up),
+        .port_speed_mbps(port_speed_mbps),
         .dp_ctx_qpn(dp_ctx_qpn),
         .dp_ctx_word(dp_ctx_word),
         .dp_ctx_data(dp_ctx_data),
