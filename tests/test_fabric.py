@@ -2,11 +2,14 @@
 topologies. Expected figures come from the parameters (link rate, frame sizes, the RED band),
 not from earlier runs.
 
-DCQCN fairness runs use the paper's preset with two changes, stated here: alpha gain g = 1/16
-(instead of 1/256) and an additive step of 1 Gb/s (instead of 40 Mb/s). With the paper's
-values alpha takes about 256 x 55 us = 14 ms to forget the start-up burst and a sender gains
-0.7 Gb/s per ms, so convergence takes tens of milliseconds of simulated time, too long for a
-test suite (benchmarks/incast.py runs the presets as they are).
+DCQCN fairness runs use the paper's preset with three changes, stated here: alpha gain g =
+1/16 (instead of 1/256), an additive step of 1 Gb/s (instead of 40 Mb/s) and an alpha period
+K of 10 us (instead of 55). With the paper's values alpha takes about 256 x 55 us = 14 ms to
+forget the start-up burst and a sender gains 0.7 Gb/s per ms, so convergence takes tens of
+milliseconds; and with alpha settling near n / (n + 1) for n CNPs per alpha period, a long K
+makes each cut large (about 8%), so a flow's rate wanders by some 15% over a millisecond or
+two. A short K gives many small cuts instead, and the long-run shares settle within a few
+percent in the 20 ms these runs last (benchmarks/incast.py runs the presets as they are).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ LOSSY_DSCP = 0
 PER_PACKET = ETH_HLEN + IPV4_HLEN + UDP_HLEN + BTH_LEN + ICRC_LEN + ETH_PREAMBLE + ETH_FCS + \
     ETH_IFG
 WIRE_BOUND = RATE * MTU / (MTU + PER_PACKET)
-FAIR_CC = {"preset": "dcqcn_paper", "g": 1 / 16, "rai_mbps": 1000}
+FAIR_CC = {"preset": "dcqcn_paper", "g": 1 / 16, "rai_mbps": 1000, "alpha_period_us": 10}
 
 
 def star(n_senders: int, cc: dict | str = "none", switch: SwitchConfig | None = None,
@@ -59,28 +62,22 @@ def star(n_senders: int, cc: dict | str = "none", switch: SwitchConfig | None = 
 # -- DCQCN fair share ----------------------------------------------------------------------
 
 
-# How close to the fair share each sender must be, averaged over the converged part of the
-# run. DCQCN's rates wander: each CNP cuts a flow by alpha/2 (about 8% here, alpha settling
-# near 1/6 with a CNP every few alpha periods) and a flow gets a few CNPs per millisecond, so
-# a flow's rate drifts by some 15% with a correlation time of a millisecond or two, and a
-# 6-10 ms window averages that down only to about +-10%. The issue asks for +-10%; these
-# runs hold Jain's index >= 0.95 and +-20%, and benchmarks/incast.py reports the spread of
-# longer runs.
-@pytest.mark.parametrize("n,msgs", [(2, 1000), (8, 300)])
-def test_dcqcn_gives_each_sender_its_fair_share(n, msgs, tol=0.20):
+@pytest.mark.parametrize("n,msgs", [(2, 2000), (8, 500)])
+def test_dcqcn_gives_each_sender_its_fair_share(n, msgs):
     w = star(n, FAIR_CC)
     r = incast(w, [f"h{i}" for i in range(1, n + 1)], "h0", msgs=msgs, bin_ns=50_000,
                dscp=LOSSLESS_DSCP)
     assert r.ok, r.errors
     per, goodput = r.window(0.4)  # after convergence, until the first sender is done
     fair = sum(per) / n
-    assert all(abs(x - fair) <= tol * fair for x in per), per
+    assert all(abs(x - fair) <= 0.10 * fair for x in per), per
     assert jain(per) >= 0.95
     assert goodput >= 0.90 * WIRE_BOUND
-    # The queue toward the receiver stays around the marking band, far below the buffer.
+    # The queue toward the receiver stays within a few Kmax (above Kmax every packet is
+    # marked, but a QP gets at most one CNP per interval), far below the buffer.
     kmax = SwitchConfig().red[3].kmax_bytes  # type: ignore[union-attr]
     late = r.queue[int(len(r.queue) * 0.4):]
-    assert max(late) <= 2 * kmax < SwitchConfig().buffer_bytes // 10
+    assert max(late) <= 5 * kmax < SwitchConfig().buffer_bytes // 10
     cnps = [w.nics[f"h{i}"].counters()["cc.cnp_received"] for i in range(1, n + 1)]
     assert min(cnps) > 0 and r.counters["sw0.ecn_marked"] > 0
 
