@@ -1,0 +1,20 @@
+"""Co-simulation: nicsim's SimPy world with RTL under cocotb.
+
+- `RtlNic` (rtl_nic): an nsnic RTL NIC as the NIC of a nicsim host: MMIO becomes AXI4-Lite,
+  its AXI4 DMA is served from the host's memory with PCIe timing (`PcieDmaSlave`), its
+  Ethernet AXI-Stream ports meet a nicsim Link (`EthMac`).
+- `cosim_world` (world): hosts a (RTL) and b (model) with a cable, taps and faults.
+- `TimeCoupler` (clock): the conservative time-window synchronisation of the two simulators
+  (see its module for the scheme and what it guarantees).
+
+Needs cocotb and cocotbext-axi (the hdl test tools); nothing else in nicsim imports this.
+"""
+
+from nicsim.cosim.clock import TimeCoupler
+from nicsim.cosim.dma import PcieDmaSlave
+from nicsim.cosim.mac import EthMac
+from nicsim.cosim.rtl_nic import RtlNic, window_ns
+from nicsim.cosim.world import boot_rtl_host, cosim_world
+
+__all__ = ["EthMac", "PcieDmaSlave", "RtlNic", "TimeCoupler", "boot_rtl_host", "cosim_world",
+           "window_ns"]

@@ -1,0 +1,184 @@
+"""An AXI4 slave that serves an RTL's DMA from a nicsim host's memory with PCIe timing.
+
+Each read burst is a PCIe read: its request reaches host memory after the request TLPs and the
+one-way latency, the memory is read there (a SimPy event at that time, so it sees what the CPU
+had written by then, and this device's own writes still in flight: a read does not pass a
+posted write), and the R beats start when the completions have arrived (the round trip and the
+completion TLPs at the link's rate). Each write burst is a posted write that lands in host
+memory after its TLPs and the latency (PhysMem.post: a CPU polling that memory wakes then); its
+B response is returned at once, as a PCIe endpoint acknowledges a posted write locally. The
+timing is nicsim.host.pcie.Pcie's, on the RTL's clock (its own calendar for this device).
+Accesses outside host memory get SLVERR / zero data.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import cocotb
+from cocotb.triggers import Event, RisingEdge
+from cocotbext.axi import AxiBus
+from cocotbext.axi.axi_channels import (
+    AxiARSink,
+    AxiAWSink,
+    AxiBSource,
+    AxiBTransaction,
+    AxiRSource,
+    AxiRTransaction,
+    AxiWSink,
+)
+
+from nicsim.cosim.clock import TimeCoupler
+from nicsim.host.memory import PhysMem
+from nicsim.host.pcie import Pcie, PcieConfig
+
+
+class _Clock:
+    """What nicsim.host.pcie.Pcie reads of its environment: the time (set per access)."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+
+    @property
+    def now(self) -> float:
+        return self._now
+
+
+@dataclass
+class _Read:
+    rid: int
+    addr: int
+    beats: int
+    ready_at: float  # SimPy time the last completion has arrived
+    data: bytes | None = None
+    err: bool = False
+
+
+class PcieDmaSlave:
+    """AXI4 slave (`bus`: an AxiBus) over `mem` with PCIe timing (`cfg`), coupled by `clock`."""
+
+    def __init__(self, bus: AxiBus, clk, rst, mem: PhysMem, clock: TimeCoupler,  # noqa: ANN001
+                 cfg: PcieConfig | None = None) -> None:
+        self.mem = mem
+        self.clock = clock
+        self.clk = clk
+        self._pc = _Clock()
+        self.pcie = Pcie(self._pc, cfg or PcieConfig())  # type: ignore[arg-type]
+        self.ar = AxiARSink(bus.read.ar, clk, rst)
+        self.r = AxiRSource(bus.read.r, clk, rst)
+        self.aw = AxiAWSink(bus.write.aw, clk, rst)
+        self.w = AxiWSink(bus.write.w, clk, rst)
+        self.b = AxiBSource(bus.write.b, clk, rst)
+        self.lanes = len(self.r.bus.rdata) // 8
+        self.reads: deque[_Read] = deque()
+        self._more = Event()
+        self.counters = {"reads": 0, "read_bytes": 0, "writes": 0, "write_bytes": 0,
+                         "errors": 0}
+        cocotb.start_soon(self._ar_loop())
+        cocotb.start_soon(self._r_loop())
+        cocotb.start_soon(self._w_loop())
+
+    def _in_mem(self, addr: int, n: int) -> bool:
+        return addr >= 0 and addr + n <= self.mem.size
+
+    # -- reads -------------------------------------------------------------------------------
+
+    async def _ar_loop(self) -> None:
+        clock, pc, pcie = self.clock, self._pc, self.pcie
+        while True:
+            ar = await self.ar.recv()
+            beats = int(ar.arlen) + 1
+            n = beats * self.lanes
+            addr = int(ar.araddr) // self.lanes * self.lanes
+            t = clock.now()
+            pc._now = t
+            done = pcie.dma_read(n)
+            # the request is at host memory when its TLPs have gone and the latency passed
+            nreq = pcie._tlps(n, pcie.cfg.mrrs)
+            at_mem = t + nreq * pcie.cfg.tlp_overhead / pcie._bpns + pcie.cfg.latency_ns \
+                + pcie.cfg.host_mem_ns / 2
+            rd = _Read(int(ar.arid), addr, beats, done)
+            self.reads.append(rd)
+            self._more.set()
+            self.counters["reads"] += 1
+            self.counters["read_bytes"] += n
+            env = clock.env
+            assert env is not None
+            at = clock.sim_time_for(at_mem)
+            env.timeout(at - env.now).callbacks.append(lambda _e, r=rd: self._fill(r))
+
+    def _fill(self, rd: _Read) -> None:
+        """SimPy side, at the time the request reaches host memory."""
+        n = rd.beats * self.lanes
+        mem = self.mem
+        if not self._in_mem(rd.addr, n):
+            rd.err = True
+            rd.data = bytes(n)
+            return
+        if mem.posted:
+            mem.sync()
+        data = mem.read(rd.addr, n)
+        rd.data = mem.overlay(rd.addr, data) if mem.posted else data
+
+    async def _r_loop(self) -> None:
+        clock = self.clock
+        while True:
+            if not self.reads:
+                self._more.clear()
+                await self._more.wait()
+                continue
+            rd = self.reads[0]
+            await clock.until(rd.ready_at)
+            while rd.data is None:  # (the request's event is always earlier: a safeguard)
+                await RisingEdge(self.clk)
+            self.reads.popleft()
+            if rd.err:
+                self.counters["errors"] += 1
+            lanes = self.lanes
+            for i in range(rd.beats):
+                await self.r.send(AxiRTransaction(
+                    rid=rd.rid, rdata=int.from_bytes(rd.data[i * lanes:(i + 1) * lanes],
+                                                     "little"),
+                    rresp=2 if rd.err else 0, rlast=int(i == rd.beats - 1)))
+
+    # -- writes ------------------------------------------------------------------------------
+
+    async def _w_loop(self) -> None:
+        clock, pc, pcie, lanes = self.clock, self._pc, self.pcie, self.lanes
+        while True:
+            aw = await self.aw.recv()
+            beats = int(aw.awlen) + 1
+            addr = int(aw.awaddr) // lanes * lanes
+            parts: list[tuple[int, bytes]] = []
+            nbytes = 0
+            for i in range(beats):
+                w = await self.w.recv()
+                data = int(w.wdata).to_bytes(lanes, "little")
+                strb = int(w.wstrb)
+                base = addr + i * lanes
+                j = 0
+                while j < lanes:
+                    if not strb >> j & 1:
+                        j += 1
+                        continue
+                    k = j
+                    while k < lanes and strb >> k & 1:
+                        k += 1
+                    pa = base + j
+                    if parts and parts[-1][0] + len(parts[-1][1]) == pa:
+                        parts[-1] = (parts[-1][0], parts[-1][1] + data[j:k])
+                    else:
+                        parts.append((pa, data[j:k]))
+                    nbytes += k - j
+                    j = k
+            ok = all(self._in_mem(pa, len(d)) for pa, d in parts)
+            if ok and parts:
+                pc._now = clock.now()
+                land = clock.sim_time_for(pcie.dma_write(nbytes))
+                self.mem.post(land, parts)
+                self.counters["writes"] += 1
+                self.counters["write_bytes"] += nbytes
+            elif not ok:
+                self.counters["errors"] += 1
+            await self.b.send(AxiBTransaction(bid=int(aw.awid), bresp=0 if ok else 2))
