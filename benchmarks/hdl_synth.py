@@ -30,8 +30,12 @@ def _icrc_helpers() -> list[str]:
 # roce_nic is synthesized at a reduced size: its wqe_fetch and cqe_write keep every QP's and
 # CQ's ring state in flip-flops, so the default 64 QPs / 64 CQs take ~5 min and ~3 GB per run.
 ROCE_NIC_SMALL = {"NUM_QP": 16, "NUM_CQ": 16, "MPT_DEPTH": 64, "MTT_DEPTH": 1024}
-_ROCE_NIC_FILES = ["roce_nic.v", "nic_bar.v", "nic_cmd.v", "axi_rd_arb.v", "axi_wr_arb.v",
-                   "mr_translate.v", "wqe_fetch.v", "cqe_write.v"]
+
+
+def _roce_nic_files() -> list[str]:
+    return ["roce_nic.v", "nic_bar.v", "nic_cmd.v", "axi_rd_arb.v", "axi_wr_arb.v",
+            "mr_translate.v", "wqe_fetch.v", "cqe_write.v", "fifo_fwft.v", "roce_req.v",
+            "roce_tx.v", "roce_tx_framer.v", "roce_icrc_insert.v", *_icrc_helpers()]
 
 
 # (top, source files, the data width parameter or None[, other parameters])
@@ -49,7 +53,8 @@ def blocks() -> list[tuple]:
         ("axi_rd_arb", ["axi_rd_arb.v"], "DATA_WIDTH"),
         ("axi_wr_arb", ["axi_wr_arb.v"], "DATA_WIDTH"),
         ("nic_cmd", ["nic_cmd.v"], "AXI_DATA_WIDTH"),
-        ("roce_nic", _ROCE_NIC_FILES, "AXI_DATA_WIDTH", ROCE_NIC_SMALL),
+        ("roce_req", ["roce_req.v", "fifo_fwft.v", "axis_keep_packer.v"], "DATA_WIDTH"),
+        ("roce_nic", _roce_nic_files(), "AXI_DATA_WIDTH", ROCE_NIC_SMALL),
     ]
 
 
@@ -102,10 +107,14 @@ def main() -> int:
     ap.add_argument("--widths", default="64,512")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=1200)
+    ap.add_argument("--only", default="", help="comma-separated tops (default: all)")
     args = ap.parse_args()
+    only = {x for x in args.only.split(",") if x}
     widths = [int(x) for x in args.widths.split(",")]
     jobs = []
     for top, files, param, *extra in blocks():
+        if only and top not in only:
+            continue
         for wd in (widths if param else [None]):
             jobs.append((top, files, param, wd, extra[0] if extra else None))
     with ThreadPoolExecutor(args.jobs) as ex:
