@@ -13,7 +13,7 @@ $(VENV)/.base: pyproject.toml
 	touch $@
 
 $(VENV)/.test: $(VENV)/.base
-	$(PY) -m pip install -q -e '.[test,hdl]'
+	$(PY) -m pip install -q -e '.[test,hdl,dask]'
 	touch $@
 
 run: $(VENV)/.base

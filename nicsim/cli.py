@@ -1,12 +1,34 @@
-"""`nicsim` command line: run scenarios, check pcaps."""
+"""`nicsim` command line: run scenarios and sweeps, check pcaps.
+
+Bad input (a scenario, an option, a path) gets one line on stderr and exit status 2; a run
+that ends with errors, unverified bytes or outstanding WRs exits 1; output cut short by a
+closed pipe (`| head`) ends quietly with 141, as a process killed by SIGPIPE would.
+"""
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
+import os
 import sys
+from pathlib import Path
+from typing import Any, NoReturn
 
-from nicsim.scenario.schema import DEFAULT, ScenarioError, load_scenario
+from nicsim.scenario.schema import DEFAULT, ScenarioError
+
+DEFAULT_PCAP_DIR = "traces"  # the default template's directory, made if missing
+
+
+class UsageError(Exception):
+    """Bad input: the message is the one line printed after 'error: '."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage dump), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def _probability(text: str) -> float:
@@ -19,35 +41,115 @@ def _probability(text: str) -> float:
     return v
 
 
-def _run(args: argparse.Namespace) -> int:
-    from nicsim.scenario.report import json_report, text_report
-    from nicsim.scenario.runner import Runner, default_pcap
-
-    try:
-        sc = load_scenario(args.scenario or DEFAULT)
-    except ScenarioError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+def _overrides(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(flag as typed, key=value) for every option that changes a scenario field."""
+    out = []
     if args.seed is not None:
-        sc = sc.model_copy(update={"seed": args.seed})
-    faults = {k: getattr(args, k) for k in ("loss", "corrupt", "duplicate", "reorder")
-              if getattr(args, k) is not None}
-    if faults:
-        f = sc.link.faults.model_copy(update=faults)
-        sc = sc.model_copy(update={"link": sc.link.model_copy(update={"faults": f})})
-    pcap = None if args.no_pcap else (args.pcap or default_pcap(sc))
-    runner = Runner(sc, pcap)
+        out.append((f"--seed {args.seed}", f"seed={args.seed}"))
+    for k in ("loss", "corrupt", "duplicate", "reorder"):
+        v = getattr(args, k)
+        if v is not None:
+            out.append((f"--{k} {v}", f"link.faults.{k}={v}"))
+    for a in args.set or []:
+        out.append((f"--set {a}", a))
+    return out
+
+
+def load(path: str | None, overrides: list[tuple[str, str]]) -> tuple[Any, str]:
+    """The scenario at `path` (the built-in default without one) with the overrides applied
+    and validated; a bad override is named as it was typed."""
+    from nicsim.scenario import overrides as ov
+    from nicsim.scenario.schema import load_data, read_text, validate
+
+    source = str(path or DEFAULT)
+    data = load_data(read_text(source), source)
+    changed = ov.apply(copy.deepcopy(data), [a for _, a in overrides])
+    try:
+        return validate(changed, source), source
+    except ScenarioError as e:
+        if not overrides:
+            raise
+        try:
+            validate(data, source)
+        except ScenarioError:
+            raise e from None
+        # The file is fine: an override is at fault.
+        msg = str(e).removeprefix(f"{source}: ")
+        raise ScenarioError(f"{', '.join(f for f, _ in overrides)}: {msg}") from None
+
+
+def _pcap_path(args: argparse.Namespace, sc: Any, out: Path | None) -> str | None:
+    """Where the pcap goes: --pcap as given; with --out, inside it; else the scenario's
+    template. Directories are made only for the default template ('traces/')."""
+    if args.no_pcap:
+        return None
+    if args.pcap:
+        path = Path(args.pcap)
+        where = "--pcap"
+    elif out is not None:
+        return str(out / f"{sc.name}.pcap") if sc.pcap is not None else None
+    else:
+        t = sc.pcap_path()
+        if t is None:
+            return None
+        path = Path(t)
+        where = "pcap"
+        if sc.pcap == "traces/{name}.pcap":
+            Path(DEFAULT_PCAP_DIR).mkdir(exist_ok=True)
+    if path.is_dir():
+        raise UsageError(f"{where} {path}: is a directory")
+    if not path.parent.is_dir():
+        raise UsageError(f"{where} {path}: directory {path.parent} does not exist")
+    # Fail now rather than after the run: the file must take a write (/dev/full does not).
+    try:
+        with path.open("wb") as f:
+            f.write(b"\0" * 24)  # a pcap header's worth; the capture rewrites the file
+            f.flush()
+    except OSError as e:
+        raise UsageError(f"{where} {path}: {e.strerror}") from None
+    return str(path)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from nicsim.scenario.progress import Progress
+    from nicsim.scenario.report import json_report, text_report
+    from nicsim.scenario.runner import Runner
+
+    sc, source = load(args.scenario, _overrides(args))
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        from nicsim.results import output  # (matplotlib: only when there is a DIR to plot in)
+
+        try:
+            output.prepare(out)
+        except output.OutputError as e:
+            raise UsageError(str(e)) from None
+    pcap = _pcap_path(args, sc, out)
+    base = Path(args.scenario).resolve().parent if args.scenario else None
+    progress = Progress(enabled=False if args.quiet else None)
+    runner = Runner(sc, pcap, out, progress, base)
     try:
         runner.memory()
     except ScenarioError as e:
-        print(f"error: {args.scenario or DEFAULT}: {e}", file=sys.stderr)
-        return 2
-    result = runner.run()
+        raise ScenarioError(f"{source}: {e}") from None
+    try:
+        result = runner.run()
+        if out is not None:
+            result.files = output.write(result, out)
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else (f"{pcap}: " if pcap else "")
+        raise UsageError(f"writing {where}{e.strerror or e}") from None
     if args.json:
         print(json.dumps(json_report(result), indent=2))
     else:
         print(text_report(result))
     return 0 if result.ok else 1
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from nicsim.sweep.cli import sweep_main
+
+    return sweep_main(args)
 
 
 def _pcap_check(args: argparse.Namespace) -> int:
@@ -56,27 +158,65 @@ def _pcap_check(args: argparse.Namespace) -> int:
     return pcap_check_main(args.file)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="nicsim", description="An RDMA (RoCEv2) NIC simulator.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+def parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="nicsim", description="An RDMA (RoCEv2) NIC simulator.")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a scenario (the built-in default without FILE)")
     run.add_argument("scenario", nargs="?", help="scenario YAML file")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
-    run.add_argument("--pcap", help="write the link's frames here (default: the scenario's)")
-    run.add_argument("--no-pcap", action="store_true", help="do not write a pcap")
+    pc = run.add_mutually_exclusive_group()
+    pc.add_argument("--pcap", help="write the link's frames here (default: the scenario's)")
+    pc.add_argument("--no-pcap", action="store_true", help="do not write a pcap")
     run.add_argument("--seed", type=int, help="override the scenario's seed (data and faults)")
     for name, what in (("loss", "drop"), ("corrupt", "flip one bit of"),
                        ("duplicate", "deliver twice"), ("reorder", "delay (up to reorder_ns)")):
         run.add_argument(f"--{name}", type=_probability, metavar="P",
                          help=f"probability to {what} each frame on the link (both ways)")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="set any scenario field, e.g. link.rate_gbps=25 or flows[0].load=0.5 "
+                          "(repeatable)")
+    run.add_argument("--out", metavar="DIR", help="write flows.csv, time series, summary.json, "
+                                                 "plots and report.html into DIR")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(fn=_run)
-    pc = sub.add_parser("pcap", help="pcap tools")
-    pcs = pc.add_subparsers(dest="pcap_cmd", required=True)
+    sw = sub.add_parser("sweep", help="run a scenario over a grid of parameters and seeds")
+    sw.add_argument("sweep", help="sweep YAML file")
+    sw.add_argument("--out", metavar="DIR", help="result directory (default: the sweep's)")
+    sw.add_argument("--workers", type=int, metavar="N",
+                    help="local processes (default: every core)")
+    sw.add_argument("--dask", metavar="ADDRESS",
+                    help="submit the points to this Dask scheduler (pip install nicsim[dask])")
+    sw.add_argument("--quiet", action="store_true", help="no progress lines")
+    sw.set_defaults(fn=_sweep)
+    pcp = sub.add_parser("pcap", help="pcap tools")
+    pcs = pcp.add_subparsers(dest="pcap_cmd", required=True, parser_class=_Parser)
     chk = pcs.add_parser("check", help="validate every frame of a capture")
     chk.add_argument("file")
     chk.set_defaults(fn=_pcap_check)
-    args = ap.parse_args(argv)
-    return int(args.fn(args))
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["exec"]:
+        # `nicsim exec [options] -- COMMAND`: a program on the simulated world (nicsim.exec)
+        from nicsim.exec.launch import main as exec_main
+
+        return exec_main((sys.argv[1:] if argv is None else argv)[1:])
+    try:
+        try:
+            args = parser().parse_args(argv)
+            return int(args.fn(args))
+        except (ScenarioError, UsageError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly. Python would complain again when it
+        # flushes stdout at exit, so stdout goes to /dev/null first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install the Debian tools the tests use, if missing: tshark (pcap decoding oracle),
-# iverilog (RTL simulation) and yosys (synthesis checks).
+# iverilog (RTL simulation), yosys (synthesis checks) and chromium (headless, renders
+# report.html in tests/test_report_html.py).
 set -euo pipefail
-declare -A pkg=([tshark]=tshark [iverilog]=iverilog [yosys]=yosys)
+declare -A pkg=([tshark]=tshark [iverilog]=iverilog [yosys]=yosys [chromium]=chromium)
 missing=()
 for tool in "${!pkg[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("${pkg[$tool]}")

@@ -1,5 +1,6 @@
-"""An RC endpoint and a connected pair of them, built only through the verbs API: what the
-scenario runner, the tests and the benchmarks all start from."""
+"""RC endpoints built only through the verbs API: a connected pair of sides (what the tests
+and benchmarks start from), and a host's process with one context, PD, CQs and memory region
+shared by many QPs (what the scenario runner builds, a pool of QPs per host pair)."""
 
 from __future__ import annotations
 
@@ -51,11 +52,42 @@ def connect(x: Side, y: Side, mtu: int = e.IBV_MTU_1024, access: int = ALL_ACCES
             min_rnr_timer: int = 1, max_rd_atomic: int = 4) -> None:
     """Take x's QP through INIT, RTR and RTS towards y's (both directions use the same
     max_rd_atomic, as the two sides usually agree on)."""
-    attr = QPAttr(qp_access_flags=access, path_mtu=mtu, dest_qp_num=y.qp.qp_num,
+    connect_qp(x.qp, y.qp.qp_num, y.ctx.query_gid(), mtu, access, timeout, retry_cnt,
+               rnr_retry, min_rnr_timer, max_rd_atomic)
+
+
+def connect_qp(qp: QP, dest_qp_num: int, dgid: object, mtu: int = e.IBV_MTU_1024,
+               access: int = ALL_ACCESS, timeout: int = 14, retry_cnt: int = 7,
+               rnr_retry: int = 7, min_rnr_timer: int = 1, max_rd_atomic: int = 4) -> None:
+    """Take `qp` through INIT, RTR and RTS towards the QP `dest_qp_num` at `dgid`."""
+    attr = QPAttr(qp_access_flags=access, path_mtu=mtu, dest_qp_num=dest_qp_num,
                   max_rd_atomic=max_rd_atomic, max_dest_rd_atomic=max_rd_atomic,
                   timeout=timeout, retry_cnt=retry_cnt, rnr_retry=rnr_retry,
-                  min_rnr_timer=min_rnr_timer,
-                  ah_attr=AHAttr(GlobalRoute(dgid=y.ctx.query_gid())))
-    x.qp.to_init(attr)
-    x.qp.to_rtr(attr)
-    x.qp.to_rts(attr)
+                  min_rnr_timer=min_rnr_timer, ah_attr=AHAttr(GlobalRoute(dgid=dgid)))
+    qp.to_init(attr)
+    qp.to_rtr(attr)
+    qp.to_rts(attr)
+
+
+@dataclass
+class Process:
+    """One process on a host: a context, a PD, a send CQ and a receive CQ shared by all its
+    QPs, and one memory region for their buffers."""
+
+    host: str
+    ctx: Context
+    pd: PD
+    scq: CQ
+    rcq: CQ
+    mr: MR
+
+    def qp(self, cap: QPCap) -> QP:
+        return QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.scq, rcq=self.rcq,
+                                      cap=cap, sq_sig_all=0))
+
+
+def open_process(w: World, host: str, mr_len: int, cqe: int, access: int = ALL_ACCESS
+                 ) -> Process:
+    ctx = Context("nsnic0", host=w.hosts[host])
+    pd = PD(ctx)
+    return Process(host, ctx, pd, CQ(ctx, cqe), CQ(ctx, cqe), MR(pd, mr_len, access))

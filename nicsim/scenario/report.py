@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
-from driver.user.enums import ibv_wc_status
-from nicsim.scenario.runner import RunResult
+from nicsim.results.collect import status_name
+from nicsim.results.summary import fct_table, goodput, summary, wr_rows
+from nicsim.scenario.runner import NO_PROGRESS, TIME_LIMIT, RunResult
 
 # The counters worth a line in the report, per NIC; the JSON has all of them.
 KEY_COUNTERS = (
@@ -23,38 +23,57 @@ KEY_COUNTERS = (
 MAX_ROWS = 40
 
 
-def _status(s: int) -> str:
-    if s < 0:
-        return "NOT_COMPLETED"
-    try:
-        return ibv_wc_status(s).name.removeprefix("IBV_WC_")
-    except ValueError:
-        return str(s)
+def _us(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def text_report(r: RunResult) -> str:
     sc = r.scenario
-    out = [f"scenario {sc.name}: {r.total_wrs} WRs, link {sc.link.rate_gbps:g} Gb/s, "
-           f"MTU {sc.qp.path_mtu}, depth {sc.depth}", ""]
+    c = r.collector
+    hosts = list(r.counters)
+    out = [f"scenario {sc.name}: {r.total_wrs:,} WRs, hosts {', '.join(hosts)}, link "
+           f"{sc.link.rate_gbps:g} Gb/s, MTU {sc.qp.path_mtu}, seed {sc.seed}"
+           + (f", depth {sc.depth}" if sc.ops else ""), ""]
     if r.wrs and len(r.wrs) <= MAX_ROWS:
-        out.append(f"{'#':>4}  {'opcode':<10} {'bytes':>9} {'sges':>4} {'latency ns':>11}  status")
-        for w in r.wrs:
-            out.append(f"{w.index:>4}  {w.spec.op.value:<10} {w.spec.bytes:>9} "
-                       f"{w.spec.sges:>4} {w.latency_ns:>11.1f}  {_status(w.status)}")
+        out.append(f"{'#':>4}  {'src>dst':<8} {'opcode':<10} {'bytes':>9} {'sges':>4} "
+                   f"{'latency ns':>11}  status")
+        for w in sorted(r.wrs, key=lambda x: x.index):
+            lat = w.latency_ns
+            out.append(f"{w.index:>4}  {w.src + '>' + w.dst:<8} {w.msg.op.value:<10} "
+                       f"{w.nbytes:>9} {w.msg.sges:>4} "
+                       f"{'-' if lat is None else f'{lat:.1f}':>11}  {status_name(w.status)}")
     else:
-        out.append(f"{'op':<10} {'bytes':>9} {'count':>9} {'min ns':>10} {'avg ns':>10} "
-                   f"{'max ns':>10}  statuses")
-        for st in r.stats:
-            ok = sum(v for k, v in st.statuses.items() if k >= 0)
-            avg = st.lat_sum / ok if ok else 0.0
-            sts = ",".join(sorted({_status(k) for k in st.statuses}))
-            out.append(f"{st.spec.op.value:<10} {st.spec.bytes:>9} {st.count:>9} "
-                       f"{st.lat_min if ok else 0.0:>10.1f} {avg:>10.1f} {st.lat_max:>10.1f}  "
-                       f"{sts}")
-    total = r.payload_bytes
-    gbps = total * 8 / r.elapsed_ns if r.elapsed_ns else 0.0
-    out += ["", f"simulated time {r.elapsed_ns / 1000:.3f} us, {total} payload bytes, "
-                f"{gbps:.2f} Gb/s", "", "counters:"]
+        out.append(f"{'group':<12} {'what':<44} {'WRs':>9} {'ok':>9} {'p50 us':>9} "
+                   f"{'p99 us':>9} {'max us':>9}  statuses")
+        for g in r.groups:
+            q = g.latency
+            sts = ", ".join(f"{k} {v:,}" for k, v in sorted(g.statuses.items()))
+            out.append(f"{g.name:<12} {g.what[:44]:<44} {g.count:>9,} {g.ok:>9,} "
+                       f"{_us(_div(q.quantile(0.5))):>9} {_us(_div(q.quantile(0.99))):>9} "
+                       f"{_us(_div(q.max if q.n else None)):>9}  {sts}")
+    until = "last completion" if r.stop_reason == "done" else "the stop"
+    out += ["", f"simulated time {r.elapsed_ns / 1000:.3f} us (traffic start to {until}), "
+                f"{r.wall_s:.2f} s wall"]
+    gp = goodput(r)
+    if gp:
+        out.append("goodput (payload of successful WRs / the time they were in flight):")
+        for g in gp:
+            rate = "-" if g["gbps"] is None else f"{g['gbps']:.2f} Gb/s"
+            out.append(f"  {g['src']} -> {g['dst']}: {g['bytes']:,} B in {g['wrs']:,} WRs "
+                       f"over {g['in_flight_us']:.3f} us: {rate}")
+    if c.latency.n:
+        s = c.latency.summary((0.5, 0.99, 0.999))
+        out.append("latency us: " + ", ".join(
+            f"{k} {v / 1000:.2f}" for k, v in s.items()
+            if k in ("min", "p50", "p99", "p99.9", "max")))
+    fct = fct_table(r)
+    if fct and (c.total > MAX_ROWS or len(r.groups) > len(sc.ops)):
+        out.append("FCT slowdown (completion time / the same message alone on an idle path):")
+        out.append(f"  {'size':<14} {'flows':>9} {'p50':>8} {'p95':>8} {'p99':>8}")
+        for row in fct:
+            out.append(f"  {row['bucket']:<14} {row['flows']:>9,} {row['p50']:>8.2f} "
+                       f"{row['p95']:>8.2f} {row['p99']:>8.2f}")
+    out += ["", "counters:"]
     names = list(r.counters)
     out.append(f"  {'':<34}" + "".join(f"{n:>14}" for n in names))
     for k in KEY_COUNTERS:
@@ -68,47 +87,49 @@ def text_report(r: RunResult) -> str:
         out.append("link faults: " + ", ".join(f"{k} {v}" for k, v in r.faults.items()))
     if r.pcap:
         out.append(f"pcap: {r.pcap}")
-    if r.timed_out:
-        out.append(f"timeout: simulation passed {sc.timeout_us} us with WRs outstanding")
-    if r.error_count:
-        by: dict[str, int] = defaultdict(int)
-        for st in r.stats:
-            for k, v in st.statuses.items():
-                if k:
-                    by[_status(k)] += v
-        first = min(r.error_wrs, key=lambda w: w.index)
-        out.append(f"error completions: {r.error_count} ("
-                   + ", ".join(f"{k} {v}" for k, v in by.items())
-                   + f"; first: WR {first.index} {first.spec.op.value} "
-                   f"{_status(first.status)})")
-    if r.first_bad is None:
-        unchecked = f"; {r.error_count} WRs with error completions place nothing to check" \
-            if r.error_count else ""
-        out.append(f"integrity: OK ({r.verified_bytes} bytes verified{unchecked})")
+    if r.stop_reason == TIME_LIMIT:
+        out.append(f"stopped: time limit ({r.stop_detail})")
+    elif r.stop_reason == NO_PROGRESS:
+        out.append(f"stopped: no progress ({r.stop_detail}; stop.stall_us sets how long)")
+    if c.outstanding:
+        out.append(f"not completed: {c.outstanding:,} WRs had no completion when the run "
+                   f"stopped")
+    if c.unknown:
+        out.append(f"status unknown: {c.unknown:,} unsignaled WRs with no later completion on "
+                   f"their QP (signal the last WR of a QP to know how it ended)")
+    if r.buffer_waits:
+        out.append(f"note: WRs waited {r.buffer_waits:,} times for buffer memory (raise "
+                   f"host.buffer_mib)")
+    if c.errors:
+        by: dict[str, int] = {}
+        for g in r.groups:
+            for k, v in g.statuses.items():
+                if k not in ("SUCCESS", "outstanding", "unknown"):
+                    by[k] = by.get(k, 0) + v
+        first = min(c.error_wrs, key=lambda w: w.index)
+        out.append(f"error completions: {c.errors:,} ("
+                   + ", ".join(f"{k} {v:,}" for k, v in by.items())
+                   + f"; first: WR {first.index} {first.msg.op.value} "
+                   f"{status_name(first.status)})")
+    if c.first_bad is None:
+        skipped = c.errors + c.outstanding + c.unknown
+        note = f"; {skipped:,} WRs that did not complete successfully place nothing to check" \
+            if skipped else ""
+        out.append(f"integrity: OK ({c.verified_bytes:,} bytes verified{note})")
     else:
-        w = r.first_bad
-        out.append(f"integrity: FAILED at WR {w.index} ({w.spec.op.value}, {w.spec.bytes} "
+        w = c.first_bad
+        out.append(f"integrity: FAILED at WR {w.index} ({w.msg.op.value}, {w.nbytes} "
                    f"bytes): {w.integrity}")
+    if r.out is not None:
+        out.append(f"results: {r.out}/ ({', '.join(r.files)})")
     return "\n".join(out)
 
 
+def _div(v: float | None) -> float | None:
+    return None if v is None else v / 1000.0
+
+
 def json_report(r: RunResult) -> dict[str, Any]:
-    return {
-        "scenario": r.scenario.name,
-        "ok": r.ok,
-        "elapsed_ns": r.elapsed_ns,
-        "verified_bytes": r.verified_bytes,
-        "integrity": "OK" if r.first_bad is None else f"FAILED at WR {r.first_bad.index}",
-        "pcap": r.pcap,
-        "link_faults": r.faults,
-        "total_wrs": r.total_wrs,
-        "wrs": [{"index": w.index, "op": w.spec.op.value, "bytes": w.spec.bytes,
-                 "latency_ns": w.latency_ns, "status": _status(w.status),
-                 "integrity": w.integrity} for w in r.wrs],
-        "ops": [{"op": st.spec.op.value, "bytes": st.spec.bytes, "count": st.count,
-                 "latency_ns": {"min": st.lat_min if st.lat_sum else 0.0, "max": st.lat_max,
-                                "sum": st.lat_sum},
-                 "statuses": {_status(k): v for k, v in st.statuses.items()}}
-                for st in r.stats],
-        "counters": r.counters,
-    }
+    d = summary(r)
+    d["wrs_detail"] = wr_rows(r)
+    return d

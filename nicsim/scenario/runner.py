@@ -1,34 +1,58 @@
-"""Run a scenario: two hosts, one RC QP pair, the scenario's work requests from host a to b.
+"""Run a scenario: its traffic between the hosts of its world, every byte checked.
 
-The application side is an ordinary verbs program (driver.user.verbs): it registers memory,
-connects the QPs, posts WRs keeping `depth` outstanding, polls completions, and at the end
-checks that every byte each WR was meant to place is in destination memory.
+The application side is an ordinary verbs program (driver.user.verbs), one process per host:
+it registers memory, connects a pool of RC QPs for each host pair that has traffic, posts the
+work requests of the scenario's sources as they become due, polls completions, and checks
+that every byte each WR was meant to place is in destination memory (an oracle read of host
+memory, no simulated time). A WR's buffers go back to the host's arena once it is checked,
+so memory follows what is in flight, not the length of the run.
+
+A run ends when its traffic is done, when the user's time limit (`stop.time_limit_us`) is
+reached, or when nothing has progressed for `stop.stall_us` while work is outstanding (no
+completion, no byte placed by any NIC); the result says which. The default stall limit is
+longer than the transport needs to give up by itself (retry_cnt + 1 transport timeouts), so
+a QP that is still retrying is never cut short.
 """
 
 from __future__ import annotations
 
 import struct
+import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from driver.user import enums as e
-from driver.user.verbs import (
-    SGE,
-    QPCap,
-    RecvWR,
-    SendWR,
+from driver.user.verbs import SGE, QPCap, RecvWR, SendWR
+from nicsim.host.host import CpuCosts
+from nicsim.nic.requester import transport_timeout_ns
+from nicsim.results.collect import KEEP_WRS, Collector, FlowWriter
+from nicsim.results.ideal import Ideal, IdealConfig
+from nicsim.results.timeseries import Probe, Sampler
+from nicsim.scenario import build
+from nicsim.scenario.buffers import POOL, Arena, DataPool
+from nicsim.scenario.endpoint import Process, connect_qp, open_process
+from nicsim.scenario.plan import KERNEL_MEM, MAX_REGISTERED, SLOTS, Plan, cq_size, plan
+from nicsim.scenario.progress import Progress
+from nicsim.scenario.schema import ATOMICS, OpKind, Scenario
+from nicsim.scenario.traffic import (
+    OUTSTANDING,
+    UNKNOWN,
+    FlowSource,
+    OpsSource,
+    PatternSource,
+    Source,
+    StreamSource,
+    Wr,
+    _Ids,
 )
-from nicsim.fabric.faults import FaultConfig
-from nicsim.fabric.link import LinkConfig
-from nicsim.host.pcie import PcieConfig
-from nicsim.nic.config import NicConfig
-from nicsim.scenario.endpoint import Side, connect, make_side
-from nicsim.scenario.schema import OpKind, OpSpec, Scenario, ScenarioError
+from nicsim.scenario.wait import CqWatch, Waiter
 from nicsim.world import World
 
-PAGE = 4096
+__all__ = ["KEEP_WRS", "KERNEL_MEM", "MAX_REGISTERED", "SLOTS", "RunResult", "Runner"]
+
 _MTU = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 _WR_OP = {
     OpKind.WRITE: e.IBV_WR_RDMA_WRITE,
@@ -39,387 +63,636 @@ _WR_OP = {
     OpKind.CMP_SWAP: e.IBV_WR_ATOMIC_CMP_AND_SWP,
     OpKind.FETCH_ADD: e.IBV_WR_ATOMIC_FETCH_AND_ADD,
 }
-_CONSUMES_RECV = (OpKind.SEND, OpKind.SEND_IMM, OpKind.WRITE_IMM)
+SETTLE_NS = 10_000.0  # a completion, then this long for the peer's last writes to land
+RECV_WAITS = 50  # times a check waits SETTLE_NS more for a receive completion
+DONE, TIME_LIMIT, NO_PROGRESS = "done", "time limit", "no progress"
 
 
-@dataclass
-class Wr:
-    """One work request of the run and what it must leave in memory."""
+@dataclass(eq=False)
+class Conn:
+    """One RC connection of a host pair's pool: the requester's QP on src, its peer on dst."""
 
-    index: int
-    spec: OpSpec
-    local: int  # offset in a's MR
-    remote: int  # offset in b's MR
-    src: bytes = b""
-    post_ns: float = 0.0
-    done_ns: float = 0.0
-    status: int = -1
-    recv_status: int | None = None
-    recv_len: int = 0
-    recv_imm: int = 0
-    integrity: str = ""
+    src: Process
+    dst: Process
+    k: int
+    qp: object
+    peer: object
+    sq_cap: int
+    rq_cap: int
+    outstanding: int = 0  # posted, not known to be complete
+    unsignaled: deque[Wr] = field(default_factory=deque)
+    rq_posted: int = 0  # receives posted on the peer, their completions not polled
+    posted: int = 0
+    bytes_done: int = 0
 
     @property
-    def latency_ns(self) -> float:
-        return self.done_ns - self.post_ns
-
-
-@dataclass
-class OpStats:
-    """What the WRs of one op line did, summarised as they complete."""
-
-    spec: OpSpec
-    count: int = 0
-    lat_min: float = float("inf")
-    lat_max: float = 0.0
-    lat_sum: float = 0.0
-    statuses: dict[int, int] = field(default_factory=dict)
-
-    def add(self, w: Wr) -> None:
-        self.count += 1
-        self.statuses[w.status] = self.statuses.get(w.status, 0) + 1
-        if w.status >= 0:
-            lat = w.latency_ns
-            self.lat_min, self.lat_max = min(self.lat_min, lat), max(self.lat_max, lat)
-            self.lat_sum += lat
+    def name(self) -> str:
+        return f"{self.src.host}->{self.dst.host}#{self.k}"
 
 
 @dataclass
 class RunResult:
     scenario: Scenario
-    wrs: list[Wr]  # every WR, for runs of up to KEEP_WRS; [] beyond (see `stats`)
+    groups: list  # GroupStats, one per ops line, stream, pattern and flows entry
+    wrs: list[Wr]  # every WR, for runs of up to KEEP_WRS; [] beyond
     elapsed_ns: float
     counters: dict[str, dict[str, int]]
     pcap: str | None
-    verified_bytes: int = 0
-    first_bad: Wr | None = None
-    timed_out: bool = False
+    collector: Collector
+    stop_reason: str = DONE
+    stop_detail: str = ""
     faults: dict[str, int] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    stats: list[OpStats] = field(default_factory=list)
     total_wrs: int = 0
-    error_wrs: list[Wr] = field(default_factory=list)  # the first ERRORS_KEPT of them
-    error_count: int = 0
-    payload_bytes: int = 0  # of WRs that completed successfully
+    buffer_waits: int = 0
+    qps: int = 0
+    wall_s: float = 0.0
+    events: int = 0
+    out: Path | None = None
+    files: list[str] = field(default_factory=list)
+    probes: list[Probe] = field(default_factory=list)  # what the time series sampled
+
+    @property
+    def verified_bytes(self) -> int:
+        return self.collector.verified_bytes
+
+    @property
+    def first_bad(self) -> Wr | None:
+        return self.collector.first_bad
+
+    @property
+    def error_count(self) -> int:
+        return self.collector.errors
+
+    @property
+    def error_wrs(self) -> list[Wr]:
+        return self.collector.error_wrs
+
+    @property
+    def timed_out(self) -> bool:
+        return self.stop_reason == TIME_LIMIT
 
     @property
     def ok(self) -> bool:
-        return not self.errors and self.first_bad is None and not self.timed_out and \
-            not self.error_count
+        c = self.collector
+        return self.stop_reason == DONE and c.first_bad is None and not c.errors and \
+            not c.outstanding and not c.unknown
 
 
-KEEP_WRS = 10_000  # runs with more WRs keep per-op summaries instead of every WR
-ERRORS_KEPT = 100
-SETTLE_NS = 10_000.0  # a completion, then this long for the last writes to land: then check
-SLOTS = 256  # buffers per op line beyond `depth`: a repeated op reuses them in turn
-MAX_REGISTERED = 4 << 30  # what the NIC's 2^20 MTT entries of 4 KiB pages map
-
-
-def _ceil_page(n: int) -> int:
-    return (n + PAGE - 1) // PAGE * PAGE
-
-
-def _split(total: int, parts: int) -> list[int]:
-    """`total` bytes in `parts` SGEs, as even as possible (some may be empty)."""
-    base, extra = divmod(total, parts)
-    return [base + (1 if i < extra else 0) for i in range(parts)]
-
-
-@dataclass
-class _Line:
-    """The buffers of one op line: `slots` regions of each MR, reused in turn by its repeats
-    once the WR that used a region before is checked."""
-
-    spec: OpSpec
-    index: int
-    slots: int
-    local: int  # offset of slot 0 in a's MR
-    remote: int
-    local_stride: int
-    remote_stride: int
-    busy: list[Wr | None] = field(default_factory=list)
+def events_created(env: object) -> int:
+    """Events SimPy has created so far (its id counter, read without advancing it)."""
+    return int(repr(env._eid)[6:-1])  # type: ignore[attr-defined]  # "count(N)"
 
 
 class Runner:
-    def __init__(self, sc: Scenario, pcap: str | None = None) -> None:
+    def __init__(self, sc: Scenario, pcap: str | None = None, out: Path | None = None,
+                 progress: Progress | None = None, base: Path | None = None) -> None:
         self.sc = sc
         self.pcap = pcap
-        self.rng = np.random.default_rng(sc.seed)
+        self.out = out
+        self.progress = progress
+        self.base = base  # where relative paths in the scenario (CDF files) start
+        self._plan: Plan | None = None
+        ss = np.random.SeedSequence(sc.seed)
+        self._data_rng, self._traffic_seq = (np.random.default_rng(s) for s in ss.spawn(2))
 
-    def _world(self, mem: int) -> World:
-        sc = self.sc
-        nic = NicConfig(pcie=PcieConfig(sc.pcie.gen, sc.pcie.lanes, sc.pcie.mps, sc.pcie.mrrs,
-                                        latency_ns=sc.pcie.latency_ns),
-                        **sc.nic.model_dump())
-        f = sc.link.faults
-        w = World.two_hosts(sc.seed, LinkConfig(sc.link.rate_gbps, sc.link.prop_ns), self.pcap,
-                            nic, FaultConfig(f.loss, f.corrupt, f.duplicate, f.reorder,
-                                             f.reorder_ns, sc.seed), mem)
-        self.link = w.links[0]
-        return w
-
-    def _plan(self) -> tuple[list[_Line], int, int]:
-        """Lay out the buffers: every op line gets its own regions, one per repeat up to
-        depth + SLOTS of them, so memory does not grow with the number of repeats."""
-        lines: list[_Line] = []
-        loc = rem = 0
-        for i, spec in enumerate(self.sc.ops):
-            slots = min(spec.repeat, self.sc.depth + SLOTS)
-            ls = _ceil_page(spec.local_offset + spec.bytes) + PAGE
-            rs = _ceil_page(spec.remote_offset + spec.bytes) + PAGE
-            lines.append(_Line(spec, i, slots, loc, rem, ls, rs, [None] * slots))
-            loc += ls * slots
-            rem += rs * slots
-        return lines, loc, rem
-
-    def _wrs(self, lines: list[_Line]):  # noqa: ANN202
-        """Every WR of the run, in order, with the slot it uses."""
-        n = 0
-        for line in lines:
-            s = line.spec
-            for k in range(s.repeat):
-                slot = k % line.slots
-                yield line, slot, Wr(n, s, line.local + slot * line.local_stride +
-                                     s.local_offset,
-                                     line.remote + slot * line.remote_stride + s.remote_offset)
-                n += 1
-
-    def _prepare(self, a: Side, b: Side, w: Wr) -> None:
-        """Put the WR's source data (or the atomic's initial value) in place. The runner
-        does it as an observer, at no simulated CPU cost: it is the test, not the program."""
-        s = w.spec
-        if s.op in (OpKind.CMP_SWAP, OpKind.FETCH_ADD):
-            b.ctx.aspace.write(b.mr.buf + w.remote, struct.pack("<Q", s.initial))
-            return
-        w.src = self.rng.integers(0, 256, s.bytes, dtype=np.uint8).tobytes()
-        side, off = (b, w.remote) if s.op is OpKind.READ else (a, w.local)
-        side.ctx.aspace.write(side.mr.buf + off, w.src)
-
-    def _post(self, a: Side, b: Side, w: Wr) -> None:
-        s = w.spec
-        if s.op in _CONSUMES_RECV:
-            sg = [] if s.op is OpKind.WRITE_IMM else [
-                SGE(b.mr.buf + w.remote + off, n, b.mr.lkey)
-                for off, n in zip(_offsets(_split(s.bytes, s.recv_sges)),
-                                  _split(s.bytes, s.recv_sges), strict=True)]
-            b.qp.post_recv(RecvWR(wr_id=w.index, num_sge=len(sg), sg=sg))
-        sizes = _split(s.bytes, s.sges)
-        sg = [SGE(a.mr.buf + w.local + off, n, a.mr.lkey)
-              for off, n in zip(_offsets(sizes), sizes, strict=True)]
-        wr = SendWR(wr_id=w.index, opcode=_WR_OP[s.op], num_sge=len(sg), sg=sg, imm_data=s.imm,
-                    send_flags=e.IBV_SEND_SIGNALED if s.signaled else 0)
-        if s.op in (OpKind.CMP_SWAP, OpKind.FETCH_ADD):
-            wr.set_wr_atomic(b.mr.rkey, b.mr.buf + w.remote, s.compare if s.op is
-                             OpKind.CMP_SWAP else s.swap_add, s.swap_add)
-        else:
-            wr.set_wr_rdma(b.mr.rkey, b.mr.buf + w.remote)
-        w.post_ns = a.ctx.host.env.now
-        a.qp.post_send(wr)
+    def plan(self) -> Plan:
+        """Check the scenario against its world and size everything (ScenarioError)."""
+        if self._plan is None:
+            self._plan = plan(self.sc, self.base)
+        return self._plan
 
     def memory(self) -> int:
-        """The simulated memory of each host, after checking that the scenario's buffers fit
-        the host and the NIC's translation tables. Raises ScenarioError naming the field."""
+        """The simulated memory of each host (after checking that the traffic fits)."""
+        return self.plan().mem_size
+
+    # -- setup ------------------------------------------------------------------------------
+
+    def _setup(self, world: World, pl: Plan) -> None:
         sc = self.sc
-        lines, loc, rem = self._plan()
-        need = max(loc, rem)
-        used = 0
-        for line in lines:
-            used += max(line.local_stride, line.remote_stride) * line.slots
-            if used > MAX_REGISTERED:
-                raise ScenarioError(
-                    f"ops[{line.index}]: the ops so far need {used >> 20:,} MiB of registered "
-                    f"memory per host (bytes x min(repeat, depth + {SLOTS}) buffers); the NIC "
-                    f"maps at most {MAX_REGISTERED >> 20:,} MiB (2^20 MTT entries of 4 KiB)")
-        if sc.host.mem_mib:
-            have = sc.host.mem_mib << 20
-            if need + (16 << 20) > have:
-                raise ScenarioError(
-                    f"host.mem_mib: {sc.host.mem_mib:,} MiB is less than the "
-                    f"{(need + (16 << 20) + (1 << 20) - 1) >> 20:,} MiB the ops need "
-                    f"(their buffers and 16 MiB for the kernel and queues)")
-            return have
-        return max(64 << 20, 1 << (need + (16 << 20)).bit_length())
+        q = sc.qp
+        self.world = world
+        self.env = world.env
+        self.waiter = Waiter(world.env)
+        used = sorted({h for pair in pl.pools for h in pair}, key=pl.hosts.index)
+        self.procs: dict[str, Process] = {}
+        self.arenas: dict[str, Arena] = {}
+        self.watches: dict[str, tuple[CqWatch, CqWatch]] = {}
+        for h in used:
+            size = max(pl.arena[h], 4096)
+            p = open_process(world, h, size, cq_size(sc, pl, h))
+            self.procs[h] = p
+            self.arenas[h] = Arena(size)
+            self.watches[h] = (CqWatch(p.scq, self.waiter), CqWatch(p.rcq, None))
+        cap = QPCap(q.max_send_wr, q.max_recv_wr, q.max_send_sge, q.max_recv_sge,
+                    q.max_inline_data)
+        self.pools: dict[tuple[str, str], list[Conn]] = {}
+        self.recv_conn: dict[tuple[str, int], Conn] = {}
+        for (s, d), n in pl.pools.items():
+            conns = []
+            for k in range(n):
+                a, b = self.procs[s], self.procs[d]
+                qa, qb = a.qp(cap), b.qp(cap)
+                for x, y, py in ((qa, qb, b), (qb, qa, a)):
+                    connect_qp(x, y.qp_num, py.ctx.query_gid(), _MTU[q.path_mtu],
+                               timeout=q.timeout, retry_cnt=q.retry_cnt, rnr_retry=q.rnr_retry,
+                               min_rnr_timer=q.min_rnr_timer, max_rd_atomic=q.max_rd_atomic)
+                c = Conn(a, b, k, qa, qb, q.max_send_wr, q.max_recv_wr)
+                conns.append(c)
+                self.recv_conn[(d, qb.qp_num)] = c
+            self.pools[(s, d)] = conns
+        self.recv_pending = dict.fromkeys(self.procs, 0)
+        self.recv_room = {h: p.rcq._p.size // 2 for h, p in self.procs.items()}
+        self.data = DataPool(self._data_rng)
+        self.ideal = Ideal(IdealConfig(q.path_mtu, build.nic_config(sc).pcie,
+                                       build.nic_config(sc), CpuCosts(), q.max_send_sge,
+                                       q.max_inline_data, q.max_recv_sge))
+        self._ideal_cache: dict[tuple, float] = {}
+        self._paths: dict[tuple[str, str], list] = {}
+
+    def _sources(self, pl: Plan, t0: float) -> list[Source]:
+        sc = self.sc
+        ids = _Ids()
+        seeds = iter(self._traffic_seq.bit_generator.seed_seq.spawn(  # type: ignore[union-attr]
+            len(sc.patterns) + len(sc.flows)))
+        out: list[Source] = []
+        g = 0
+        if sc.ops:
+            out.append(OpsSource(sc.ops, list(range(len(sc.ops))), sc.depth, pl.hosts, ids))
+            g = len(sc.ops)
+        for s in sc.streams:
+            out.append(StreamSource(s, g, pl.hosts, ids))
+            g += 1
+        for p in sc.patterns:
+            out.append(PatternSource(p, g, pl.hosts, np.random.default_rng(next(seeds)), ids))
+            g += 1
+        for i, f in enumerate(sc.flows):
+            hosts = f.hosts or pl.hosts
+            rate = min(build.host_rate_gbps(sc, h) for h in hosts)
+            out.append(FlowSource(g, pl.cdfs[i], hosts, f.load, rate, f.op,
+                                  np.random.default_rng(next(seeds)), ids, f.start_us * 1000.0,
+                                  f.dst, f.count,
+                                  f.duration_us * 1000.0 if f.duration_us is not None
+                                  else None))
+            g += 1
+        # Sources count time from the start of the traffic.
+        for s in out:
+            _shift(s, t0)
+        return out
+
+    def _probes(self, sampler: Sampler) -> None:
+        conns = [c for cs in self.pools.values() for c in cs]
+        sampler.register(Probe(
+            "qp_goodput", "qp", "goodput_gbps",
+            lambda: {c.name: c.bytes_done for c in conns}, "rate", 8e-9,
+            "Goodput per QP (payload of WRs completed)"))
+        nics = self.world.nics
+        sampler.register(Probe(
+            "port_throughput", "host", "tx_gbps",
+            lambda: {h: n.port.counters["tx_bytes"] for h, n in nics.items()}, "rate", 8e-9,
+            "Transmit throughput per host (frames on the wire)"))
+
+        def backlog() -> dict[str, float]:
+            now = self.env.now
+            return {h: max(0.0, n.port.free - now) * build.host_rate_gbps(self.sc, h) / 8
+                    for h, n in nics.items()}
+
+        sampler.register(Probe("port_backlog", "host", "backlog_bytes", backlog, "level", 1.0,
+                               "NIC transmit backlog (bytes queued for the wire)"))
+        for p in getattr(self.world, "probes", []):
+            sampler.register(p)
+
+    # -- run --------------------------------------------------------------------------------
 
     def run(self) -> RunResult:
         sc = self.sc
-        mem = self.memory()
-        lines, loc, rem = self._plan()
-        world = self._world(mem)
+        pl = self.plan()
+        wall0 = time.perf_counter()
+        world = build.build_world(sc, self.pcap, pl.mem_size)
+        self._setup(world, pl)
         env = world.env
-        nrecv = min(sum(line.slots for line in lines if line.spec.op in _CONSUMES_RECV),
-                    sc.depth + 1)
-        a = self._endpoint(world, "a", loc, max(64, 2 * sc.depth))
-        b = self._endpoint(world, "b", rem, max(64, sc.qp.max_recv_wr, nrecv + 1))
-        self._connect(a, b)
-        self._connect(b, a)
-        total = sum(line.spec.repeat for line in lines)
-        result = RunResult(sc, [], 0.0, {}, self.pcap, stats=[OpStats(x.spec) for x in lines],
-                           total_wrs=total)
-        keep = total <= KEEP_WRS
-        # Small runs put every WR's data in place before the clock starts; a run that reuses
-        # buffers does it when a buffer comes free.
-        upfront = all(line.slots == line.spec.repeat for line in lines)
-        todo = self._wrs(lines)
-        if upfront:
-            items = list(todo)
-            for _line, _slot, w in items:
-                self._prepare(a, b, w)
-            todo = iter(items)
-        nxt = next(todo, None)
-        t0 = env.now
-        deadline = t0 + sc.timeout_us * 1000
-        inflight: dict[int, Wr] = {}
-        unsignaled: deque[Wr] = deque()
-        done: deque[Wr] = deque()  # completed, waiting SETTLE_NS to be checked
-        by_index: dict[int, Wr] = {}  # waiting for their receive completion on b
-        timed_out = False
-        recv_room = max(1, b.cq._p.size - sc.depth - 1)
-        while nxt is not None or inflight or unsignaled:
-            blocked = False
-            while nxt is not None and len(inflight) + len(unsignaled) < sc.depth:
-                line, slot, w = nxt
-                prev = line.busy[slot]
-                if prev is not None and not prev.integrity:
-                    blocked = True  # its buffer's last WR is not checked yet
-                    break
-                line.busy[slot] = w
-                if not upfront:
-                    self._prepare(a, b, w)
-                self._post(a, b, w)
-                if keep:
-                    result.wrs.append(w)
-                if w.spec.op in _CONSUMES_RECV:
-                    by_index[w.index] = w
-                if w.spec.signaled:
-                    inflight[w.index] = w
-                else:
-                    unsignaled.append(w)
-                nxt = next(todo, None)
-            wcs: list = []
-            if inflight or unsignaled:
-                _, wcs = a.cq.poll(16)
-            else:
-                a.ctx.host.spend(SETTLE_NS)  # only checks hold the next WR back
-            for wc in wcs:
-                w = inflight.pop(wc.wr_id, None)
-                if w is None:
-                    continue
-                w.done_ns, w.status = env.now, wc.status
-                done.append(w)
-                # A completion also completes the unsignaled WRs posted before it.
-                while unsignaled and unsignaled[0].index < w.index:
-                    u = unsignaled.popleft()
-                    u.done_ns, u.status = env.now, wc.status
-                    done.append(u)
-            if len(by_index) >= recv_room or blocked and done and done[0].index in by_index:
-                self._drain_recv(b, by_index)  # before b's CQ could overrun, or when needed
-            while done and done[0].done_ns + SETTLE_NS <= env.now and \
-                    done[0].index not in by_index:
-                self._check(a, b, done.popleft(), result)
-            if env.now > deadline:
-                timed_out = True
-                break
-        # Let the last writes land, then check what is left.
-        a.ctx.host.spend(SETTLE_NS)
-        for u in unsignaled:
-            # Nothing completed after it: show what is known (issue: an unsignaled WR that
-            # never completed is not a success).
-            u.done_ns, u.status = env.now, (0 if not inflight and not timed_out else -1)
-            done.append(u)
-        self._drain_recv(b, by_index)
-        for w in list(done) + list(inflight.values()):
-            self._check(a, b, w, result)
-        result.elapsed_ns = env.now - t0
-        result.counters = {n: nic.counters() for n, nic in world.nics.items()}
-        result.timed_out = timed_out
-        result.faults = self.link.fault_counters()
-        world.close()
-        return result
+        self.t0 = t0 = env.now
+        self.sources = self._sources(pl, t0)
+        known = [s.total() for s in self.sources]
+        self.total_known = sum(x for x in known if x is not None) if all(
+            x is not None for x in known) else None
+        ends = [s.end_ns() for s in self.sources]
+        limit = sc.stop.time_limit_us * 1000.0 if sc.stop.time_limit_us else None
+        self.end_hint = (t0 + limit) if limit else (
+            max(x for x in ends if x is not None) if any(x is not None for x in ends) else None)
+        keep = self.total_known is None or self.total_known <= KEEP_WRS
+        flows = FlowWriter(self.out / "flows.csv") if self.out is not None else None
+        self.col = Collector(pl.groups, t0, flows, keep)
+        self.sampler: Sampler | None = None
+        if self.out is not None:
+            self.sampler = Sampler(env, sc.sample_us * 1000.0, self.out / "timeseries")
+            self._probes(self.sampler)
+            self.sampler.start()
+        self.outstanding: dict[int, Wr] = {}
+        self.signaled_out = 0
+        self.backlog: dict[tuple[str, str, int | None], deque[Wr]] = {}
+        self.checks: deque[Wr] = deque()
+        self.awaiting_recv: dict[int, Wr] = {}
+        self.buffer_waits = 0
+        self.completions = 0
+        try:
+            reason, detail = self._loop(limit)
+            self.stop_ns = env.now
+            self._finish()
+        finally:
+            if flows is not None:
+                flows.close()
+            if self.sampler is not None:
+                self.sampler.close()
+            if self.progress is not None:
+                self.progress.close()
+            for ws in self.watches.values():
+                for w in ws:
+                    w.close()
+            world.close()
+        # A run that ends its traffic ends at its last completion (no idle tail); one that
+        # is stopped ends where it was stopped.
+        end = self.last_ns if reason == DONE else self.stop_ns
+        return RunResult(
+            sc, self.col.groups, self.col.kept, end - t0,
+            {n: nic.counters() for n, nic in world.nics.items()}, self.pcap, self.col, reason,
+            detail, _faults(world), self.col.total, self.buffer_waits, pl.qps,
+            time.perf_counter() - wall0, events_created(env), self.out,
+            probes=self.sampler.probes if self.sampler is not None else [])
 
-    @staticmethod
-    def _drain_recv(b: Side, by_index: dict[int, Wr]) -> None:
-        while by_index:
-            n, wcs = b.cq.poll(64)
-            if not n:
-                return
+    def _stall_ns(self) -> float:
+        sc = self.sc
+        if sc.stop.stall_us is not None:
+            return sc.stop.stall_us * 1000.0
+        tmo = transport_timeout_ns(sc.qp.timeout)
+        # Past the point where the transport gives up by itself (retry_cnt + 1 timeouts).
+        return max(1e6, 2 * (sc.qp.retry_cnt + 1) * tmo) if tmo else 1e9
+
+    def _progress_mark(self) -> int:
+        """Completions seen and bytes placed or delivered by any NIC: what moving forward is."""
+        n = self.completions
+        for nic in self.world.nics.values():
+            c = nic.counters()
+            n += c.get("responder.bytes_placed", 0) + c.get("completer.read_response_packets",
+                                                           0) + c.get("cq.cqes", 0)
+        return n
+
+    def _loop(self, limit: float | None) -> tuple[str, str]:
+        env = self.env
+        t0 = self.t0
+        stall = self._stall_ns()
+        mark, last_progress = self._progress_mark(), env.now
+        check_every = stall / 16
+        next_check = env.now + check_every
+        watches = [pair[0] for pair in self.watches.values()]
+        sources = self.sources
+        progress = self.progress
+        spins = 0
+        while True:
+            now = env.now
+            moved = False
+            for s in sources:
+                if not s.finished and s.due() <= now:
+                    for w in s.take(now):
+                        self.backlog.setdefault((w.src, w.dst, w.qp), deque()).append(w)
+                        moved = True
+            if self.backlog:
+                moved |= self._post_backlog()
+            moved |= self._poll_sends()
+            if self.checks and self.checks[0].done_ns + SETTLE_NS <= env.now:
+                self._run_checks()
+            if progress is not None and progress.enabled:
+                progress.update(env.now - t0, None if self.end_hint is None else
+                                self.end_hint - t0, events_created(env), self.col.total,
+                                self.total_known)
+            if not self.signaled_out and not self.backlog and all(s.finished for s in sources):
+                if not self.checks:
+                    return DONE, ""
+            elif not self.outstanding and not self.backlog:
+                last_progress = env.now  # nothing in flight: waiting for arrivals is no stall
+            if limit is not None and env.now - t0 >= limit:
+                return TIME_LIMIT, f"stop.time_limit_us {self.sc.stop.time_limit_us:g} reached"
+            if env.now >= next_check:
+                m = self._progress_mark()
+                if m != mark:
+                    mark, last_progress = m, env.now
+                elif env.now - last_progress >= stall:
+                    return NO_PROGRESS, (f"nothing progressed for {stall / 1000:g} us with "
+                                         f"{len(self.outstanding)} WRs outstanding")
+                next_check = env.now + check_every
+            if moved:
+                continue
+            deadline = min(next_check, last_progress + stall)
+            for s in sources:
+                if not s.finished:
+                    deadline = min(deadline, s.due())
+            if self.checks:
+                deadline = min(deadline, self.checks[0].done_ns + SETTLE_NS)
+            if limit is not None:
+                deadline = min(deadline, t0 + limit)
+            self.waiter.woke = False
+            if any(w.ready() for w in watches):
+                continue
+            if deadline <= env.now:
+                # Something claims to be due now yet nothing moved: a bug, not a reason to
+                # spin forever.
+                spins += 1
+                if spins > 1000:
+                    raise RuntimeError(f"runner stuck at {env.now} ns: nothing moves")
+            else:
+                spins = 0
+            self.waiter.wait(max(deadline, env.now))
+
+    # -- posting ----------------------------------------------------------------------------
+
+    def _post_backlog(self) -> bool:
+        moved = False
+        for key in list(self.backlog):
+            q = self.backlog[key]
+            while q and self._post(q[0]):
+                q.popleft()
+                moved = True
+            if not q:
+                del self.backlog[key]
+        return moved
+
+    def _post(self, w: Wr) -> bool:
+        """Post `w` if its QP has room and its buffers can be had; False to try later."""
+        conns = self.pools[(w.src, w.dst)]
+        c = conns[w.qp] if w.qp is not None else min(conns, key=lambda x: x.outstanding)
+        if c.outstanding >= c.sq_cap:
+            return False
+        recv = w.consumes_recv
+        if recv and c.rq_posted >= c.rq_cap:
+            self._poll_recv(w.dst)
+            if c.rq_posted >= c.rq_cap:
+                return False
+        m = w.msg
+        n = 8 if m.op in ATOMICS else w.nbytes
+        la, ra = self.arenas[w.src], self.arenas[w.dst]
+        lo = la.alloc(m.local_offset + n)
+        ro = ra.alloc(m.remote_offset + n) if lo is not None else None
+        if ro is None:
+            if lo is not None:
+                la.release(lo, m.local_offset + n)
+            self.buffer_waits += 1
+            self._settle_for_buffers()
+            return False
+        w.local, w.remote, w.conn = lo + m.local_offset, ro + m.remote_offset, c
+        a, b = c.src, c.dst
+        self._prepare(w, a, b)
+        if recv:
+            sg = [] if m.op is OpKind.WRITE_IMM else [
+                SGE(b.mr.buf + w.remote + off, k, b.mr.lkey)
+                for off, k in _pieces(w.nbytes, m.recv_sges)]
+            c.peer.post_recv(RecvWR(wr_id=w.index, num_sge=len(sg), sg=sg))  # type: ignore
+            c.rq_posted += 1
+            self.recv_pending[w.dst] += 1
+            self.awaiting_recv[w.index] = w
+        sg = [SGE(a.mr.buf + w.local + off, k, a.mr.lkey) for off, k in _pieces(n, m.sges)]
+        flags = e.IBV_SEND_SIGNALED if w.signaled else 0
+        if m.inline:
+            flags |= e.IBV_SEND_INLINE
+        wr = SendWR(wr_id=w.index, opcode=_WR_OP[m.op], num_sge=len(sg), sg=sg, imm_data=m.imm,
+                    send_flags=flags)
+        if m.op in ATOMICS:
+            wr.set_wr_atomic(b.mr.rkey, b.mr.buf + w.remote, m.compare if m.op is
+                             OpKind.CMP_SWAP else m.swap_add, m.swap_add)
+        else:
+            wr.set_wr_rdma(b.mr.rkey, b.mr.buf + w.remote)
+        w.post_ns = self.env.now
+        if w.start_ns is None:
+            w.start_ns = w.post_ns
+        w.seq = c.posted
+        c.posted += 1
+        c.qp.post_send(wr)  # type: ignore[attr-defined]
+        w.status = OUTSTANDING
+        self.outstanding[w.index] = w
+        c.outstanding += 1
+        if w.signaled:
+            self.signaled_out += 1
+        else:
+            c.unsignaled.append(w)
+        return True
+
+    def _settle_for_buffers(self) -> None:
+        """No buffer free: checks waiting to run free them (their settle time permitting)."""
+        if self.checks and self.checks[0].done_ns + SETTLE_NS <= self.env.now:
+            self._run_checks()
+
+    def _prepare(self, w: Wr, a: Process, b: Process) -> None:
+        """Put the WR's source data (or the atomic's initial value) in place, as an observer
+        at no simulated CPU cost: it is the test, not the program."""
+        m = w.msg
+        if m.op in ATOMICS:
+            b.ctx.aspace.write(b.mr.buf + w.remote, struct.pack("<Q", m.initial))
+            return
+        w.data_off = int(self._data_rng.integers(0, POOL))
+        data = self.data.data(w.data_off, w.nbytes)
+        if m.op is OpKind.READ:
+            b.ctx.aspace.write(b.mr.buf + w.remote, data)
+        else:
+            a.ctx.aspace.write(a.mr.buf + w.local, data)
+
+    # -- completions ------------------------------------------------------------------------
+
+    def _poll_sends(self) -> bool:
+        got = False
+        for h, (sw, rw) in self.watches.items():
+            if sw.ready():
+                _, wcs = self.procs[h].scq.poll(1024)
+                for wc in wcs:
+                    self._send_done(wc.wr_id, wc.status)
+                got = True
+            # Receive completions are polled when a check needs one, or before the CQ could
+            # fill (polling costs the host CPU time: no more often than that).
+            if self.recv_pending[h] > self.recv_room[h] and rw.ready():
+                self._poll_recv(h)
+        return got
+
+    def _poll_recv(self, h: str) -> None:
+        sw, rw = self.watches[h]
+        p = self.procs[h]
+        while rw.ready():
+            _, wcs = p.rcq.poll(1024)
             for wc in wcs:
-                w = by_index.pop(wc.wr_id, None)
+                c = self.recv_conn.get((h, wc.qp_num))
+                if c is not None:
+                    c.rq_posted -= 1
+                    self.recv_pending[h] -= 1
+                w = self.awaiting_recv.pop(wc.wr_id, None)
                 if w is not None:
                     w.recv_status, w.recv_len, w.recv_imm = wc.status, wc.byte_len, wc.imm_data
 
-    def _check(self, a: Side, b: Side, w: Wr, r: RunResult) -> None:
-        """Compare destination memory with what the WR was meant to place there (an oracle
-        read: no simulated time), and fold the WR into the summaries."""
-        s = w.spec
-        r.stats[_line_of(self.sc, s)].add(w)
-        if w.status != 0:
-            # An error completion places no data to check; it is reported (and makes the
-            # run fail) on its own.
-            w.integrity = "not completed" if w.status < 0 else "error completion"
-            r.error_count += 1
-            if len(r.error_wrs) < ERRORS_KEPT:
-                r.error_wrs.append(w)
-            w.src = b""
+    def _send_done(self, wr_id: int, status: int) -> None:
+        w = self.outstanding.get(wr_id)
+        if w is None:
             return
-        r.payload_bytes += s.bytes
-        ra, rb = a.ctx.aspace.read, b.ctx.aspace.read
-        if s.op in (OpKind.CMP_SWAP, OpKind.FETCH_ADD):
-            got_old = struct.unpack("<Q", ra(a.mr.buf + w.local, 8))[0]
-            got_new = struct.unpack("<Q", rb(b.mr.buf + w.remote, 8))[0]
-            if s.op is OpKind.FETCH_ADD:
-                want_new = (s.initial + s.swap_add) & (2**64 - 1)
+        c: Conn = w.conn  # type: ignore[assignment]
+        # Completions come in order: the unsignaled WRs posted before this one on its QP are
+        # complete, and succeeded (a failed one would have completed with its own error).
+        while c.unsignaled and c.unsignaled[0].seq < w.seq:
+            self._complete(c.unsignaled.popleft(), 0)
+        if c.unsignaled and c.unsignaled[0] is w:
+            c.unsignaled.popleft()
+        self._complete(w, status)
+
+    def _complete(self, w: Wr, status: int) -> None:
+        del self.outstanding[w.index]
+        if w.signaled:
+            self.signaled_out -= 1
+        w.status = status
+        w.done_ns = self.env.now
+        c: Conn = w.conn  # type: ignore[assignment]
+        c.outstanding -= 1
+        if status == 0 and w.msg.op not in ATOMICS:
+            c.bytes_done += w.nbytes
+        self.completions += 1
+        self.last_ns = w.done_ns
+        w.source.completed(w)
+        self.checks.append(w)
+
+    # -- checks -----------------------------------------------------------------------------
+
+    def _run_checks(self) -> None:
+        now = self.env.now
+        q = self.checks
+        while q and q[0].done_ns + SETTLE_NS <= now:
+            w = q[0]
+            if w.consumes_recv and w.status == 0 and w.index in self.awaiting_recv:
+                self._poll_recv(w.dst)
+                if w.index in self.awaiting_recv and w.checks < RECV_WAITS:
+                    w.checks += 1
+                    w.done_ns += SETTLE_NS  # look again later (the order of q is kept:
+                    q.rotate(-1)  # it goes behind the others)
+                    if q[0] is w:
+                        break
+                    continue
+            q.popleft()
+            self._check(w)
+
+    def _check(self, w: Wr) -> None:
+        """Compare destination memory with what the WR was meant to place there (an oracle
+        read: no simulated time); give its buffers back; account for it."""
+        m = w.msg
+        c: Conn | None = w.conn  # type: ignore[assignment]
+        if w.status != 0:
+            w.integrity = {OUTSTANDING: "not completed", UNKNOWN: "status unknown"}.get(
+                w.status, "error completion: nothing to check")
+        elif c is not None:
+            a, b = c.src, c.dst
+            ra, rb = a.ctx.aspace.read, b.ctx.aspace.read
+            if m.op in ATOMICS:
+                got_old = struct.unpack("<Q", ra(a.mr.buf + w.local, 8))[0]
+                got_new = struct.unpack("<Q", rb(b.mr.buf + w.remote, 8))[0]
+                if m.op is OpKind.FETCH_ADD:
+                    want_new = (m.initial + m.swap_add) & (2**64 - 1)
+                else:
+                    want_new = m.swap_add if m.initial == m.compare else m.initial
+                ok = got_old == m.initial and got_new == want_new
+                w.integrity = "ok" if ok else (f"atomic: returned {got_old} (want {m.initial}),"
+                                               f" remote {got_new} (want {want_new})")
+                n = 16
             else:
-                want_new = s.swap_add if s.initial == s.compare else s.initial
-            ok = got_old == s.initial and got_new == want_new
-            w.integrity = "ok" if ok else (f"atomic: returned {got_old} (want {s.initial}),"
-                                           f" remote {got_new} (want {want_new})")
-            n = 16
-        else:
-            dst = ra(a.mr.buf + w.local, s.bytes) if s.op is OpKind.READ else \
-                rb(b.mr.buf + w.remote, s.bytes)
-            ok = dst == w.src
-            if ok and s.op in _CONSUMES_RECV:
-                ok = w.recv_status == 0 and w.recv_len == s.bytes and (
-                    s.op is OpKind.SEND or w.recv_imm == s.imm)
-                if not ok:
-                    w.integrity = (f"receive completion: status {w.recv_status}, byte_len "
-                                   f"{w.recv_len}, imm {w.recv_imm}")
-            if not ok and not w.integrity:
-                i = next(i for i in range(s.bytes) if dst[i] != w.src[i])
-                w.integrity = f"byte {i}: 0x{dst[i]:02x}, want 0x{w.src[i]:02x}"
-            elif ok:
-                w.integrity = "ok"
-            n = s.bytes
-        w.src = b""
-        if w.integrity == "ok":
-            r.verified_bytes += n
-        elif r.first_bad is None:
-            r.first_bad = w
+                n = w.nbytes
+                dst = ra(a.mr.buf + w.local, n) if m.op is OpKind.READ else \
+                    rb(b.mr.buf + w.remote, n)
+                want = self.data.data(w.data_off, n)
+                ok = dst == want
+                if ok and w.consumes_recv:
+                    ok = w.recv_status == 0 and w.recv_len == n and (
+                        m.op is OpKind.SEND or w.recv_imm == m.imm)
+                    if not ok:
+                        w.integrity = ("no receive completion" if w.recv_status is None else
+                                       f"receive completion: status {w.recv_status}, byte_len "
+                                       f"{w.recv_len}, imm {w.recv_imm}")
+                if not ok and not w.integrity:
+                    i = next(i for i in range(n) if dst[i] != want[i])
+                    w.integrity = f"byte {i}: 0x{dst[i]:02x}, want 0x{want[i]:02x}"
+                elif ok:
+                    w.integrity = "ok"
+            if w.integrity == "ok":
+                self.col.verified_bytes += n
+        self.awaiting_recv.pop(w.index, None)
+        if c is not None and w.local >= 0:
+            n = 8 if m.op in ATOMICS else w.nbytes
+            self.arenas[w.src].release(w.local - m.local_offset, m.local_offset + n)
+            self.arenas[w.dst].release(w.remote - m.remote_offset, m.remote_offset + n)
+        self.col.add(w, self._ideal(w), c.qp.qp_num if c is not None else 0)  # type: ignore
 
-    def _endpoint(self, w: World, host: str, mr_len: int, cq_size: int) -> Side:
-        q = self.sc.qp
-        return make_side(w, host, mr_len, QPCap(q.max_send_wr, q.max_recv_wr, q.max_send_sge,
-                                                q.max_recv_sge, q.max_inline_data),
-                         cqe=cq_size)
+    def _ideal(self, w: Wr) -> float:
+        key = (w.msg.op, w.nbytes, w.src, w.dst, w.msg.inline)
+        v = self._ideal_cache.get(key)
+        if v is None:
+            if len(self._ideal_cache) > 100_000:
+                self._ideal_cache.clear()
+            fwd = self._path(w.src, w.dst)
+            back = self._path(w.dst, w.src)
+            v = self._ideal_cache[key] = self.ideal.ns(w.msg.op, w.nbytes, fwd, back,
+                                                       w.msg.inline)
+        return v
 
-    def _connect(self, x: Side, y: Side) -> None:
-        q = self.sc.qp
-        connect(x, y, _MTU[q.path_mtu], timeout=q.timeout, retry_cnt=q.retry_cnt,
-                rnr_retry=q.rnr_retry, min_rnr_timer=q.min_rnr_timer,
-                max_rd_atomic=q.max_rd_atomic)
+    def _path(self, s: str, d: str) -> list:
+        p = self._paths.get((s, d))
+        if p is None:
+            p = self._paths[(s, d)] = build.path(self.sc, s, d)
+        return p
+
+    def _finish(self) -> None:
+        """The end of the run: let the last writes land, check what completed, and account
+        for what did not (outstanding, or unsignaled with nothing after it)."""
+        self.last_ns = getattr(self, "last_ns", self.t0)
+        self.procs[next(iter(self.procs))].ctx.host.spend(SETTLE_NS)
+        self._poll_sends()
+        for h in self.procs:
+            self._poll_recv(h)
+        for c in (c for cs in self.pools.values() for c in cs):
+            while c.unsignaled:
+                u = c.unsignaled.popleft()
+                del self.outstanding[u.index]
+                c.outstanding -= 1
+                u.status = UNKNOWN
+                self.checks.append(u)
+        while self.checks:
+            self._check(self.checks.popleft())
+        for w in sorted(self.outstanding.values(), key=lambda x: x.index):
+            self._check(w)  # status OUTSTANDING: not completed
+        for q in self.backlog.values():
+            for w in q:
+                w.status = OUTSTANDING
+                self._check(w)
 
 
-def _line_of(sc: Scenario, spec: OpSpec) -> int:
-    return next(i for i, s in enumerate(sc.ops) if s is spec)
-
-
-def _offsets(sizes: list[int]) -> list[int]:
+def _pieces(total: int, parts: int) -> list[tuple[int, int]]:
+    """`total` bytes in `parts` SGEs, as even as possible: (offset, length) of each."""
+    base, extra = divmod(total, parts)
     out, o = [], 0
-    for n in sizes:
-        out.append(o)
+    for i in range(parts):
+        n = base + (1 if i < extra else 0)
+        out.append((o, n))
         o += n
     return out
 
 
+def _shift(s: Source, t0: float) -> None:
+    """Move a source's clock from 'since the traffic started' to simulated time."""
+    if isinstance(s, StreamSource):
+        s.start += t0
+        if s.end is not None:
+            s.end += t0
+    elif isinstance(s, PatternSource):
+        s.start += t0
+        s.next_at = s.start
+    elif isinstance(s, FlowSource):
+        s.start += t0
+
+
+def _faults(world: World) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for link in world.links:
+        for k, v in link.fault_counters().items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
 def default_pcap(sc: Scenario) -> str | None:
-    return sc.pcap.format(name=sc.name) if sc.pcap else None
+    return sc.pcap_path()

@@ -1,21 +1,29 @@
 """Scenario files: what `nicsim run FILE.yaml` accepts, validated with pydantic.
 
-Every field is documented in README.md ("Scenario files"); unknown fields are errors, so a
-typo is caught rather than silently ignored.
+Every field is documented in README.md ("Scenario files"). Unknown fields are errors, types are
+strict (`bytes: true` or `seed: "1"` are refused, not coerced), fields that an op does not use
+are refused when given (an `imm` on a plain `write`), and every error is one line naming the
+field, so a typo or a contradiction is caught rather than silently ignored.
+
+Traffic names hosts. Until topologies are in, a world has hosts `a` and `b`; a host name is
+checked against the world's hosts when the run is planned (nicsim.scenario.plan), so the
+schema does not fix them.
 """
 
 from __future__ import annotations
 
+import re
+import string
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class OpKind(StrEnum):
@@ -28,7 +36,15 @@ class OpKind(StrEnum):
     FETCH_ADD = "fetch_add"
 
 
+ATOMICS = (OpKind.CMP_SWAP, OpKind.FETCH_ADD)
+SENDS = (OpKind.SEND, OpKind.SEND_IMM)
+WITH_IMM = (OpKind.WRITE_IMM, OpKind.SEND_IMM)
+
+# Enums are named by their value in a file: strict mode would want the Python object.
+Op = Annotated[OpKind, Field(strict=False)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+U64 = Annotated[int, Field(ge=0, le=(1 << 64) - 1)]
+HostName = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class FaultSpec(Strict):
@@ -62,7 +78,8 @@ class NicSpec(Strict):
 
 
 class HostSpec(Strict):
-    mem_mib: Annotated[int, Field(ge=0, le=1 << 20, description="0: as the ops need")] = 0
+    mem_mib: Annotated[int, Field(ge=0, le=1 << 20, description="0: as the traffic needs")] = 0
+    buffer_mib: Annotated[int | None, Field(ge=1, le=4096)] = None
 
 
 class QpSpec(Strict):
@@ -86,63 +103,224 @@ class QpSpec(Strict):
         return self
 
 
+def _refuse_unused(model: BaseModel, op: OpKind, rules: dict[str, tuple[OpKind, ...]]) -> None:
+    """A field given for an op that does not use it is a contradiction, not a no-op."""
+    for fld, ops in rules.items():
+        if fld in model.model_fields_set and op not in ops:
+            names = ", ".join(o.value for o in ops)
+            raise ValueError(f"{fld}: {op.value} does not use it (only {names})")
+
+
 class OpSpec(Strict):
-    op: OpKind
+    op: Op
     bytes: Annotated[int, Field(ge=0, le=1 << 30)] = 8
     sges: Annotated[int, Field(ge=1, le=16)] = 1
     recv_sges: Annotated[int, Field(ge=1, le=16)] = 1
     local_offset: Annotated[int, Field(ge=0, le=4095)] = 0
     remote_offset: Annotated[int, Field(ge=0, le=4095)] = 0
-    repeat: Annotated[int, Field(ge=1, le=1_000_000)] = 1
+    repeat: Annotated[int, Field(ge=1, le=100_000_000)] = 1
     imm: Annotated[int, Field(ge=0, le=0xFFFFFFFF)] = 0
-    compare: Annotated[int, Field(ge=0, le=(1 << 64) - 1)] = 0
-    swap_add: Annotated[int, Field(ge=0, le=(1 << 64) - 1)] = 1
-    initial: Annotated[int, Field(ge=0, le=(1 << 64) - 1)] = 0
+    compare: U64 = 0
+    swap_add: U64 = 1
+    initial: U64 = 0
     signaled: bool = True
+    src: HostName | None = None
+    dst: HostName | None = None
+    qp: Annotated[int, Field(ge=0, le=1023)] = 0
 
     @model_validator(mode="after")
-    def _atomics(self) -> OpSpec:
-        if self.op in (OpKind.CMP_SWAP, OpKind.FETCH_ADD):
+    def _consistent(self) -> OpSpec:
+        _refuse_unused(self, self.op, {
+            "imm": WITH_IMM, "compare": (OpKind.CMP_SWAP,), "swap_add": ATOMICS,
+            "initial": ATOMICS, "recv_sges": SENDS})
+        if self.op in ATOMICS:
             if self.bytes != 8:
                 raise ValueError("atomics operate on exactly 8 bytes (bytes: 8)")
             if self.remote_offset % 8:
                 raise ValueError("atomics need an 8-byte aligned remote_offset")
             if self.sges != 1:
                 raise ValueError("atomics take one SGE")
-        if self.op in (OpKind.SEND, OpKind.SEND_IMM) and self.bytes == 0 and self.recv_sges > 1:
+        if self.op in SENDS and self.bytes == 0 and self.recv_sges > 1:
             raise ValueError("a zero-length SEND needs recv_sges: 1")
+        _distinct(self.src, self.dst)
         return self
+
+
+def _distinct(src: str | None, dst: str | None) -> None:
+    if src is not None and src == dst:
+        raise ValueError(f"src and dst are both {src!r}: a host does not send to itself")
+
+
+class StreamSpec(Strict):
+    """perftest-like: `qps` QPs, each with `depth` WRs outstanding, `count` WRs each or for
+    `duration_us`; a completion every `signal_every` WRs (and always on the last)."""
+
+    op: Op = OpKind.WRITE
+    bytes: Annotated[int, Field(ge=0, le=1 << 30)] = 65536
+    depth: Annotated[int, Field(ge=1, le=32768)] = 128
+    count: Annotated[int | None, Field(ge=1, le=1_000_000_000)] = None
+    duration_us: Annotated[float | None, Field(gt=0)] = None
+    signal_every: Annotated[int, Field(ge=1, le=32768)] = 1
+    inline: bool = False
+    qps: Annotated[int, Field(ge=1, le=1024)] = 1
+    src: HostName | None = None
+    dst: HostName | None = None
+    start_us: Annotated[float, Field(ge=0)] = 0.0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> StreamSpec:
+        if self.count is not None and self.duration_us is not None:
+            raise ValueError("count and duration_us: give one")
+        if self.count is None and self.duration_us is None:
+            raise ValueError("a stream needs count or duration_us")
+        if self.op in ATOMICS and self.bytes != 8:
+            raise ValueError("atomics operate on exactly 8 bytes (bytes: 8)")
+        if self.inline and self.op not in (OpKind.WRITE, OpKind.WRITE_IMM, *SENDS):
+            raise ValueError(f"inline: {self.op.value} carries no inline data")
+        if self.signal_every > self.depth:
+            raise ValueError(f"signal_every: {self.signal_every} > depth {self.depth} (the "
+                             f"window would never free)")
+        _distinct(self.src, self.dst)
+        return self
+
+
+class PatternKind(StrEnum):
+    INCAST = "incast"
+    PERMUTATION = "permutation"
+    ALL_TO_ALL = "all_to_all"
+
+
+class PatternSpec(Strict):
+    """Rounds of messages between hosts: incast (fan_in senders to dst), a random permutation
+    (each host sends to one other and receives from one), or all-to-all."""
+
+    kind: Annotated[PatternKind, Field(strict=False)]
+    hosts: Annotated[list[HostName] | None, Field(min_length=2)] = None
+    dst: HostName | None = None
+    fan_in: Annotated[int | None, Field(ge=1)] = None
+    op: Op = OpKind.WRITE
+    bytes: Annotated[int, Field(ge=0, le=1 << 30)] = 65536
+    rounds: Annotated[int, Field(ge=1, le=10_000_000)] = 1
+    every_us: Annotated[float | None, Field(gt=0)] = None
+    start_us: Annotated[float, Field(ge=0)] = 0.0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PatternSpec:
+        if self.op not in (OpKind.WRITE, OpKind.SEND):
+            raise ValueError("op: a pattern's messages are write or send")
+        if self.kind is not PatternKind.INCAST:
+            for fld in ("dst", "fan_in"):
+                if fld in self.model_fields_set:
+                    raise ValueError(f"{fld}: only an incast has one")
+        if self.hosts is not None and len(set(self.hosts)) != len(self.hosts):
+            raise ValueError("hosts: a host is listed twice")
+        return self
+
+
+class FlowsSpec(Strict):
+    """Open-loop flows: sizes from a CDF, Poisson arrivals at `load` of each sending host's
+    link rate, random source and destination (or all to `dst`); each flow one message."""
+
+    cdf: Annotated[str, Field(min_length=1)] = "websearch"
+    load: Annotated[float, Field(gt=0, le=1.0)] = 0.3
+    count: Annotated[int | None, Field(ge=1, le=1_000_000_000)] = None
+    duration_us: Annotated[float | None, Field(gt=0)] = None
+    op: Op = OpKind.WRITE
+    hosts: Annotated[list[HostName] | None, Field(min_length=2)] = None
+    dst: HostName | None = None
+    start_us: Annotated[float, Field(ge=0)] = 0.0
+    qps: Annotated[int, Field(ge=1, le=1024)] = 8
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FlowsSpec:
+        if self.count is not None and self.duration_us is not None:
+            raise ValueError("count and duration_us: give one")
+        if self.count is None and self.duration_us is None:
+            raise ValueError("flows need count or duration_us")
+        if self.op not in (OpKind.WRITE, OpKind.SEND):
+            raise ValueError("op: a flow is one write or send")
+        if self.hosts is not None and len(set(self.hosts)) != len(self.hosts):
+            raise ValueError("hosts: a host is listed twice")
+        return self
+
+
+class StopSpec(Strict):
+    time_limit_us: Annotated[float | None, Field(gt=0)] = None
+    stall_us: Annotated[float | None, Field(gt=0)] = None
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 class Scenario(Strict):
     name: str = "scenario"
-    seed: int = 1
-    depth: Annotated[int, Field(ge=1, le=4096, description="WRs kept outstanding")] = 1
+    seed: Annotated[int, Field(ge=0, le=(1 << 63) - 1)] = 1
+    depth: Annotated[int, Field(ge=1, le=32768, description="WRs of `ops` outstanding")] = 1
     link: LinkSpec = LinkSpec()
     pcie: PcieSpec = PcieSpec()
     nic: NicSpec = NicSpec()
     host: HostSpec = HostSpec()
     qp: QpSpec = QpSpec()
+    qps_per_pair: Annotated[int, Field(ge=1, le=1024)] = 1
     pcap: str | None = "traces/{name}.pcap"
-    timeout_us: Annotated[float, Field(gt=0)] = 1_000_000.0
-    ops: Annotated[list[OpSpec], Field(min_length=1)]
+    stop: StopSpec = StopSpec()
+    sample_us: Annotated[float, Field(gt=0)] = 10.0
+    ops: list[OpSpec] = []
+    streams: list[StreamSpec] = []
+    patterns: list[PatternSpec] = []
+    flows: list[FlowsSpec] = []
 
     @model_validator(mode="after")
     def _fits(self) -> Scenario:
+        if not NAME.fullmatch(self.name):
+            raise ValueError("name: letters, digits, '.', '_' and '-', starting with a letter "
+                             "or digit, at most 100 (it names files)")
+        if self.pcap is not None:
+            try:
+                fields = {f for _, f, _, _ in string.Formatter().parse(self.pcap) if f is not None}
+            except ValueError as e:
+                raise ValueError(f"pcap: {e}") from None
+            if fields - {"name"}:
+                raise ValueError(f"pcap: unknown placeholder {{{sorted(fields - {'name'})[0]}}}"
+                                 " (only {name})")
+        if not (self.ops or self.streams or self.patterns or self.flows):
+            raise ValueError("no traffic: give ops, streams, patterns or flows")
+        q = self.qp
         for i, o in enumerate(self.ops):
-            if o.sges > self.qp.max_send_sge:
-                raise ValueError(f"ops[{i}].sges {o.sges} > qp.max_send_sge "
-                                 f"{self.qp.max_send_sge}")
-            if o.recv_sges > self.qp.max_recv_sge:
-                raise ValueError(f"ops[{i}].recv_sges {o.recv_sges} > qp.max_recv_sge "
-                                 f"{self.qp.max_recv_sge}")
-        if self.depth > self.qp.max_send_wr:
-            raise ValueError(f"depth {self.depth} > qp.max_send_wr {self.qp.max_send_wr}")
+            if o.sges > q.max_send_sge:
+                raise ValueError(f"ops[{i}].sges: {o.sges} > qp.max_send_sge {q.max_send_sge}")
+            if o.recv_sges > q.max_recv_sge:
+                raise ValueError(f"ops[{i}].recv_sges: {o.recv_sges} > qp.max_recv_sge "
+                                 f"{q.max_recv_sge}")
+        if self.ops and self.depth > q.max_send_wr:
+            raise ValueError(f"depth: {self.depth} > qp.max_send_wr {q.max_send_wr}")
+        run = 0
+        for i, o in enumerate(self.ops):
+            run = 0 if o.signaled else run + o.repeat
+            if run > self.depth or run == self.depth and i < len(self.ops) - 1:
+                raise ValueError(f"ops[{i}].signaled: {run} unsignaled WRs in a row fill the "
+                                 f"window (depth {self.depth}) and nothing would complete "
+                                 f"them: at most {self.depth - 1} in a row, or a larger depth")
+        for i, s in enumerate(self.streams):
+            if s.depth > q.max_send_wr:
+                raise ValueError(f"streams[{i}].depth: {s.depth} > qp.max_send_wr "
+                                 f"{q.max_send_wr}")
+            if s.inline and s.bytes > q.max_inline_data:
+                raise ValueError(f"streams[{i}].inline: {s.bytes} bytes > qp.max_inline_data "
+                                 f"{q.max_inline_data}")
         return self
+
+    def pcap_path(self) -> str | None:
+        """The pcap template with the name filled in (the name is a plain file name, so
+        `{name}` never leads out of the template's directory)."""
+        return self.pcap.format(name=self.name) if self.pcap else None
 
 
 class ScenarioError(Exception):
-    """A scenario file that cannot be used; the message is one line naming the field."""
+    """A scenario that cannot be used; the message is one line naming the field."""
+
+
+_FIELD_MSG = re.compile(r"[a-z_][a-z0-9_]*(\[\d+\])?(\.[a-z_][a-z0-9_]*(\[\d+\])?)*: ")
 
 
 def _one_line(e: ValidationError) -> str:
@@ -150,11 +328,27 @@ def _one_line(e: ValidationError) -> str:
     loc = ".".join(str(x) if not isinstance(x, int) else f"[{x}]" for x in err["loc"])
     loc = loc.replace(".[", "[")
     msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] in ("enum", "literal_error"):
+        msg = f"{msg}, not {err['input']!r}"
     more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+    # A model's own check names the field it is about ("imm: ..."): put it after the model's
+    # location, so the line names the field in full ("ops[0].imm: ...").
+    if _FIELD_MSG.match(msg):
+        return f"{loc}.{msg}{more}" if loc else f"{msg}{more}"
     return f"{loc or 'scenario'}: {msg}{more}"
 
 
-def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
+def validate(data: Any, source: str = "<scenario>") -> Scenario:
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario is a mapping (name, ops, flows, ...)")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ScenarioError(f"{source}: {_one_line(e)}") from None
+
+
+def load_data(text: str, source: str = "<scenario>") -> dict[str, Any]:
+    """The YAML mapping of a scenario, before validation (overrides apply to it)."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -162,21 +356,34 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ScenarioError(f"{source}:{where} not valid YAML: "
                             f"{getattr(e, 'problem', None) or e}") from None
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
-        raise ScenarioError(f"{source}: a scenario is a mapping with at least 'ops'")
+        raise ScenarioError(f"{source}: a scenario is a mapping (name, ops, flows, ...)")
+    return data
+
+
+def read_text(path: str | Path) -> str:
+    p = Path(path)
     try:
-        return Scenario.model_validate(data)
-    except ValidationError as e:
-        raise ScenarioError(f"{source}: {_one_line(e)}") from None
+        raw = p.read_bytes()
+    except IsADirectoryError:
+        raise ScenarioError(f"{path}: is a directory, not a scenario file") from None
+    except OSError as e:
+        raise ScenarioError(f"{path}: {e.strerror}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{path}: not a text file (byte {e.start} is not UTF-8); a "
+                            f"scenario is YAML") from None
+
+
+def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
+    return validate(load_data(text, source), source)
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise ScenarioError(f"{path}: {e.strerror}") from None
-    return parse_scenario(text, str(path))
+    return parse_scenario(read_text(path), str(path))
 
 
 DEFAULT = Path(__file__).with_name("default.yaml")

@@ -1,0 +1,2 @@
+"""Results of a run as files a person can open: flows.csv, time series, summary.json, plots,
+report.html."""

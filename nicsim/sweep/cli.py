@@ -1,0 +1,69 @@
+"""`nicsim sweep SWEEP.yaml [--out DIR] [--workers N | --dask ADDRESS] [--quiet]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DIR = "sweeps"  # results go to sweeps/<name> unless --out says otherwise
+
+
+def sweep_main(args: argparse.Namespace) -> int:
+    from nicsim.cli import UsageError
+    from nicsim.results.output import OutputError, prepare
+    from nicsim.scenario.schema import ScenarioError
+    from nicsim.sweep import combine
+    from nicsim.sweep.run import run
+    from nicsim.sweep.spec import load_sweep
+
+    sw = load_sweep(args.sweep)
+    if not sw.base.is_file():
+        raise ScenarioError(f"{args.sweep}: scenario: no file {sw.base}")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers: at least 1")
+    if args.workers is not None and args.dask:
+        raise UsageError("--workers and --dask: give one")
+    if args.out:
+        out = Path(args.out)
+    else:
+        Path(DEFAULT_DIR).mkdir(exist_ok=True)
+        out = Path(DEFAULT_DIR) / sw.name
+    try:
+        prepare(out)
+    except OutputError as e:
+        raise UsageError(str(e).replace("--out", "sweep --out")) from None
+    # Check the base scenario with the first point's overrides before starting anything.
+    from nicsim.cli import load
+
+    try:
+        load(str(sw.base), [(f"--set {o}", o) for o in sw.points[0].overrides(sw.spec.set)])
+    except ScenarioError as e:
+        raise ScenarioError(f"{args.sweep}: {e}") from None
+
+    def report(row: dict[str, Any], i: int, n: int) -> None:
+        if args.quiet:
+            return
+        what = row.get("status", "?")
+        if row.get("resumed"):
+            what += " (finished before)"
+        elif row.get("error"):
+            what += f": {row['error']}"
+        print(f"[{i}/{n}] {row['dir']}: {what}" +
+              (f", {row['wall_s']:.1f} s" if "wall_s" in row and not row.get("resumed") else ""),
+              file=sys.stderr, flush=True)
+
+    try:
+        rows = run(sw, out, args.workers, args.dask, report)
+    except RuntimeError as e:
+        raise UsageError(str(e)) from None
+    files = combine.write(sw, out, rows)
+    bad = [r for r in rows if r.get("status") != "ok"]
+    print(f"sweep {sw.name}: {len(rows)} points, {len(rows) - len(bad)} ok"
+          + (f", {len(bad)} not ok or failed" if bad else "")
+          + f"; results: {out}/ ({', '.join(files)})")
+    for r in bad:
+        print(f"  {r['dir']}: {r.get('status')}" + (f": {r['error']}" if r.get("error") else
+                                                    f" (stop: {r.get('stop')})"))
+    return 0 if not bad else 1

@@ -1,0 +1,122 @@
+"""`nicsim run` on bad input: one line on stderr naming what is wrong, exit 2, nothing
+created that the user did not ask for; a closed pipe ends quietly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nicsim.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+OK = "pcap: null\nops:\n  - {op: write, bytes: 64}\n"
+
+
+def err_of(capsys, argv: list[str]) -> str:
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    assert "Traceback" not in cap.err and not cap.out
+    return err
+
+
+@pytest.fixture
+def scen(tmp_path):
+    def make(text: str, name: str = "s.yaml") -> str:
+        p = tmp_path / name
+        p.write_text(text)
+        return str(p)
+    return make
+
+
+def test_binary_scenario_file(capsys, tmp_path):
+    p = tmp_path / "bin.yaml"
+    p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe")
+    assert "not a text file" in err_of(capsys, ["run", str(p)])
+
+
+def test_negative_seed_in_file_and_on_the_command_line(capsys, scen):
+    e = err_of(capsys, ["run", scen("seed: -1\n" + OK)])
+    assert "seed: Input should be greater than or equal to 0" in e
+    e = err_of(capsys, ["run", scen(OK), "--seed", "-1"])
+    assert e.startswith("error: --seed -1: seed:")
+
+
+def test_unknown_pcap_placeholder(capsys, scen):
+    e = err_of(capsys, ["run", scen('pcap: "{foo}.pcap"\nops:\n  - {op: write}\n')])
+    assert "pcap: unknown placeholder {foo} (only {name})" in e
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_pcap_that_cannot_be_written(capsys, scen):
+    e = err_of(capsys, ["run", scen(OK), "--pcap", "/dev/full"])
+    assert "/dev/full" in e and "No space left on device" in e
+
+
+def test_contradictions_and_wrong_types_are_refused(capsys, scen):
+    e = err_of(capsys, ["run", scen(OK), "--pcap", "x.pcap", "--no-pcap"])
+    assert "not allowed with argument" in e
+    assert "ops[0].imm: write does not use it" in err_of(
+        capsys, ["run", scen("ops:\n  - {op: write, imm: 5}\n")])
+    assert "ops[0].bytes: Input should be a valid integer" in err_of(
+        capsys, ["run", scen("ops:\n  - {op: write, bytes: true}\n")])
+    assert "seed: Input should be a valid integer" in err_of(
+        capsys, ["run", scen('seed: "1"\n' + OK)])
+    assert "ops[0].compare: fetch_add does not use it" in err_of(
+        capsys, ["run", scen("ops:\n  - {op: fetch_add, compare: 1}\n")])
+    assert "ops[0].op: Input should be" in err_of(
+        capsys, ["run", scen("ops:\n  - {op: wirte}\n")])
+
+
+def test_names_stay_inside_and_no_directories_appear(capsys, scen, tmp_path, monkeypatch):
+    """A scenario name is a file name, never a path; --pcap and --out make no parent
+    directories."""
+    monkeypatch.chdir(tmp_path)
+    e = err_of(capsys, ["run", scen("name: ../../escape\n" + OK)])
+    assert e.endswith("name: letters, digits, '.', '_' and '-', starting with a letter or "
+                      "digit, at most 100 (it names files)")
+    deep = tmp_path / "no" / "such" / "dir"
+    e = err_of(capsys, ["run", scen(OK), "--pcap", str(deep / "x.pcap")])
+    assert f"directory {deep} does not exist" in e
+    e = err_of(capsys, ["run", scen(OK), "--out", str(deep / "out")])
+    assert f"directory {deep} does not exist" in e
+    assert not (tmp_path / "no").exists()
+    e = err_of(capsys, ["run", scen("pcap: elsewhere/{name}.pcap\nops:\n  - {op: write}\n")])
+    assert "directory elsewhere does not exist" in e and not (tmp_path / "elsewhere").exists()
+
+
+def test_set_overrides_any_field_and_names_a_bad_one(capsys, scen):
+    assert main(["run", scen(OK), "--set", "link.rate_gbps=25", "--set", "ops[0].bytes=128",
+                 "--json"]) == 0
+    out = capsys.readouterr().out
+    import json
+
+    d = json.loads(out)
+    assert d["configuration"]["link"]["rate_gbps"] == 25.0
+    assert d["wrs_detail"][0]["bytes"] == 128
+    e = err_of(capsys, ["run", scen(OK), "--set", "link.rate=25"])
+    assert e == "error: --set link.rate=25: link.rate: Extra inputs are not permitted"
+    e = err_of(capsys, ["run", scen(OK), "--set", "ops[3].bytes=1"])
+    assert e == "error: --set ops[3].bytes: ops has 1 entries"
+    e = err_of(capsys, ["run", scen(OK), "--set", "depth=many"])
+    assert e.startswith("error: --set depth=many: depth: Input should be a valid integer")
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """`nicsim run --json | head -1`: no BrokenPipeError traceback, exit 141 (SIGPIPE's).
+    (The JSON of 2,000 WRs is far more than a pipe holds, so the writer meets the closed
+    pipe whatever the timing.)"""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    (tmp_path / "s.yaml").write_text("pcap: null\nops:\n  - {op: write, bytes: 8, repeat: 2000}\n")
+    p = subprocess.run(
+        f"{sys.executable} -m nicsim.cli run s.yaml --json | head -1; "
+        f"echo \"status ${{PIPESTATUS[0]}}\"",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, env=env,
+        cwd=tmp_path, timeout=300)
+    assert p.stdout.splitlines() == ["{", "status 141"]
+    assert p.stderr == ""
