@@ -13,7 +13,7 @@ with its rate, propagation delay and faults. Shapes build the graph:
   k/2 aggregation switches, (k/2)^2 core switches, k^3/4 hosts.
 
 Addresses are assigned in order: host i is 10.x.y.z = 10.0.0.0 + i + 1 with MAC
-02:00:00:xx:xx:xx (its number), switch s's port p has MAC 02:01:ss:ss:pp:pp (back_to_back keeps
+02:00:00:xx:xx:xx (its number), switch s's port p has MAC 06:00:ss:ss:pp:pp (back_to_back keeps
 10.0.0.1/.2 and 02:00:00:00:00:0a/0b). Routing is by shortest path: each switch gets a host
 route to every host whose next hops are all its neighbours one hop closer (an ECMP group
 where there are several), which switches choose between by the hash of the 5-tuple. A host's
@@ -217,4 +217,5 @@ def host_mac(i: int) -> str:
 
 
 def switch_port_mac(s: int, p: int) -> bytes:
-    return bytes([0x02, 0x01, s >> 8 & 0xFF, s & 0xFF, p >> 8 & 0xFF, p & 0xFF])
+    # Locally administered, and outside 02-01..02-0f, which Wireshark names MS-NLB servers.
+    return bytes([0x06, 0x00, s >> 8 & 0xFF, s & 0xFF, p >> 8 & 0xFF, p & 0xFF])

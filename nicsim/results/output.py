@@ -62,7 +62,8 @@ def write(result: Any, out: Path) -> list[str]:
     files = ["summary.json", "flows.csv", "columns.txt"] + [f for f, _ in figs]
     if (out / "timeseries").is_dir():
         files += sorted(f"timeseries/{p.name}" for p in (out / "timeseries").iterdir())
-    if result.pcap and Path(result.pcap).resolve().parent == out.resolve():
-        files.append(Path(result.pcap).name)
+    for pcap in result.pcaps or ([result.pcap] if result.pcap else []):
+        if Path(pcap).resolve().parent == out.resolve():
+            files.append(Path(pcap).name)
     html.write(out / "report.html", html.run_report(s, figs, files))
     return ["report.html", *files]

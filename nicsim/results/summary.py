@@ -72,9 +72,11 @@ def summary(result: Any) -> dict[str, Any]:
                    for g in result.groups],
         "qps": result.qps,
         "pcap": result.pcap,
+        "pcaps": result.pcaps,
         "link_faults": result.faults,
         "run": {"wall_s": result.wall_s, "events": result.events},
         "counters": result.counters,
+        "switches": result.switches,
     }
 
 

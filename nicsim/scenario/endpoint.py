@@ -58,12 +58,15 @@ def connect(x: Side, y: Side, mtu: int = e.IBV_MTU_1024, access: int = ALL_ACCES
 
 def connect_qp(qp: QP, dest_qp_num: int, dgid: object, mtu: int = e.IBV_MTU_1024,
                access: int = ALL_ACCESS, timeout: int = 14, retry_cnt: int = 7,
-               rnr_retry: int = 7, min_rnr_timer: int = 1, max_rd_atomic: int = 4) -> None:
-    """Take `qp` through INIT, RTR and RTS towards the QP `dest_qp_num` at `dgid`."""
+               rnr_retry: int = 7, min_rnr_timer: int = 1, max_rd_atomic: int = 4,
+               traffic_class: int = 0) -> None:
+    """Take `qp` through INIT, RTR and RTS towards the QP `dest_qp_num` at `dgid`;
+    `traffic_class` is the GRH's (under RoCEv2 the IP TOS: DSCP << 2)."""
     attr = QPAttr(qp_access_flags=access, path_mtu=mtu, dest_qp_num=dest_qp_num,
                   max_rd_atomic=max_rd_atomic, max_dest_rd_atomic=max_rd_atomic,
                   timeout=timeout, retry_cnt=retry_cnt, rnr_retry=rnr_retry,
-                  min_rnr_timer=min_rnr_timer, ah_attr=AHAttr(GlobalRoute(dgid=dgid)))
+                  min_rnr_timer=min_rnr_timer,
+                  ah_attr=AHAttr(GlobalRoute(dgid=dgid, traffic_class=traffic_class)))
     qp.to_init(attr)
     qp.to_rtr(attr)
     qp.to_rts(attr)

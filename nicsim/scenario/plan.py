@@ -10,7 +10,7 @@ from pathlib import Path
 from nicsim.apps.cdf import Cdf, CdfError, load_cdf
 from nicsim.hwif import recv_wqe_stride, send_wqe_stride
 from nicsim.scenario.buffers import PAGE, ceil_page
-from nicsim.scenario.build import host_names
+from nicsim.scenario.build import check, host_names
 from nicsim.scenario.schema import PatternKind, Scenario, ScenarioError
 
 SLOTS = 256  # buffers of a closed loop beyond its depth: WRs completed, waiting to be checked
@@ -42,6 +42,7 @@ def _region(offset: int, n: int) -> int:
 
 
 def plan(sc: Scenario, base: Path | None = None) -> Plan:
+    check(sc)
     hosts = host_names(sc)
     first, second = hosts[0], hosts[1]
     pools: dict[tuple[str, str], int] = {}

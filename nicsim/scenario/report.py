@@ -82,10 +82,13 @@ def text_report(r: RunResult) -> str:
              if k.startswith("rx_drop.") and v}
     if drops:
         out.append("  drops: " + ", ".join(f"{k}={v}" for k, v in drops.items()))
+    out += _fabric(r)
     out.append("")
     if any(r.faults.values()):
         out.append("link faults: " + ", ".join(f"{k} {v}" for k, v in r.faults.items()))
-    if r.pcap:
+    if len(r.pcaps) > 1:
+        out.append(f"pcaps ({len(r.pcaps)}, one per tapped port): " + ", ".join(r.pcaps))
+    elif r.pcap:
         out.append(f"pcap: {r.pcap}")
     if r.stop_reason == TIME_LIMIT:
         out.append(f"stopped: time limit ({r.stop_detail})")
@@ -127,6 +130,32 @@ def text_report(r: RunResult) -> str:
 
 def _div(v: float | None) -> float | None:
     return None if v is None else v / 1000.0
+
+
+def _fabric(r: RunResult) -> list[str]:
+    """A line per switch (what its queues did) and one for congestion control."""
+    out = []
+    for name, c in r.switches.items():
+        ports = sorted({k.split(".")[0] for k in c if k.startswith("p")})
+        deepest = max(((c[f"{p}.q{q}.max_depth_bytes"], f"{p}.q{q}") for p in ports
+                       for q in range(8)), default=(0, "-"))
+        drops = {k.removeprefix("dropped."): v for k, v in c.items()
+                 if k.startswith(("dropped.", "drop.")) and v}
+        out.append(
+            f"  switch {name}: ECN-marked {c['ecn_marked']:,}, PFC pauses sent "
+            f"{sum(c[f'{p}.pause_sent'] for p in ports):,} (resumes "
+            f"{sum(c[f'{p}.resume_sent'] for p in ports):,}), deepest queue {deepest[0]:,} B "
+            f"({deepest[1]}), drops " + (", ".join(f"{k} {v:,}" for k, v in drops.items())
+                                          or "0"))
+    tot = {k: sum(n.get(k, 0) for n in r.counters.values())
+           for k in ("np.cnp_sent", "np.cnp_suppressed", "cc.cnp_received", "cc.rate_cuts",
+                     "rx.cnp_ignored")}
+    if any(tot.values()):
+        out.append(f"  congestion control: CNPs sent {tot['np.cnp_sent']:,} (suppressed "
+                   f"{tot['np.cnp_suppressed']:,} by the interval), received "
+                   f"{tot['cc.cnp_received']:,} (ignored {tot['rx.cnp_ignored']:,}), rate cuts "
+                   f"{tot['cc.rate_cuts']:,}")
+    return out
 
 
 def json_report(r: RunResult) -> dict[str, Any]:

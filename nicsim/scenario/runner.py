@@ -110,6 +110,8 @@ class RunResult:
     out: Path | None = None
     files: list[str] = field(default_factory=list)
     probes: list[Probe] = field(default_factory=list)  # what the time series sampled
+    pcaps: list[str] = field(default_factory=list)  # the captures written (one per tap)
+    switches: dict[str, dict[str, int]] = field(default_factory=dict)  # counters by switch
 
     @property
     def verified_bytes(self) -> int:
@@ -195,7 +197,8 @@ class Runner:
                 for x, y, py in ((qa, qb, b), (qb, qa, a)):
                     connect_qp(x, y.qp_num, py.ctx.query_gid(), _MTU[q.path_mtu],
                                timeout=q.timeout, retry_cnt=q.retry_cnt, rnr_retry=q.rnr_retry,
-                               min_rnr_timer=q.min_rnr_timer, max_rd_atomic=q.max_rd_atomic)
+                               min_rnr_timer=q.min_rnr_timer, max_rd_atomic=q.max_rd_atomic,
+                               traffic_class=q.dscp << 2)
                 c = Conn(a, b, k, qa, qb, q.max_send_wr, q.max_recv_wr)
                 conns.append(c)
                 self.recv_conn[(d, qb.qp_num)] = c
@@ -317,7 +320,9 @@ class Runner:
             {n: nic.counters() for n, nic in world.nics.items()}, self.pcap, self.col, reason,
             detail, _faults(world), self.col.total, self.buffer_waits, pl.qps,
             time.perf_counter() - wall0, events_created(env), self.out,
-            probes=self.sampler.probes if self.sampler is not None else [])
+            probes=self.sampler.probes if self.sampler is not None else [],
+            pcaps=[str(t.path) for t in world.taps],  # type: ignore[attr-defined]
+            switches={n: sw.counters() for n, sw in world.switches.items()})
 
     def _stall_ns(self) -> float:
         sc = self.sc

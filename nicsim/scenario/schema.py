@@ -16,10 +16,13 @@ import re
 import string
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from nicsim.nic.cc import cc_from_dict
+from nicsim.nic.cc.config import CcConfigError
 
 
 class Strict(BaseModel):
@@ -94,6 +97,7 @@ class QpSpec(Strict):
     rnr_retry: Annotated[int, Field(ge=0, le=7, description="7: retry forever")] = 7
     min_rnr_timer: Annotated[int, Field(ge=0, le=31)] = 12
     max_rd_atomic: Annotated[int, Field(ge=1, le=16)] = 4
+    dscp: Annotated[int, Field(ge=0, le=63, description="26: class 3, lossless by default")] = 0
 
     @model_validator(mode="after")
     def _mtu(self) -> QpSpec:
@@ -244,6 +248,54 @@ class FlowsSpec(Strict):
         return self
 
 
+class RedSpec(Strict):
+    kmin_bytes: Annotated[int, Field(ge=0)] = 5_000
+    kmax_bytes: Annotated[int, Field(ge=0)] = 200_000
+    pmax: Probability = 0.01
+
+    @model_validator(mode="after")
+    def _band(self) -> RedSpec:
+        if self.kmin_bytes > self.kmax_bytes:
+            raise ValueError(f"kmin_bytes: Kmin {self.kmin_bytes} is above Kmax "
+                             f"{self.kmax_bytes}")
+        return self
+
+
+class PfcSpec(Strict):
+    enabled: bool = True
+    classes: list[Annotated[int, Field(ge=0, le=7)]] = [3]
+    xoff_bytes: Annotated[int | None, Field(gt=0)] = None
+    alpha: Annotated[float, Field(gt=0)] = 0.125
+    xon_offset_bytes: Annotated[int | None, Field(ge=0)] = None
+    headroom_bytes: Annotated[int | None, Field(ge=0)] = None
+    response_ns: Annotated[float, Field(ge=0)] = 0.0
+
+
+class SwitchSpec(Strict):
+    buffer_bytes: Annotated[int, Field(gt=0)] = 12 * 1024 * 1024
+    alpha: Annotated[float, Field(gt=0)] = 1.0
+    mtu_bytes: Annotated[int, Field(ge=60, le=65535)] = 9216
+    fwd_latency_ns: Annotated[float, Field(ge=0)] = 500.0
+    classify: Literal["dscp", "pcp"] = "dscp"
+    scheduler: Literal["strict", "dwrr"] = "strict"
+    dwrr_weights: Annotated[list[Annotated[float, Field(gt=0)]],
+                            Field(min_length=8, max_length=8)] = [1.0] * 8
+    red: RedSpec | None = RedSpec()  # the ECN band of every class (null: no marking)
+    pfc: PfcSpec = PfcSpec()
+
+
+class TopologySpec(Strict):
+    shape: Literal["back_to_back", "star", "leaf_spine", "fat_tree"] = "back_to_back"
+    hosts: Annotated[int, Field(ge=2, le=4096)] = 2
+    leaves: Annotated[int, Field(ge=1, le=1024)] = 2
+    spines: Annotated[int, Field(ge=1, le=1024)] = 2
+    hosts_per_leaf: Annotated[int, Field(ge=1, le=1024)] = 2
+    k: Annotated[int, Field(ge=2, le=48)] = 4
+    fabric_link: LinkSpec | None = None  # switch to switch (default: as `link`)
+    link_faults: dict[str, FaultSpec] = {}  # by link name ("h3-sw0"): instead of link.faults
+    taps: list[str] | None = None  # ports with a pcap tap (default: every host port)
+
+
 class StopSpec(Strict):
     time_limit_us: Annotated[float | None, Field(gt=0)] = None
     stall_us: Annotated[float | None, Field(gt=0)] = None
@@ -257,6 +309,9 @@ class Scenario(Strict):
     seed: Annotated[int, Field(ge=0, le=(1 << 63) - 1)] = 1
     depth: Annotated[int, Field(ge=1, le=32768, description="WRs of `ops` outstanding")] = 1
     link: LinkSpec = LinkSpec()
+    topology: TopologySpec = TopologySpec()
+    switch: SwitchSpec = SwitchSpec()
+    cc: str | dict[str, Any] | None = None
     pcie: PcieSpec = PcieSpec()
     nic: NicSpec = NicSpec()
     host: HostSpec = HostSpec()
@@ -283,6 +338,11 @@ class Scenario(Strict):
             if fields - {"name"}:
                 raise ValueError(f"pcap: unknown placeholder {{{sorted(fields - {'name'})[0]}}}"
                                  " (only {name})")
+        if self.cc is not None:
+            try:
+                cc_from_dict(self.cc)
+            except CcConfigError as e:
+                raise ValueError(str(e)) from None
         if not (self.ops or self.streams or self.patterns or self.flows):
             raise ValueError("no traffic: give ops, streams, patterns or flows")
         q = self.qp
