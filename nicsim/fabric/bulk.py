@@ -59,7 +59,8 @@ class BulkResult:
     queue: list[int]  # per bin: bytes queued toward the receivers at their switches
     duration_ns: float
     finished: list[float | None]  # per stream: when its last WR completed (None: did not)
-    ok: bool  # every WR completed successfully and the receiver holds every sender's data
+    completed: bool  # every WR completed successfully
+    ok: bool  # completed, and the receiver holds every sender's data
     errors: dict[str, list[int]]
     counters: dict[str, int]  # switch counters (all switches, prefixed) at the end
 
@@ -80,12 +81,15 @@ class BulkResult:
         per = [sum(r[k] for r in rows) / len(rows) for k in range(len(self.senders))]
         return per, sum(self.goodput[lo:hi]) / len(rows)
 
-    def converged_at(self, tol: float = 0.1) -> float | None:
-        """The end of the first bin from which every sender stays within `tol` of the fair
-        share of what all senders send (while all compete), or None."""
+    def converged_at(self, tol: float = 0.1, smooth: int = 10) -> float | None:
+        """The end of the first bin from which every sender, its rate averaged over `smooth`
+        bins, stays within `tol` of the fair share of what all senders send (while all
+        compete), or None."""
         ok_from = None
-        for i in range(self._end()):
-            r = self.sent[i]
+        end = self._end()
+        for i in range(smooth - 1, end):
+            rows = self.sent[i - smooth + 1:i + 1]
+            r = [sum(x[k] for x in rows) / smooth for k in range(len(self.senders))]
             fair = sum(r) / len(r)
             good = fair > 0 and all(abs(x - fair) <= tol * fair for x in r)
             if good and ok_from is None:
@@ -194,12 +198,12 @@ def run_streams(w: World, pairs: list[tuple[str, str]], *, msg_bytes: int = 64 *
     for watch in watches:
         watch.close()
     duration = env.now - t0
-    ok = all(not st.errors and st.completed >= msgs for st in streams)
+    completed = ok = all(not st.errors and st.completed >= msgs for st in streams)
     if ok:
         host.spend(5_000)  # the last payload writes land
         ok = all(st.peer_mr.read(msg_bytes) == st.mr.read(msg_bytes) for st in streams)
     counters = {f"{name}.{k}": v for name, sw in w.switches.items()
                 for k, v in sw.counters().items()}
     return BulkResult([s for s, _ in pairs], bin_ns, times, sent, goodput, queue, duration,
-                      [st.finished for st in streams], ok,
+                      [st.finished for st in streams], completed, ok,
                       {st.sender: st.errors for st in streams if st.errors}, counters)
