@@ -78,6 +78,7 @@ def uar_offset(uar: int, reg: UarReg) -> int:
 class CmdOpcode(IntEnum):
     QUERY_DEVICE = 0x01  # output: DeviceCaps
     INIT_HCA = 0x02  # input: HcaInit (where the MPT and MTT tables live in host memory)
+    QUERY_PORT = 0x03  # CMD_MOD = port number (1); output: PortInfo
     CREATE_CQ = 0x10
     DESTROY_CQ = 0x11
     QUERY_CQ = 0x12  # CMD_MOD = CQN; output: the Cqc, with its state
@@ -98,6 +99,24 @@ class CmdStatus(IntEnum):
     BAD_STATE = 0x04  # QP transition the hardware does not allow
     BUSY = 0x05  # resource in use (e.g. destroying a CQ that a QP still uses)
     EXCEED_LIM = 0x06  # index or size beyond the device's capacity
+
+
+class PortState(IntEnum):
+    """Logical port state (IBA 14.2.5.6, PortInfo:PortState; ibv_port_state)."""
+
+    DOWN = 1
+    INIT = 2
+    ARMED = 3
+    ACTIVE = 4
+
+
+class PortPhysState(IntEnum):
+    """Physical port state (IBA 14.2.5.6, PortInfo:PortPhysicalState)."""
+
+    SLEEP = 1
+    POLLING = 2
+    DISABLED = 3
+    LINK_UP = 5
 
 
 class CqState(IntEnum):
@@ -541,6 +560,25 @@ class DeviceCaps(Record):
     max_qp_rd_atom: int
     max_inline: int
     max_uar: int
+
+
+@dataclass(slots=True)
+class PortInfo(Record):
+    """Output of QUERY_PORT: what the port's PHY and MAC know (an Ethernet port: RoCE).
+
+    offset size field
+      0     1   state (PortState): ACTIVE when the link is up
+      1     1   phys_state (PortPhysState)
+      2     1   max_mtu (PathMtu): the largest RoCE path MTU the port's frames can carry
+      3     1   reserved
+      4     4   speed_mbps: the link's rate in Mb/s (0 when down)
+    """
+
+    FMT = struct.Struct("<BBBxI")
+    state: int
+    phys_state: int
+    max_mtu: int
+    speed_mbps: int
 
 
 def pack_mtt(pas: list[int]) -> bytes:

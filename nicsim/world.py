@@ -60,12 +60,15 @@ class World:
             Path(pcap).parent.mkdir(parents=True, exist_ok=True)
             tap = PcapTap(pcap)
             link.taps.append(tap)
+            na.port.loop_taps.append(tap)  # what each NIC loops back to itself, too
+            nb.port.loop_taps.append(tap)
             self.taps.append(tap)
         self.links.append(link)
         return link
 
     def tap(self, port: str, path: str | Path) -> None:
-        """A pcap tap on `port` (a name in self.ports): the frames it sends, as sent."""
+        """A pcap tap on `port` (a name in self.ports): the frames it sends, as sent (and,
+        on a host's port, the frames its NIC loops back to itself)."""
         from nicsim.fabric.pcap import PcapTap
 
         if port not in self.ports:
@@ -74,6 +77,9 @@ class World:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         t = PcapTap(path)
         link.end_taps[end].append(t)
+        host = port.removesuffix(".eth0")
+        if host in self.nics:  # a host's port: the frames its NIC loops back are sent too
+            self.nics[host].port.loop_taps.append(t)
         self.taps.append(t)
 
     @staticmethod
@@ -145,6 +151,8 @@ class World:
     def close(self) -> None:
         for link in self.links:
             link.flush_taps()
+        for nic in self.nics.values():
+            nic.port.flush_taps()
         for tap in self.taps:
             tap.close()  # type: ignore[attr-defined]
 

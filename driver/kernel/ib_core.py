@@ -13,6 +13,16 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum, IntFlag
 
 from nicsim.driver.kernel.hw.nsnic import HwCq, HwError, HwMr, HwQp, NsnicDriver, RingPool
+from nicsim.driver.kernel.query import (
+    PKEY_DEFAULT,
+    DeviceAttrs,
+    GidType,
+    PortAttrs,
+    QueryError,
+    check_port,
+    device_attrs,
+    port_attrs,
+)
 
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
@@ -105,6 +115,28 @@ class ObjType(IntEnum):
     MR = 2
     CQ = 3
     QP = 4
+    AH = 5
+
+
+@dataclass
+class AddressVector:
+    """A resolved path to a destination (what an AH or a connected QP sends with): the
+    GRH fields and the Ethernet destination ib_resolve_eth_dmac found."""
+
+    dgid: bytes
+    sgid: bytes
+    dmac: bytes
+    traffic_class: int
+    hop_limit: int
+    flow_label: int
+    sl: int
+
+
+@dataclass
+class IbAh:
+    handle: int
+    pd: IbPd
+    av: AddressVector
 
 
 @dataclass
@@ -178,6 +210,29 @@ class IbDevice:
         self.hw = hw
         self._pdns = 1
 
+    # -- queries (ib_query_device, ib_query_port, the GID and P_Key tables) ------------------
+
+    def query_device(self) -> DeviceAttrs:
+        hw = self.hw
+        return device_attrs(hw.caps, hw.dev_id, hw.fn.netdev.mac, hw.lim.log_mtt,
+                            NUM_COMP_VECTORS)
+
+    def query_port(self, port: int) -> PortAttrs:
+        _query(lambda: check_port(port))
+        return port_attrs(_hw(lambda: self.hw.query_port(port)), self.hw.fn.netdev.mtu)
+
+    def query_gid(self, port: int, index: int) -> tuple[bytes, GidType]:
+        """A GID table entry and its type; ENODATA for an empty entry."""
+        _query(lambda: check_port(port))
+        return _hw(lambda: self.hw.gid(index)), GidType.ROCE_V2
+
+    @staticmethod
+    def query_pkey(port: int, index: int) -> int:
+        _query(lambda: check_port(port))
+        if index != 0:
+            raise KernelError(f"P_Key index {index}: the table has one entry", errno.EINVAL)
+        return PKEY_DEFAULT
+
     # Every method below maps HwError to KernelError with the same errno.
 
     def alloc_pd(self, uctx: Ucontext) -> IbPd:
@@ -234,6 +289,9 @@ class IbDevice:
         try:
             t = QpType(qp_type)
         except ValueError:
+            if qp_type in _IB_QP_TYPES:  # a type the verbs know and nsnic does not have
+                raise KernelError(f"QP type {_IB_QP_TYPES[qp_type]} is not supported by nsnic",
+                                  errno.EOPNOTSUPP) from None
             raise KernelError(f"unknown QP type {qp_type}", errno.EINVAL) from None
         if t is not QpType.RC:
             raise KernelError(f"QP type {t.name} is not supported by nsnic yet", errno.EOPNOTSUPP)
@@ -319,10 +377,45 @@ class IbDevice:
         # mapping could still write (rdma_user_mmap_entry removal and zap in Linux).
         self.hw.free_qp(qp.hw, uctx.rings)
 
+    # -- address handles (ib_create_ah: RoCE resolves the destination MAC in the kernel) ----
+
+    def resolve_av(self, port: int, is_global: int, dgid: object, sgid_index: int,
+                   traffic_class: int, hop_limit: int, flow_label: int, sl: int
+                   ) -> AddressVector:
+        """Check an address vector and resolve its Ethernet destination. RoCE needs the GRH
+        (ib_resolve_eth_dmac: EINVAL without it); the source GID must be a table entry."""
+        _check_ints(port=port, sgid_index=sgid_index, traffic_class=traffic_class,
+                    hop_limit=hop_limit, flow_label=flow_label, sl=sl)
+        _query(lambda: check_port(port))
+        if not is_global:
+            raise KernelError("RoCE address vectors need a GRH (is_global)", errno.EINVAL)
+        if not isinstance(dgid, bytes) or len(dgid) != 16:
+            raise KernelError("bad destination GID", errno.EINVAL)
+        if not (0 <= traffic_class <= 0xFF and 0 <= hop_limit <= 0xFF
+                and 0 <= flow_label <= 0xFFFFF and 0 <= sl <= 15):
+            raise KernelError("GRH field out of range", errno.EINVAL)
+        try:
+            sgid = self.hw.gid(sgid_index)
+        except HwError as e:
+            raise KernelError(f"sgid_index {sgid_index}: {e}", errno.EINVAL) from None
+        dmac = _hw(lambda: self.hw.resolve_dmac(dgid))
+        return AddressVector(dgid, sgid, dmac, traffic_class, hop_limit, flow_label, sl)
+
+    def create_ah(self, uctx: Ucontext, pd: IbPd, av: AddressVector) -> IbAh:
+        ah = IbAh(0, pd, av)
+        ah.handle = uctx.add(ah)
+        pd.users += 1
+        return ah
+
+    def destroy_ah(self, uctx: Ucontext, ah: IbAh) -> None:
+        ah.pd.users -= 1
+        del uctx.objects[ah.handle]
+
     def close(self, uctx: Ucontext) -> None:
-        """Process exit: destroy everything, QPs first, then MRs, CQs and PDs
+        """Process exit: destroy everything, QPs first, then AHs, MRs, CQs and PDs
         (ib_uverbs_cleanup_ucontext's order), so the NIC keeps no working QP or key."""
-        for kind, destroy in ((IbQp, self.destroy_qp), (IbMr, self.dereg_mr),
+        for kind, destroy in ((IbQp, self.destroy_qp), (IbAh, self.destroy_ah),
+                              (IbMr, self.dereg_mr),
                               (IbCq, self.destroy_cq), (IbPd, self.dealloc_pd)):
             for obj in [o for o in uctx.objects.values() if isinstance(o, kind)]:
                 destroy(uctx, obj)  # type: ignore[operator]
@@ -340,6 +433,10 @@ _QP_ATTRS = (
     (M.MIN_RNR_TIMER, "min_rnr_timer", 0, 31), (M.MAX_QP_RD_ATOMIC, "max_rd_atomic", 0, 0),
     (M.MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic", 0, 0), (M.QKEY, "qkey", 0, 0xFFFFFFFF),
 )
+# The QP types of ib_verbs (enum ib_qp_type as uverbs passes them) beyond hwif.QpType: asking
+# for one is EOPNOTSUPP (rxe_qp_chk_init), an unknown number EINVAL.
+_IB_QP_TYPES = {0: "SMI", 1: "GSI", 5: "RAW_IPV6", 6: "RAW_ETHERTYPE", 8: "RAW_PACKET",
+                9: "XRC_INI", 10: "XRC_TGT", 0xFF: "DRIVER"}
 _CAP_NAMES = ("max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data")
 
 
@@ -357,6 +454,18 @@ def _hw(fn):  # noqa: ANN001, ANN202
         raise KernelError(str(e), e.errno) from None
 
 
+def _query(fn):  # noqa: ANN001, ANN202
+    try:
+        return fn()
+    except QueryError as e:
+        raise KernelError(str(e), e.errno) from None
+
+
+# Completion vectors (interrupt vectors for CQ events): nsnic has no event queues yet, so
+# every CQ has the one vector 0 (ibv_context.num_comp_vectors is at least 1).
+NUM_COMP_VECTORS = 1
+
+
 class Kernel:
     """The kernel of one host: probes the nsnic functions plugged into it."""
 
@@ -365,5 +474,15 @@ class Kernel:
         self.devices: dict[str, IbDevice] = {}
         for i, (name, fn) in enumerate(sorted(host.functions.items())):
             ibname = f"nsnic{i}"
-            self.devices[ibname] = IbDevice(ibname, NsnicDriver(host, fn, name))
+            self.devices[ibname] = IbDevice(ibname, NsnicDriver(host, fn, name, ifindex=i + 2))
         host.kernel = self
+
+    def rename_device(self, old: str, new: str) -> None:
+        """`rdma dev set OLD name NEW` (ib_device_rename): EEXIST if the name is taken."""
+        if old not in self.devices:
+            raise KernelError(f"no RDMA device {old!r}", errno.ENODEV)
+        if new != old and new in self.devices:
+            raise KernelError(f"RDMA device name {new!r} is taken", errno.EEXIST)
+        dev = self.devices.pop(old)
+        dev.name = new
+        self.devices[new] = dev

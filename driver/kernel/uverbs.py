@@ -9,10 +9,11 @@ counts them, which is how tests show the data path never comes here.
 from __future__ import annotations
 
 import errno
+import itertools
 from dataclasses import dataclass
 from enum import IntEnum
 
-from nicsim.driver.kernel.ib_core import IbCq, IbMr, IbPd, IbQp, Kernel, KernelError
+from nicsim.driver.kernel.ib_core import IbAh, IbCq, IbMr, IbPd, IbQp, Kernel, KernelError
 
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
@@ -27,14 +28,19 @@ class Cmd(IntEnum):
     QUERY_PORT = 2
     ALLOC_PD = 3
     DEALLOC_PD = 4
+    CREATE_AH = 5
+    DESTROY_AH = 8
     REG_MR = 9
     DEREG_MR = 13
     CREATE_CQ = 18
-    DESTROY_CQ = 23
+    DESTROY_CQ = 20
     CREATE_QP = 24
     QUERY_QP = 25
     MODIFY_QP = 26
     DESTROY_QP = 27
+    # The GID and P_Key tables (UVERBS_METHOD_QUERY_GID_ENTRY and sysfs in Linux).
+    QUERY_GID = 0x1001
+    QUERY_PKEY = 0x1002
     # nsnic's own: a CQ's state. It stands in for the CQ_ERR asynchronous event (ib_uverbs'
     # async event file) until the device's event queues exist.
     QUERY_CQ = 0x1000
@@ -89,6 +95,7 @@ class DoorbellPage:
 
 
 _UAR_REGS = frozenset(UarReg)
+_fds = itertools.count(3)
 
 
 class UverbsFile:
@@ -103,6 +110,7 @@ class UverbsFile:
         self.uctx = dev.open(aspace)
         self.commands = 0
         self.doorbells = DoorbellPage(dev.hw.bar, self.uctx.uar)
+        self.fd = next(_fds)  # the number a program sees for /dev/infiniband/uverbsN
 
     def _enter(self) -> None:
         if self.uctx.closed:
@@ -121,9 +129,20 @@ class UverbsFile:
     def _dispatch(self, cmd: Cmd, a: dict) -> object:  # noqa: C901
         dev, u = self.dev, self.uctx
         if cmd is Cmd.QUERY_DEVICE:
-            return dev.hw.caps
+            return dev.query_device()
         if cmd is Cmd.QUERY_PORT:
-            return dev.hw.gid(int(a.get("gid_index", 0)))
+            return dev.query_port(a["port"])  # type: ignore[arg-type]
+        if cmd is Cmd.QUERY_GID:
+            return dev.query_gid(a["port"], a["index"])  # type: ignore[arg-type]
+        if cmd is Cmd.QUERY_PKEY:
+            return dev.query_pkey(a["port"], a["index"])  # type: ignore[arg-type]
+        if cmd is Cmd.CREATE_AH:
+            pd = u.get(a["pd"], IbPd)
+            av = dev.resolve_av(**a["av"])  # type: ignore[arg-type]
+            return dev.create_ah(u, pd, av).handle  # type: ignore[arg-type]
+        if cmd is Cmd.DESTROY_AH:
+            dev.destroy_ah(u, u.get(a["ah"], IbAh))  # type: ignore[arg-type]
+            return None
         if cmd is Cmd.ALLOC_PD:
             return dev.alloc_pd(u).handle
         if cmd is Cmd.DEALLOC_PD:

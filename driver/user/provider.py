@@ -28,9 +28,11 @@ from nicsim.hwif import (
     SendWqeCtrl,
     Sge,
     UarReg,
+    WqeOpcode,
 )
 
-_WR_OPCODES = {int(o) for o in ibv_wr_opcode}
+_WR_OPCODES = {int(o) for o in WqeOpcode}  # what an nsnic send WQE can carry
+_VERBS_OPCODES = {int(o) for o in ibv_wr_opcode}
 _CTRL, _SGE = SendWqeCtrl.FMT, Sge.FMT  # the hwif layouts
 _SIGNALED = int(ibv_send_flags.IBV_SEND_SIGNALED)
 _FENCE = int(ibv_send_flags.IBV_SEND_FENCE)
@@ -146,7 +148,10 @@ class ProviderQp:
     def _write_send_wqe(self, wr: object) -> None:
         op = wr.opcode  # type: ignore[attr-defined]
         if op not in _WR_OPCODES:
-            raise ProviderError(f"unsupported send opcode {op!r}", errno.EINVAL)
+            if op in _VERBS_OPCODES:
+                raise ProviderError(f"send opcode {ibv_wr_opcode(op).name} is not supported by "
+                                    "nsnic", errno.EOPNOTSUPP)
+            raise ProviderError(f"unknown send opcode {op!r}", errno.EINVAL)
         if self.sq_head - self.sq_tail >= self.sq_size:
             raise ProviderError("send queue is full", errno.ENOMEM)
         sges = _sges(wr, self.max_send_sge)

@@ -4,9 +4,11 @@ Control calls (Context, PD, MR, CQ, QP creation, modify/query) go through the uv
 file into the kernel; post_send, post_recv and poll go to the provider and never enter the
 kernel. Errors raise PyverbsRDMAError carrying the errno pyverbs would report.
 
-Differences from pyverbs, all because there is no real OS underneath: Context takes the
-simulated `host` to open the device on; memory a program wants to use is allocated with
-`Context.alloc` (or by MR, which allocates its own buffer as pyverbs does).
+Constructors take pyverbs' arguments (Context(name=...), PD(ctx), MR(pd, length, access),
+CQ(ctx, cqe), QP(pd or ctx, init_attr, qp_attr)). A device is found by name in the simulated
+world the program runs in (nicsim.driver.user.process, set up by `nicsim exec`); a program
+that builds its own World passes `host=` to Context instead. Memory a program wants to use
+is allocated with `Context.alloc` (or by MR, which allocates its own buffer as pyverbs does).
 """
 
 from __future__ import annotations
@@ -16,70 +18,97 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from nicsim.driver.kernel.uverbs import Cmd, UverbsError, UverbsFile, open_device
+from nicsim.driver.user import errors
+from nicsim.driver.user.base import PyverbsCM, PyverbsObject
+from nicsim.driver.user.device import DeviceAttr, DeviceAttrEx, GIDEntry, PortAttr
 from nicsim.driver.user.enums import (
     ibv_qp_attr_mask,
+    ibv_qp_init_attr_mask,
     ibv_qp_state,
     ibv_qp_type,
+    ibv_query_qp_data_in_order_caps,
     ibv_send_flags,
     ibv_wr_opcode,
 )
+from nicsim.driver.user.errors import PyverbsError, PyverbsRDMAError, PyverbsUserError
+from nicsim.driver.user.process import NoDevicesError
+from nicsim.driver.user.process import current as current_process
 from nicsim.driver.user.provider import ProviderCq, ProviderError, ProviderQp
 
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace, MemoryError_
-from nicsim.hwif import CqState, Qpc, blank_qpc
+from nicsim.hwif import CqState, Qpc, UarReg, blank_qpc
 
-
-class PyverbsError(Exception):
-    pass
-
-
-class PyverbsUserError(PyverbsError):
-    """A misuse pyverbs itself catches, with no errno: e.g. using an object after close()."""
-
-
-class PyverbsRDMAError(PyverbsError):
-    """Raised when a verbs call fails; `error_code` is the errno (as in pyverbs)."""
-
-    def __init__(self, msg: str, error_code: int = -1) -> None:
-        name = errno.errorcode.get(error_code, str(error_code))
-        super().__init__(f"{msg}. Errno: {error_code}, {name}")
-        self.error_code = error_code
+__all__ = ["AH", "CQ", "GID", "MR", "PD", "QP", "SGE", "WC", "AHAttr", "Context",
+           "GlobalRoute", "PyverbsError", "PyverbsRDMAError", "PyverbsUserError", "QPAttr",
+           "QPCap", "QPInitAttr", "QPInitAttrEx", "RecvWR", "SendWR"]
 
 
 def _call(what: str, fn, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+    """Run a kernel or provider call; its error becomes PyverbsRDMAError('<what>: why', errno)
+    ('Failed to ...' as pyverbs words it)."""
     try:
         return fn(*a, **kw)
     except (UverbsError, ProviderError, MemoryError_) as e:
-        raise PyverbsRDMAError(f"{what} failed: {e}", e.errno) from None
+        errors.last_errno = e.errno
+        raise PyverbsRDMAError(f"{what}: {e}", e.errno) from None
+
+
+def _unsupported(what: str, why: str) -> PyverbsRDMAError:
+    """What a verb nsnic does not have answers (the kernel's or provider's EOPNOTSUPP)."""
+    errors.last_errno = errno.EOPNOTSUPP
+    return PyverbsRDMAError(f"{what}: {why}", errno.EOPNOTSUPP)
 
 
 # -- addressing ------------------------------------------------------------------------------
 
 
-class GID:
+def _gid_bytes(val: object) -> bytes:
+    if isinstance(val, GID):
+        return val.raw
+    if isinstance(val, (bytes, bytearray)):
+        if len(val) != 16:
+            raise PyverbsUserError(f"a GID is 16 bytes, not {len(val)}")
+        return bytes(val)
+    try:
+        return ipaddress.IPv6Address(str(val)).packed
+    except ValueError:
+        raise PyverbsUserError(f"Invalid GID {val!r}") from None
+
+
+class GID(PyverbsObject):
+    """ibv_gid: 16 bytes, written as eight 4-digit groups ('0000:...:ffff:0a00:0001'); any
+    IPv6 notation is accepted too."""
+
     def __init__(self, val: str | bytes | None = None) -> None:
-        if isinstance(val, bytes):
-            self.raw = val
-        elif val:
-            self.raw = ipaddress.IPv6Address(val).packed
-        else:
-            self.raw = bytes(16)
+        self.raw = _gid_bytes(val) if val else bytes(16)
 
     @property
     def gid(self) -> str:
         h = self.raw.hex()
         return ":".join(h[i:i + 4] for i in range(0, 32, 4))
 
+    @gid.setter
+    def gid(self, val: str) -> None:
+        self.raw = _gid_bytes(val)
+
     def __str__(self) -> str:
         return self.gid
+
+    def __repr__(self) -> str:
+        return f"GID({self.gid!r})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, GID) and other.raw == self.raw
 
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
 
 @dataclass
-class GlobalRoute:
+class GlobalRoute(PyverbsObject):
+    """ibv_global_route (nicsim's default hop limit is 64; pyverbs.addr's is 1)."""
+
     dgid: GID | None = None
     flow_label: int = 0
     sgid_index: int = 0
@@ -87,22 +116,68 @@ class GlobalRoute:
     traffic_class: int = 0
 
 
-@dataclass
-class AHAttr:
-    gr: GlobalRoute | None = None
-    is_global: int = 1
-    dlid: int = 0
-    sl: int = 0
-    src_path_bits: int = 0
-    static_rate: int = 0
-    port_num: int = 1
+class AHAttr(PyverbsObject):
+    """ibv_ah_attr. `AHAttr(GlobalRoute(...))`, the form nicsim's own code uses, is a global
+    address vector; without `is_global` an AHAttr is global exactly when it has a route."""
+
+    def __init__(self, dlid: object = 0, sl: int = 0, src_path_bits: int = 0,
+                 static_rate: int = 0, is_global: int | None = None, port_num: int = 1,
+                 gr: GlobalRoute | None = None) -> None:
+        if isinstance(dlid, GlobalRoute):
+            gr, dlid = dlid, 0
+        if is_global is None:
+            is_global = 1 if gr is not None else 0
+        if is_global and gr is None:
+            raise PyverbsUserError("Global AH Attr is created but gr parameter is None")
+        self.dlid = dlid
+        self.sl = sl
+        self.src_path_bits = src_path_bits
+        self.static_rate = static_rate
+        self.is_global = is_global
+        self.port_num = port_num
+        self.gr = gr
+
+    def _key(self) -> tuple:
+        return (self.dlid, self.sl, self.src_path_bits, self.static_rate, self.is_global,
+                self.port_num, self.gr)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AHAttr) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+
+    def _route(self) -> GlobalRoute:
+        if self.gr is None:
+            self.gr = GlobalRoute()
+        return self.gr
+
+    dgid = property(lambda self: self._route().dgid,
+                    lambda self, v: setattr(self._route(), "dgid", v))
+    sgid_index = property(lambda self: self._route().sgid_index,
+                          lambda self, v: setattr(self._route(), "sgid_index", v))
+    hop_limit = property(lambda self: self._route().hop_limit,
+                         lambda self, v: setattr(self._route(), "hop_limit", v))
+    traffic_class = property(lambda self: self._route().traffic_class,
+                             lambda self, v: setattr(self._route(), "traffic_class", v))
+    flow_label = property(lambda self: self._route().flow_label,
+                          lambda self, v: setattr(self._route(), "flow_label", v))
+
+    def _av(self) -> dict[str, object]:
+        """The address vector as the kernel takes it (CREATE_AH)."""
+        gr = self.gr
+        dgid = gr.dgid.raw if gr is not None and gr.dgid is not None else None
+        return {"port": self.port_num, "is_global": self.is_global, "dgid": dgid,
+                "sgid_index": gr.sgid_index if gr else 0,
+                "traffic_class": gr.traffic_class if gr else 0,
+                "hop_limit": gr.hop_limit if gr else 0, "flow_label": gr.flow_label if gr else 0,
+                "sl": self.sl}
 
 
 # -- attributes ------------------------------------------------------------------------------
 
 
 @dataclass
-class QPCap:
+class QPCap(PyverbsObject):
     max_send_wr: int = 1
     max_recv_wr: int = 10
     max_send_sge: int = 1
@@ -110,19 +185,74 @@ class QPCap:
     max_inline_data: int = 0
 
 
+class _CapFields:
+    """pyverbs' init attributes expose the capabilities directly as well (attr.max_send_wr)."""
+
+    cap: QPCap
+
+    max_send_wr = property(lambda self: self.cap.max_send_wr,
+                           lambda self, v: setattr(self.cap, "max_send_wr", v))
+    max_recv_wr = property(lambda self: self.cap.max_recv_wr,
+                           lambda self, v: setattr(self.cap, "max_recv_wr", v))
+    max_send_sge = property(lambda self: self.cap.max_send_sge,
+                            lambda self, v: setattr(self.cap, "max_send_sge", v))
+    max_recv_sge = property(lambda self: self.cap.max_recv_sge,
+                            lambda self, v: setattr(self.cap, "max_recv_sge", v))
+    max_inline_data = property(lambda self: self.cap.max_inline_data,
+                               lambda self, v: setattr(self.cap, "max_inline_data", v))
+    send_cq = property(lambda self: self.scq, lambda self, v: setattr(self, "scq", v))
+    recv_cq = property(lambda self: self.rcq, lambda self, v: setattr(self, "rcq", v))
+
+
 @dataclass
-class QPInitAttr:
+class QPInitAttr(_CapFields, PyverbsObject):
+    """ibv_qp_init_attr (ibv_create_qp on a PD)."""
+
     qp_type: int = ibv_qp_type.IBV_QPT_UD
     qp_context: object = None
-    scq: CQ | None = None
-    rcq: CQ | None = None
+    scq: object = None
+    rcq: object = None
     srq: object = None
     cap: QPCap = field(default_factory=QPCap)
     sq_sig_all: int = 1
 
+    def __post_init__(self) -> None:
+        if self.cap is None:
+            self.cap = QPCap()
+
 
 @dataclass
-class QPAttr:
+class QPInitAttrEx(_CapFields, PyverbsObject):
+    """ibv_qp_init_attr_ex (ibv_create_qp_ex on a Context; the PD in `pd`, named by
+    comp_mask)."""
+
+    qp_type: int = ibv_qp_type.IBV_QPT_UD
+    qp_context: object = None
+    scq: object = None
+    rcq: object = None
+    srq: object = None
+    cap: QPCap = field(default_factory=QPCap)
+    sq_sig_all: int = 0
+    comp_mask: int = 0
+    pd: object = None
+    xrcd: object = None
+    create_flags: int = 0
+    max_tso_header: int = 0
+    source_qpn: int = 0
+    hash_conf: object = None
+    ind_table: object = None
+    send_ops_flags: int = 0
+
+    def __post_init__(self) -> None:
+        if self.cap is None:
+            self.cap = QPCap()
+
+
+@dataclass
+class QPAttr(PyverbsObject):
+    """ibv_qp_attr (nicsim's defaults are those of a working RC connection; pyverbs.qp's
+    QPAttr starts from zeros)."""
+
     qp_state: int = ibv_qp_state.IBV_QPS_INIT
     cur_qp_state: int = ibv_qp_state.IBV_QPS_RESET
     path_mtu: int = 3
@@ -141,17 +271,27 @@ class QPAttr:
     rnr_retry: int = 7
     ah_attr: AHAttr | None = None
     cap: QPCap = field(default_factory=QPCap)
+    path_mig_state: int = 0
+    en_sqd_async_notify: int = 0
+    sq_draining: int = 0
+    alt_ah_attr: AHAttr | None = None
+    alt_pkey_index: int = 0
+    alt_port_num: int = 0
+    alt_timeout: int = 0
+    rate_limit: int = 0
 
 
 @dataclass
-class SGE:
+class SGE(PyverbsObject):
     addr: int
     length: int
     lkey: int
 
 
 @dataclass
-class SendWR:
+class SendWR(PyverbsObject):
+    """ibv_send_wr. set_wr_rdma / set_wr_atomic / set_wr_ud fill the opcode's part."""
+
     wr_id: int = 0
     opcode: int = ibv_wr_opcode.IBV_WR_SEND
     num_sge: int = 0
@@ -164,6 +304,10 @@ class SendWR:
     compare_add: int = 0
     swap: int = 0
     invalidate_rkey: int = 0
+    ah: object = None  # UD: the address handle, remote QPN and Q_Key
+    remote_qpn: int = 0
+    remote_qkey: int = 0
+    remote_srqn: int = 0  # XRC
 
     def set_wr_rdma(self, rkey: int, addr: int) -> None:
         self.rkey, self.remote_addr = rkey, addr
@@ -172,17 +316,49 @@ class SendWR:
         self.rkey, self.remote_addr = rkey, addr
         self.compare_add, self.swap = compare_add, swap
 
+    def set_wr_ud(self, ah: object, rqpn: int, rqkey: int) -> None:
+        if ah is None:
+            raise PyverbsUserError("set_wr_ud needs an AH")
+        self.ah, self.remote_qpn, self.remote_qkey = ah, rqpn, rqkey
+
+    def set_qp_type_xrc(self, remote_srqn: int) -> None:
+        self.remote_srqn = remote_srqn
+
+    @property
+    def sg_list(self) -> list[SGE]:
+        return list(self.sg or [])[:self.num_sge]
+
+    @sg_list.setter
+    def sg_list(self, val: SGE) -> None:
+        self.sg, self.num_sge = [val], 1
+
+    @property
+    def rdma_remote_addr(self) -> int:
+        return self.remote_addr
+
+    @property
+    def rdma_rkey(self) -> int:
+        return self.rkey
+
 
 @dataclass
-class RecvWR:
+class RecvWR(PyverbsObject):
     wr_id: int = 0
     num_sge: int = 0
     sg: list[SGE] | None = None
     next_wr: RecvWR | None = None
 
+    @property
+    def sg_list(self) -> list[SGE]:
+        return list(self.sg or [])[:self.num_sge]
+
+    @sg_list.setter
+    def sg_list(self, val: SGE) -> None:
+        self.sg, self.num_sge = [val], 1
+
 
 @dataclass
-class WC:
+class WC(PyverbsObject):
     wr_id: int = 0
     status: int = 0
     opcode: int = 0
@@ -201,7 +377,7 @@ class WC:
 # -- objects ---------------------------------------------------------------------------------
 
 
-class _Resource:
+class _Resource(PyverbsCM):
     """Lifetime rules of pyverbs objects: close() is idempotent, closing a parent closes its
     children first (pyverbs' close_weakrefs), and using a closed object raises
     PyverbsUserError instead of reaching freed memory (where pyverbs would pass NULL to
@@ -226,7 +402,7 @@ class _Resource:
             raise PyverbsUserError(f"this {type(self).__name__} is closed")
 
     def _close_children(self) -> None:
-        # QPs before the MRs and CQs they use (ib_uverbs_cleanup_ucontext's order).
+        # QPs before the MRs, AHs and CQs they use (ib_uverbs_cleanup_ucontext's order).
         kids = sorted(self._children, key=lambda k: not isinstance(k, QP))
         for child in kids:
             child.close()
@@ -236,25 +412,41 @@ class _Resource:
         for p in self._parents:
             p._children.pop(self, None)
 
-    def __enter__(self):  # noqa: ANN204
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def close(self) -> None:  # pragma: no cover - every resource defines it
         raise NotImplementedError
 
 
-class Context(_Resource):
-    """An opened RDMA device (ibv_open_device + ibv_get_context)."""
+def _find_device(name: str) -> tuple[Host, AddressSpace]:
+    """The host of device `name` in the simulated world, and the process's memory there."""
+    try:
+        proc = current_process()
+    except NoDevicesError as e:
+        raise PyverbsRDMAError(f"Failed to find device {name}: {e}") from None
+    dev = proc.device(name)
+    if dev is None:
+        raise PyverbsRDMAError(f"Failed to find device {name}")
+    return dev.host, proc.aspace(dev.host)
 
-    def __init__(self, name: str = "nsnic0", *, host: Host,
-                 aspace: AddressSpace | None = None) -> None:
+
+class Context(_Resource):
+    """An opened RDMA device (ibv_open_device): Context(name='nsnic0'). nicsim's own code
+    that builds a World names the host: Context('nsnic0', host=world.hosts['a'])."""
+
+    def __init__(self, name: str | None = None, *, host: Host | None = None,
+                 aspace: AddressSpace | None = None, **kwargs: object) -> None:
         super().__init__()
+        if kwargs.get("cmid") is not None or kwargs.get("cmd_fd") is not None:
+            raise _unsupported("Failed to import device",
+                               "nsnic contexts cannot be shared between files")
+        if name is None:
+            raise PyverbsUserError("Device name must be provided")
+        if host is None:
+            host, found = _find_device(name)
+            aspace = aspace or found
         self.host = host
         self.aspace = aspace or host.new_address_space()
-        self.file: UverbsFile = _call("open_device", open_device, host, name, self.aspace)
+        self.file: UverbsFile = _call(f"Failed to open device {name}", open_device, host, name,
+                                      self.aspace)
         self.name = name
         self.qps: dict[int, ProviderQp] = {}
 
@@ -263,66 +455,205 @@ class Context(_Resource):
         """How many commands this context has sent into the kernel."""
         return self.file.commands
 
-    def query_device(self):  # noqa: ANN201
+    @property
+    def num_comp_vectors(self) -> int:
         self._check()
-        return _call("query_device", self.file.write, Cmd.QUERY_DEVICE)
+        return self.query_device().num_comp_vectors
+
+    @property
+    def cmd_fd(self) -> int:
+        self._check()
+        return self.file.fd
+
+    def _q(self, what: str, cmd: Cmd, **args: object) -> object:
+        self._check()
+        return _call(what, self.file.write, cmd, **args)
+
+    def query_device(self) -> DeviceAttr:
+        return DeviceAttr(self._q(f"Failed to query device {self.name}", Cmd.QUERY_DEVICE))
+
+    def query_device_ex(self, ex_input: object = None) -> DeviceAttrEx:
+        return DeviceAttrEx(self.query_device())
+
+    def query_port(self, port_num: int = 1) -> PortAttr:
+        return PortAttr(self._q(f"Failed to query port {port_num}", Cmd.QUERY_PORT,
+                                port=port_num))
+
+    def query_port_speed(self, port_num: int = 1) -> int:
+        """The port's speed in units of 100 Mb/s."""
+        return self.query_port(port_num).speed_mbps // 100
+
+    def _gid(self, port_num: int, index: int) -> tuple[bytes, int] | None:
+        """A GID table entry and its type, None if the entry is empty."""
+        self._check()
+        try:
+            return self.file.write(Cmd.QUERY_GID, port=port_num, index=index)
+        except UverbsError as e:
+            if e.errno == errno.ENODATA:
+                return None
+            errors.last_errno = e.errno
+            raise PyverbsRDMAError(f"Failed to query gid {index} of port {port_num}: {e}",
+                                   e.errno) from None
 
     def query_gid(self, port_num: int = 1, index: int = 0) -> GID:
-        self._check()
-        if port_num != 1:
-            raise PyverbsRDMAError(f"no port {port_num}", errno.EINVAL)
-        return GID(_call("query_gid", self.file.write, Cmd.QUERY_PORT, gid_index=index))
+        """ibv_query_gid: an empty entry reads as the zero GID."""
+        ent = self._gid(port_num, index)
+        return GID(ent[0] if ent else None)
+
+    def query_gid_type(self, port_num: int, index: int) -> int:
+        ent = self._gid(port_num, index)
+        if ent is None:
+            errors.last_errno = errno.ENODATA
+            raise PyverbsRDMAError(f"Failed to query gid type of port {port_num} and gid "
+                                   f"index {index}", errno.ENODATA)
+        return int(ent[1])
+
+    def _entry(self, port_num: int, index: int, raw: bytes, gid_type: int) -> GIDEntry:
+        # ibv_gid_entry.gid_type is ibv_gid_type (IB 0, RoCEv1 1, RoCEv2 2).
+        return GIDEntry(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big"), index,
+                        port_num, gid_type + 1, self.file.dev.hw.ifindex)
+
+    def query_gid_ex(self, port_num: int, gid_index: int, flags: int = 0) -> GIDEntry:
+        if flags:
+            raise PyverbsRDMAError(f"Failed to query gid table of port {port_num} in index "
+                                   f"{gid_index}", errno.EINVAL)
+        ent = self._gid(port_num, gid_index)
+        if ent is None:
+            errors.last_errno = errno.ENODATA
+            raise PyverbsRDMAError(f"Failed to query gid table of port {port_num} in index "
+                                   f"{gid_index}", errno.ENODATA)
+        return self._entry(port_num, gid_index, *ent)
+
+    def query_gid_table(self, max_entries: int, flags: int = 0) -> list[GIDEntry]:
+        """Every valid GID entry of every port; -EINVAL if they do not fit in max_entries or
+        flags are unknown (ibv_query_gid_table returns a negative errno)."""
+        port = self.query_port(1)
+        out = []
+        for i in range(port.gid_tbl_len):
+            ent = self._gid(1, i)
+            if ent is not None:
+                out.append(self._entry(1, i, *ent))
+        if flags or len(out) > max_entries:
+            raise PyverbsRDMAError("Failed to query gid tables of the device", -errno.EINVAL)
+        return out
+
+    def query_pkey(self, port_num: int, index: int) -> int:
+        return self._q(f"Failed to query pkey {index} of port {port_num}", Cmd.QUERY_PKEY,
+                       port=port_num, index=index)  # type: ignore[return-value]
+
+    def get_pkey_index(self, port_num: int, pkey: int) -> int:
+        for i in range(self.query_port(port_num).pkey_tbl_len):
+            if self.query_pkey(port_num, i) == pkey:
+                return i
+        raise PyverbsRDMAError(f"Failed to get pkey index of pkey = {pkey} of port {port_num}")
+
+    def query_rt_values_ex(self, comp_mask: int = 1) -> tuple[int, int]:
+        raise _unsupported("Failed to query real time values",
+                           "nsnic has no hardware clock a program can read")
+
+    def get_async_event(self) -> object:
+        raise _unsupported("Failed to get async event", "nsnic has no event queues yet")
+
+    def query_comp_cntr_caps(self) -> object:
+        raise _unsupported("Failed to query comp_cntr caps", "nsnic has no completion counters")
 
     def alloc(self, size: int) -> int:
         """Anonymous process memory (malloc/mmap): returns its virtual address."""
-        return _call("alloc", self.aspace.mmap, size)
+        return _call("Failed to allocate memory", self.aspace.mmap, size)
 
     def write_mem(self, va: int, data: bytes) -> None:
         self.host.spend(len(data) / 10.0)  # memcpy at ~10 GB/s
-        _call("write_mem", self.aspace.write, va, data)
+        _call("Failed to write memory", self.aspace.write, va, data)
 
     def read_mem(self, va: int, n: int) -> bytes:
         self.host.spend(n / 10.0)
-        return _call("read_mem", self.aspace.read, va, n)
+        return _call("Failed to read memory", self.aspace.read, va, n)
 
     def close(self) -> None:
         if self.closed:
             return
         self._close_children()
         self._closed_now()
-        _call("close", self.file.close)
+        _call(f"Failed to close device {self.name}", self.file.close)
 
 
 class PD(_Resource):
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        self.ctx = ctx
-        self.handle: int = _call("alloc_pd", ctx.file.write, Cmd.ALLOC_PD)
+    """ibv_alloc_pd: PD(ctx)."""
+
+    def __init__(self, creator: Context, **kwargs: object) -> None:
+        if kwargs.get("handle") is not None:
+            raise _unsupported("Failed to import PD", "nsnic objects cannot be imported")
+        if not isinstance(creator, Context):
+            raise PyverbsUserError(f"a PD is allocated on a Context, not {type(creator)}")
+        super().__init__(creator)
+        self.ctx = creator
+        self.handle: int = _call("Failed to allocate PD", creator.file.write, Cmd.ALLOC_PD)
         self._created()
 
     def close(self) -> None:
         if self.closed:
             return
         self._close_children()
-        _call("dealloc_pd", self.ctx.file.write, Cmd.DEALLOC_PD, pd=self.handle)
+        _call("Failed to dealloc PD", self.ctx.file.write, Cmd.DEALLOC_PD, pd=self.handle)
+        self._closed_now()
+
+
+class AH(_Resource):
+    """ibv_create_ah: AH(pd, attr=AHAttr(...)). The kernel checks the address vector and
+    resolves its Ethernet destination (RoCE)."""
+
+    def __init__(self, pd: PD, **kwargs: object) -> None:
+        super().__init__(pd)
+        self.pd = pd
+        attr = kwargs.get("attr")
+        if attr is None:
+            raise _unsupported("Failed to create AH",
+                               "AHs from a work completion need UD QPs, which nsnic lacks yet")
+        if not isinstance(attr, AHAttr):
+            raise PyverbsUserError(f"attr must be an AHAttr, not {type(attr)}")
+        self.ah_attr = attr
+        self.handle: int = _call("Failed to create AH", pd.ctx.file.write, Cmd.CREATE_AH,
+                                 pd=pd.handle, av=attr._av())
+        self._created()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        _call("Failed to destroy AH", self.pd.ctx.file.write, Cmd.DESTROY_AH, ah=self.handle)
         self._closed_now()
 
 
 class MR(_Resource):
-    """ibv_reg_mr. Without `address`, allocates its own buffer of `length` bytes, which
-    close() frees (as pyverbs does), so its pages go back to the host."""
+    """ibv_reg_mr: MR(pd, length, access[, address]). Without `address`, allocates its own
+    buffer of `length` bytes, which close() frees (as pyverbs does), so its pages go back to
+    the host."""
 
-    def __init__(self, pd: PD, length: int, access: int, address: int | None = None) -> None:
+    def __init__(self, creator: PD, length: int = 0, access: int = 0,
+                 address: int | None = None, implicit: bool = False,
+                 **kwargs: object) -> None:
+        if kwargs.get("handle") is not None:
+            raise _unsupported("Failed to import MR", "nsnic objects cannot be imported")
+        if not isinstance(creator, PD):
+            raise PyverbsUserError(f"an MR is registered on a PD, not {type(creator)}")
+        pd = creator
         super().__init__(pd)
         self.pd = pd
         self.ctx = pd.ctx
+        self._own_buf = not address and length > 0 and not implicit
+        if implicit:  # the whole address space, which needs on-demand paging
+            self.buf, length = 0, (1 << 64) - 1
+        elif address:
+            self.buf = address
+        elif length > 0:
+            self.buf = self.ctx.alloc(length)
+        else:
+            self.buf = 0
         self.length = length
-        self._own_buf = address is None
-        self.buf = address if address is not None else self.ctx.alloc(length)
         try:
-            self.handle, self.lkey = _call("reg_mr", self.ctx.file.write, Cmd.REG_MR,
-                                           pd=pd.handle, va=self.buf, length=length,
-                                           access=int(access))
+            self.handle, self.lkey = _call(
+                f"Failed to register a MR. length: {length}, access flags: {access}",
+                self.ctx.file.write, Cmd.REG_MR, pd=pd.handle, va=self.buf, length=length,
+                access=int(access))
         except PyverbsError:
             if self._own_buf:
                 self.ctx.aspace.munmap(self.buf, length)
@@ -345,25 +676,81 @@ class MR(_Resource):
                                    "invalid")
         return self.ctx.read_mem(self.buf + offset, length)
 
+    def rereg(self, flags: int, pd: PD | None = None, addr: int = 0, length: int = 0,
+              access: int = 0) -> None:
+        self._check()
+        raise _unsupported("Failed to rereg MR", "nsnic does not re-register MRs in place")
+
     def close(self) -> None:
         if self.closed:
             return
-        _call("dereg_mr", self.ctx.file.write, Cmd.DEREG_MR, mr=self.handle)
+        _call("Failed to dereg MR", self.ctx.file.write, Cmd.DEREG_MR, mr=self.handle)
         self._closed_now()
         if self._own_buf:
             self.ctx.aspace.munmap(self.buf, self.length)
 
 
+class MREx(MR):
+    """ibv_reg_mr_ex. A device without its own extended registration (nsnic) gets
+    libibverbs' translation to ibv_reg_mr: an address range, with an IOVA equal to it;
+    dma-buf, DMA handles and parent-domain buffers are not supported."""
+
+    def __init__(self, pd: PD, length: int = 0, access: int = 0, address: int | None = None,
+                 iova: int | None = None, fd: int | None = None, fd_offset: int = 0,
+                 dmah: object = None, implicit: bool = False, buf: object = None,
+                 **kwargs: object) -> None:
+        what = "Failed to register MR using extended API"
+        if buf is not None or dmah is not None:
+            raise _unsupported(what, "nsnic has no parent-domain buffers or DMA handles")
+        if fd is not None:
+            if implicit or address:
+                errors.last_errno = errno.EINVAL
+                raise PyverbsRDMAError(f"{what}: an address and a dma-buf fd", errno.EINVAL)
+            raise _unsupported(what, "nsnic has no dma-buf import")
+        base = address or 0
+        if iova is not None and iova != base:
+            raise _unsupported(what, "nsnic registers MRs at their virtual address")
+        try:
+            super().__init__(pd, length, access, address, implicit)
+        except PyverbsRDMAError as e:
+            raise PyverbsRDMAError(what, e.error_code) from e
+
+
 class CQ(_Resource):
-    def __init__(self, ctx: Context, cqe: int, cq_context: object = None,
+    """ibv_create_cq: CQ(ctx, cqe, cq_context=None, channel=None, comp_vector=0)."""
+
+    def __init__(self, context: Context, cqe: int, cq_context: object = None,
                  channel: object = None, comp_vector: int = 0) -> None:
-        super().__init__(ctx)
-        self.ctx = ctx
-        r = _call("create_cq", ctx.file.write, Cmd.CREATE_CQ, cqe=cqe)
+        super().__init__(context)
+        self.ctx = context
+        if channel is not None:
+            raise _unsupported("Failed to create a CQ",
+                               "nsnic has no completion channels (event queues) yet")
+        if not isinstance(comp_vector, int) or \
+                not 0 <= comp_vector < context.num_comp_vectors:
+            errors.last_errno = errno.EINVAL
+            raise PyverbsRDMAError(f"Failed to create a CQ: comp_vector {comp_vector} is not "
+                                   f"below num_comp_vectors {context.num_comp_vectors}",
+                                   errno.EINVAL)
+        if isinstance(cqe, float) and cqe.is_integer():
+            cqe = int(cqe)  # a C int parameter: pyverbs converts a whole float silently
+        r = _call("Failed to create a CQ", context.file.write, Cmd.CREATE_CQ, cqe=cqe)
         self.handle = r.handle
         self.cqn = r.cqn
-        self._p = ProviderCq(ctx.host, ctx.aspace, r, ctx.qps)
+        self.cq_context = cq_context
+        self.channel = None
+        self.num_events = 0
+        self._p = ProviderCq(context.host, context.aspace, r, context.qps)
         self._created()
+
+    @property
+    def cqe(self) -> int:
+        """The entries the CQ holds (at least what was asked for)."""
+        return self._p.size
+
+    @property
+    def comp_channel(self) -> object:
+        return self.channel
 
     def poll(self, num_entries: int = 1) -> tuple[int, list[WC]]:
         """Polls for up to `num_entries` completions. An empty poll lets simulated time run
@@ -377,7 +764,7 @@ class CQ(_Resource):
         wcs = [WC(w.wr_id, w.status, w.opcode, w.vendor_err, w.byte_len, w.qp_num, 0,
                   w.imm_data, w.wc_flags) for w in p.poll(num_entries)]
         if not wcs and p.silent:
-            st = _call("poll_cq", self.ctx.file.write, Cmd.QUERY_CQ, cq=self.handle)
+            st = _call("Failed to poll CQ", self.ctx.file.write, Cmd.QUERY_CQ, cq=self.handle)
             if st.state == CqState.OVERRUN:
                 raise PyverbsRDMAError(
                     f"poll_cq: CQ {self.cqn} overran (a completion found all {p.size} entries "
@@ -385,26 +772,88 @@ class CQ(_Resource):
                     "(IBV_EVENT_CQ_ERR)", errno.EOVERFLOW)
         return len(wcs), wcs
 
+    def req_notify(self, solicited_only: bool = False) -> None:
+        """ibv_req_notify_cq: arm the CQ for one completion event (a doorbell write). nsnic
+        has no event queues yet, so an armed CQ has no one to tell: a CQ with a channel
+        cannot be created."""
+        self._check()
+        self.ctx.file.doorbells.write64(
+            UarReg.CQ_ARM, (self.cqn << 32) | (int(bool(solicited_only)) << 31))
+
+    def ack_events(self, num_events: int) -> None:
+        self._check()
+        self.num_events -= num_events
+
+    def resize(self, cqe: int) -> None:
+        self._check()
+        raise _unsupported("Failed to resize CQ", "nsnic cannot resize a CQ")
+
     def close(self) -> None:
         if self.closed:
             return
         self._close_children()  # the QPs that use it
-        _call("destroy_cq", self.ctx.file.write, Cmd.DESTROY_CQ, cq=self.handle)
+        _call("Failed to close CQ", self.ctx.file.write, Cmd.DESTROY_CQ, cq=self.handle)
         self._closed_now()
 
 
 _M = ibv_qp_attr_mask
-_TO_INIT = _M.IBV_QP_STATE | _M.IBV_QP_PKEY_INDEX | _M.IBV_QP_PORT | _M.IBV_QP_ACCESS_FLAGS
-_TO_RTR = (_M.IBV_QP_STATE | _M.IBV_QP_AV | _M.IBV_QP_PATH_MTU | _M.IBV_QP_DEST_QPN
-           | _M.IBV_QP_RQ_PSN | _M.IBV_QP_MAX_DEST_RD_ATOMIC | _M.IBV_QP_MIN_RNR_TIMER)
-_TO_RTS = (_M.IBV_QP_STATE | _M.IBV_QP_TIMEOUT | _M.IBV_QP_RETRY_CNT | _M.IBV_QP_RNR_RETRY
-           | _M.IBV_QP_SQ_PSN | _M.IBV_QP_MAX_QP_RD_ATOMIC)
+_INIT = _M.IBV_QP_PKEY_INDEX | _M.IBV_QP_PORT | _M.IBV_QP_ACCESS_FLAGS
+# The attributes of each transition by QP type (what pyverbs' to_init/to_rtr/to_rts pass).
+_TRANSITION_MASKS = {
+    ibv_qp_type.IBV_QPT_RC: {
+        "INIT": _INIT,
+        "RTR": _M.IBV_QP_AV | _M.IBV_QP_PATH_MTU | _M.IBV_QP_DEST_QPN | _M.IBV_QP_RQ_PSN
+        | _M.IBV_QP_MAX_DEST_RD_ATOMIC | _M.IBV_QP_MIN_RNR_TIMER,
+        "RTS": _M.IBV_QP_TIMEOUT | _M.IBV_QP_RETRY_CNT | _M.IBV_QP_RNR_RETRY
+        | _M.IBV_QP_SQ_PSN | _M.IBV_QP_MAX_QP_RD_ATOMIC},
+    ibv_qp_type.IBV_QPT_UC: {
+        "INIT": _INIT,
+        "RTR": _M.IBV_QP_AV | _M.IBV_QP_PATH_MTU | _M.IBV_QP_DEST_QPN | _M.IBV_QP_RQ_PSN,
+        "RTS": _M.IBV_QP_SQ_PSN},
+    ibv_qp_type.IBV_QPT_UD: {
+        "INIT": _M.IBV_QP_PKEY_INDEX | _M.IBV_QP_PORT | _M.IBV_QP_QKEY, "RTR": 0,
+        "RTS": _M.IBV_QP_SQ_PSN},
+}
+_TO_INIT = _M.IBV_QP_STATE | _TRANSITION_MASKS[ibv_qp_type.IBV_QPT_RC]["INIT"]
+_TO_RTR = _M.IBV_QP_STATE | _TRANSITION_MASKS[ibv_qp_type.IBV_QPT_RC]["RTR"]
+_TO_RTS = _M.IBV_QP_STATE | _TRANSITION_MASKS[ibv_qp_type.IBV_QPT_RC]["RTS"]
+# The init-attribute bits ibv_create_qp_ex takes on nsnic: the PD (the others name extended
+# QPs, XRC domains, TSO, RSS or creation flags, none of which nsnic has).
+_INIT_ATTR_SUPPORTED = int(ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_PD)
 
 
 class QP(_Resource):
-    def __init__(self, pd: PD, init_attr: QPInitAttr, qp_attr: QPAttr | None = None) -> None:
+    """ibv_create_qp: QP(pd, QPInitAttr(...)) or QP(ctx, QPInitAttrEx(pd=..., ...)), with an
+    optional QPAttr that takes the QP as far towards RTS as it can go alone (INIT for
+    connected QPs, which need the peer's QPN for RTR; RTS for UD)."""
+
+    def __init__(self, creator: PD | Context, init_attr: QPInitAttr | QPInitAttrEx,
+                 qp_attr: QPAttr | None = None) -> None:
+        if isinstance(creator, Context):
+            if not isinstance(init_attr, QPInitAttrEx):
+                raise PyverbsUserError("a QP created on a Context takes a QPInitAttrEx")
+            mask = int(init_attr.comp_mask)
+            if mask & ~_INIT_ATTR_SUPPORTED or init_attr.create_flags or \
+                    init_attr.send_ops_flags:
+                raise _unsupported("Failed to create QP",
+                                   f"init attribute mask 0x{mask:x}, create flags "
+                                   f"0x{init_attr.create_flags:x}, send ops flags "
+                                   f"0x{init_attr.send_ops_flags:x}: nsnic has only "
+                                   "the PD of ibv_qp_init_attr_ex")
+            if not mask & _INIT_ATTR_SUPPORTED or not isinstance(init_attr.pd, PD):
+                errors.last_errno = errno.EINVAL
+                raise PyverbsRDMAError("Failed to create QP: no PD", errno.EINVAL)
+            pd = init_attr.pd
+        elif isinstance(creator, PD):
+            pd = creator
+        else:
+            raise PyverbsUserError(f"a QP is created on a PD or a Context, not {type(creator)}")
+        if init_attr.srq is not None:
+            raise _unsupported("Failed to create QP", "nsnic has no shared receive queues yet")
         if init_attr.scq is None or init_attr.rcq is None:
-            raise PyverbsRDMAError("a QP needs a send and a receive CQ", errno.EINVAL)
+            errors.last_errno = errno.EINVAL
+            raise PyverbsRDMAError("Failed to create QP: a QP needs a send and a receive CQ",
+                                   errno.EINVAL)
         cqs = (init_attr.scq,) if init_attr.rcq is init_attr.scq else \
             (init_attr.scq, init_attr.rcq)
         super().__init__(pd, *cqs)
@@ -412,23 +861,31 @@ class QP(_Resource):
         self.ctx = ctx = pd.ctx
         cap = init_attr.cap
         self.init_attr = init_attr
-        r = _call("create_qp", ctx.file.write, Cmd.CREATE_QP, pd=pd.handle,
+        r = _call("Failed to create QP", ctx.file.write, Cmd.CREATE_QP, pd=pd.handle,
                   qp_type=int(init_attr.qp_type), send_cq=init_attr.scq.handle,
                   recv_cq=init_attr.rcq.handle,
                   cap=(cap.max_send_wr, cap.max_recv_wr, cap.max_send_sge, cap.max_recv_sge,
                        cap.max_inline_data))
         self.handle = r.handle
         self.qp_num: int = r.qpn
+        self._type = int(init_attr.qp_type)
         self._p = ProviderQp(ctx.host, ctx.aspace, ctx.file.doorbells, r, cap.max_send_sge,
                              cap.max_recv_sge, cap.max_inline_data, bool(init_attr.sq_sig_all))
         ctx.qps[r.qpn] = self._p
         self._created()
         if qp_attr is not None:
-            self.to_init(qp_attr)
+            if self._type == ibv_qp_type.IBV_QPT_UD:
+                self.to_rts(qp_attr)
+            else:
+                self.to_init(qp_attr)
 
     @property
     def qp_state(self) -> int:
         return self._p.state
+
+    @property
+    def qp_type(self) -> int:
+        return self._type
 
     # -- state changes (kernel) -------------------------------------------------------------
 
@@ -444,16 +901,19 @@ class QP(_Resource):
         if attr_mask & _M.IBV_QP_AV:
             ah = a.ah_attr
             if ah is None or ah.gr is None or ah.gr.dgid is None or not ah.is_global:
-                raise PyverbsRDMAError("RoCE needs a global route (GRH) in ah_attr",
-                                       errno.EINVAL)
+                errors.last_errno = errno.EINVAL
+                raise PyverbsRDMAError("Failed to modify QP: RoCE needs a global route (GRH) "
+                                       "in ah_attr", errno.EINVAL)
             gr = ah.gr
             if not (0 <= gr.traffic_class <= 0xFF and 0 <= gr.hop_limit <= 0xFF
                     and 0 <= gr.flow_label <= 0xFFFFF) or gr.sgid_index != 0:
-                raise PyverbsRDMAError("bad global route in ah_attr", errno.EINVAL)
+                errors.last_errno = errno.EINVAL
+                raise PyverbsRDMAError("Failed to modify QP: bad global route in ah_attr",
+                                       errno.EINVAL)
             q.dgid = gr.dgid.raw
             q.traffic_class = gr.traffic_class | gr.hop_limit << 8
-        _call("modify_qp", self.ctx.file.write, Cmd.MODIFY_QP, qp=self.handle, attrs=q,
-              mask=int(attr_mask),
+        _call("Failed to modify QP", self.ctx.file.write, Cmd.MODIFY_QP, qp=self.handle,
+              attrs=q, mask=int(attr_mask),
               cur_state=a.cur_qp_state if attr_mask & _M.IBV_QP_CUR_STATE else None,
               pkey_index=a.pkey_index, port=a.port_num)
         if attr_mask & _M.IBV_QP_STATE:
@@ -462,44 +922,85 @@ class QP(_Resource):
                 p = self._p
                 p.sq_head = p.sq_tail = p.rq_head = p.rq_tail = 0
 
+    def _mask(self, step: str) -> int:
+        masks = _TRANSITION_MASKS.get(self._type)
+        if masks is None:  # pragma: no cover - such QPs cannot be created
+            raise _unsupported("Failed to modify QP", f"QP type {self._type}")
+        return int(_M.IBV_QP_STATE | masks[step])
+
     def to_init(self, qp_attr: QPAttr) -> None:
         qp_attr.qp_state = ibv_qp_state.IBV_QPS_INIT
-        self.modify(qp_attr, _TO_INIT)
+        self.modify(qp_attr, self._mask("INIT"))
 
     def to_rtr(self, qp_attr: QPAttr) -> None:
+        """To RTR, through INIT first if the QP is not there (as pyverbs does)."""
+        if self.qp_state != ibv_qp_state.IBV_QPS_INIT:
+            self.to_init(qp_attr)
         qp_attr.qp_state = ibv_qp_state.IBV_QPS_RTR
-        self.modify(qp_attr, _TO_RTR)
+        self.modify(qp_attr, self._mask("RTR"))
 
     def to_rts(self, qp_attr: QPAttr) -> None:
+        """To RTS, through INIT and RTR first if the QP is not in RTR (as pyverbs does)."""
+        if self.qp_state != ibv_qp_state.IBV_QPS_RTR:
+            self.to_rtr(qp_attr)
         qp_attr.qp_state = ibv_qp_state.IBV_QPS_RTS
-        self.modify(qp_attr, _TO_RTS)
+        self.modify(qp_attr, self._mask("RTS"))
 
     def query(self, attr_mask: int = 0) -> tuple[QPAttr, QPInitAttr]:
         self._check()
-        q: Qpc = _call("query_qp", self.ctx.file.write, Cmd.QUERY_QP, qp=self.handle)
+        q: Qpc = _call("Failed to query QP", self.ctx.file.write, Cmd.QUERY_QP, qp=self.handle)
         attr = QPAttr(qp_state=q.state, cur_qp_state=q.state, path_mtu=q.path_mtu,
-                      qp_access_flags=q.access, dest_qp_num=q.dest_qpn, rq_psn=q.rq_psn,
-                      sq_psn=q.sq_psn, max_rd_atomic=q.max_rd_atomic,
+                      qp_access_flags=q.access, qkey=q.qkey, dest_qp_num=q.dest_qpn,
+                      rq_psn=q.rq_psn, sq_psn=q.sq_psn, max_rd_atomic=q.max_rd_atomic,
                       max_dest_rd_atomic=q.max_dest_rd_atomic, min_rnr_timer=q.min_rnr_timer,
                       timeout=q.timeout, retry_cnt=q.retry_cnt, rnr_retry=q.rnr_retry,
                       ah_attr=AHAttr(GlobalRoute(GID(q.dgid), hop_limit=q.traffic_class >> 8,
                                                  traffic_class=q.traffic_class & 0xFF)),
                       cap=self.init_attr.cap)
-        return attr, self.init_attr
+        ia = self.init_attr
+        init = QPInitAttr(qp_type=ia.qp_type, qp_context=ia.qp_context, scq=ia.scq, rcq=ia.rcq,
+                          srq=ia.srq, cap=ia.cap, sq_sig_all=ia.sq_sig_all)
+        return attr, init
+
+    def modify_rate_limit(self, attr: object) -> None:
+        self._check()
+        raise _unsupported("Failed to modify QP rate limit", "nsnic has no packet pacing")
+
+    def set_ece(self, ece: object) -> None:
+        self._check()
+        if getattr(ece, "vendor_id", 0) == 0:
+            return
+        raise _unsupported("Failed to set ECE", "nsnic has no enhanced connection options")
+
+    def query_ece(self) -> object:
+        self._check()
+        raise _unsupported("Failed to query ECE", "nsnic has no enhanced connection options")
+
+    def query_data_in_order(self, op: int, flags: int = 0) -> int:
+        """Data of a message lands in host memory in order: the NIC places an RC message's
+        packets in PSN order and its posted writes reach memory in order (PCIe ordering)."""
+        self._check()
+        caps = int(ibv_query_qp_data_in_order_caps.IBV_QUERY_QP_DATA_IN_ORDER_WHOLE_MSG)
+        return caps if flags else 1
 
     # -- data path (provider, no kernel) ----------------------------------------------------
 
     def post_send(self, wr: SendWR, bad_wr: object = None) -> None:
         self._check()
-        _call("post_send", self._p.post_send, wr)
+        _call("Failed to post send", self._p.post_send, wr)
 
     def post_recv(self, wr: RecvWR, bad_wr: object = None) -> None:
         self._check()
-        _call("post_recv", self._p.post_recv, wr)
+        _call("Failed to post recv", self._p.post_recv, wr)
+
+    def bind_mw(self, mw: object, mw_bind: object) -> None:
+        self._check()
+        raise _unsupported("Failed to Bind MW", "nsnic has no memory windows yet")
 
     def close(self) -> None:
         if self.closed:
             return
-        _call("destroy_qp", self.ctx.file.write, Cmd.DESTROY_QP, qp=self.handle)
+        _call("Failed to destroy QP", self.ctx.file.write, Cmd.DESTROY_QP, qp=self.handle)
         self._closed_now()
         self.ctx.qps.pop(self.qp_num, None)
+

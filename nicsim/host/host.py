@@ -57,6 +57,7 @@ class NetDev:
     name: str
     mac: str
     ip: str
+    mtu: int = 9000  # jumbo frames: a RoCE path MTU of 4096 fits (iboe_get_mtu)
 
 
 @dataclass

@@ -31,6 +31,10 @@ from nicsim.hwif import (
     DeviceCaps,
     HcaInit,
     Mpt,
+    PathMtu,
+    PortInfo,
+    PortPhysState,
+    PortState,
     QpAttrMask,
     Qpc,
     QpState,
@@ -135,6 +139,15 @@ class CommandProcessor:
                               1 << cfg.log_mtt_entries, cfg.max_qp_wr, cfg.max_sge,
                               cfg.max_cqe, cfg.max_qp_rd_atom, cfg.max_inline,
                               cfg.max_uar).pack()
+        if op is CmdOpcode.QUERY_PORT:
+            if mod != 1:  # one port, numbered from 1 (IBA 14.2.5.6)
+                raise CommandError(CmdStatus.BAD_PARAM)
+            link = nic.port.link
+            if link is None:
+                return PortInfo(PortState.DOWN, PortPhysState.POLLING, PathMtu.MTU_4096,
+                                0).pack()
+            return PortInfo(PortState.ACTIVE, PortPhysState.LINK_UP, PathMtu.MTU_4096,
+                            round(link.cfg.rate_gbps * 1000)).pack()
         if op is CmdOpcode.INIT_HCA:
             h = HcaInit.unpack(raw)
             if h.log_mpt_entries > cfg.log_mpt_entries or h.log_mtt_entries > cfg.log_mtt_entries:

@@ -29,6 +29,7 @@ class NicConfig:
     doorbell_ns: float = 20.0  # doorbell decode to scheduler
     wqe_decode_ns: float = 10.0
     tx_pipeline_ns: float = 40.0  # payload in NIC to first bit on the wire (framing, ICRC)
+    loopback_ns: float = 100.0  # a frame to our own MAC: its last bit out to its last bit in
     rx_pipeline_ns: float = 60.0  # last bit in to the packet being acted on (parse, ICRC)
     # Transmit read-ahead: payload DMA reads in flight ahead of the wire (like read tags).
     tx_readahead: int = 32

@@ -78,6 +78,7 @@ class Nic(MmioDevice):
         self.pcie = Pcie(env, cfg.pcie)
         self.dma = Dma(env, mem, self.pcie)
         self.port = Port(env, self.receive, cfg.pfc_classes)
+        self.port.mac, self.port.loopback_ns = self.mac, cfg.loopback_ns
         # Table reads see the NIC's own table writes still in flight (an INVALIDATE_MPT's
         # zeroes): a stale entry must not be fetched back into the cache.
         self.xlate = TranslationCache(self.dma.peek, cfg.mpt_cache_entries,

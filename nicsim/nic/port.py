@@ -17,7 +17,7 @@ from heapq import heappush
 
 import simpy
 
-from nicsim.fabric.link import _NORMAL, Link, Tick, _Wake
+from nicsim.fabric.link import _NORMAL, Link, Tap, Tick, _Wake
 from nicsim.fabric.pfc import NUM_PRIORITIES, PfcFrame, quanta_ns
 from nicsim.nic.counters import Counters
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE
@@ -61,6 +61,15 @@ class Port:
         self._pfc_mask = sum(1 << p for p in self.pfc)
         self._tick = Tick(self._ended)  # the end of the frame on the wire
         self._tick_cbs = self._tick.callbacks
+        # Loopback: a frame to the port's own MAC never reaches the wire; the NIC turns it
+        # around after its transmit MAC (as NICs loop local traffic back in their embedded
+        # switch), at line rate on a timeline of its own, `loopback_ns` after its last bit.
+        # Taps on the port record looped frames as the port's own transmissions.
+        self.mac = b""
+        self.loopback_ns = 100.0
+        self.loop_taps: list[Tap] = []
+        self._loop_free = 0.0
+        self._looping: list[tuple[bytes, int]] = []  # (frame, start of frame) in flight
 
     def connect(self, link: Link) -> None:
         self.link = link
@@ -79,6 +88,8 @@ class Port:
         Frames go out in the order they are handed over (one FIFO, or one per priority),
         back to back with the inter-frame gap; `wire_bytes` counts preamble, FCS and IFG.
         """
+        if frame[:6] == self.mac:
+            return self._loop(frame, ready_at)
         if self.link is None:
             raise RuntimeError("port is not connected to a link")
         start = self.env._now  # the attribute behind the `now` property: this runs per packet
@@ -104,6 +115,38 @@ class Port:
         # The last bit leaves before the inter-frame gap that follows it.
         self.link.carry(frame, self._end, end - ETH_IFG * self._ns_per_byte)
         return start
+
+    # -- loopback ---------------------------------------------------------------------------
+
+    def _loop(self, frame: bytes, ready_at: float) -> float:
+        """Turn a frame to our own MAC around inside the NIC; returns its start time."""
+        env = self.env
+        start = max(env._now, ready_at, self._loop_free)
+        n = len(frame)
+        dur = (_WIRE_EXTRA + (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)) * self._ns_per_byte
+        self._loop_free = start + dur
+        c = self.counters
+        c.bump("loopback_frames")
+        c.bump("loopback_bytes", n)
+        item = (frame, round(start + ETH_PREAMBLE * self._ns_per_byte))  # start of frame
+        self._looping.append(item)
+        arrive = start + dur - ETH_IFG * self._ns_per_byte + self.loopback_ns
+        env.timeout(arrive - env._now).callbacks.append(lambda _e: self._looped(item))
+        return start
+
+    def _looped(self, item: tuple[bytes, int]) -> None:
+        self._looping.remove(item)
+        frame, sof = item
+        for tap in self.loop_taps:
+            tap.write(frame, sof)
+        self._receive(frame)
+
+    def flush_taps(self) -> None:
+        """Record looped frames still in flight (the world is closing)."""
+        for frame, sof in self._looping:
+            for tap in self.loop_taps:
+                tap.write(frame, sof)
+        self._looping.clear()
 
     # -- the queued transmitter (PFC) -------------------------------------------------------
 

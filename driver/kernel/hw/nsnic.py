@@ -12,6 +12,8 @@ import ipaddress
 from collections import deque
 from dataclasses import dataclass, field
 
+from nicsim.driver.kernel.query import FIRST_QPN, GID_TABLE_LEN
+
 from nicsim.host.host import Host, PciFunction
 from nicsim.host.memory import AddressSpace, Extents, MemoryError_, PhysMem
 from nicsim.hwif import (
@@ -30,6 +32,7 @@ from nicsim.hwif import (
     HcaInit,
     Mpt,
     MptFlags,
+    PortInfo,
     Qpc,
     Reg,
     pack_mtt,
@@ -189,13 +192,15 @@ class Limits:
 class NsnicDriver:
     """One bound device (the `probe` of a PCI driver)."""
 
-    def __init__(self, host: Host, fn: PciFunction, name: str) -> None:
+    def __init__(self, host: Host, fn: PciFunction, name: str, ifindex: int = 2) -> None:
         self.host = host
+        self.ifindex = ifindex  # the netdev's interface index (lo is 1)
         self.fn = fn
         self.bar = fn.bar
         self.name = name
         self.lim = Limits()
-        if self.bar.read64(Reg.DEV_ID) != DEV_ID:
+        self.dev_id = self.bar.read64(Reg.DEV_ID)
+        if self.dev_id != DEV_ID:
             raise HwError(f"{name}: not an nsnic device", errno.ENODEV)
         mem = host.mem
         self.cmd_in_pa = mem.alloc_contig(PAGE_SIZE * 16)
@@ -210,7 +215,7 @@ class NsnicDriver:
         self.mpt_pa = mem.alloc_contig(MPT_SIZE << log_mpt)
         self.mtt_pa = mem.alloc_contig(MTT_ENTRY_SIZE << log_mtt)
         self.cmd(CmdOpcode.INIT_HCA, HcaInit(self.mpt_pa, self.mtt_pa, log_mpt, log_mtt).pack())
-        self.qpns = Allocator(0x11, self.caps.max_qp)  # QPNs 0 and 1 are special (IBA 10.2.4)
+        self.qpns = Allocator(FIRST_QPN, self.caps.max_qp)  # QPNs 0 and 1 are special (IBA 10.2.4)
         self.cqns = Allocator(1, self.caps.max_cq)
         self.uars = Allocator(1, self.caps.max_uar + 1)  # doorbell pages, one per process
         self.mpts = Allocator(1, 1 << log_mpt)
@@ -389,22 +394,43 @@ class NsnicDriver:
         pool.free(qp.sq_pa, qp.sq_bytes)
         pool.free(qp.rq_pa, qp.rq_bytes)
 
+    # -- port -------------------------------------------------------------------------------
+
+    def query_port(self, port: int = 1) -> PortInfo:
+        """The port's state, rate and largest MTU (QUERY_PORT). A device without the command
+        (BAD_OPCODE) cannot say: EOPNOTSUPP."""
+        try:
+            return PortInfo.unpack(self.cmd(CmdOpcode.QUERY_PORT, mod=port,
+                                            out_size=PortInfo.size()))
+        except HwError as e:
+            if "BAD_OPCODE" in str(e):
+                raise HwError(f"{self.name}: the device cannot report its port",
+                              errno.EOPNOTSUPP) from None
+            raise
+
     # -- addressing -------------------------------------------------------------------------
 
     def gid(self, index: int = 0) -> bytes:
-        """GID table: entry 0 is the netdev's IPv4 address, IPv4-mapped (RoCEv2)."""
+        """GID table: entry 0 is the netdev's IPv4 address, IPv4-mapped, used as a RoCEv2 GID
+        (Annex A17.4.5.1); the other entries of the table are empty (ENODATA, as
+        ib_get_cached_gid answers for an empty entry)."""
+        if not 0 <= index < GID_TABLE_LEN:
+            raise HwError(f"GID index {index} is outside the table", errno.EINVAL)
         if index != 0:
-            raise HwError(f"no GID at index {index}", errno.EINVAL)
+            raise HwError(f"no GID at index {index}", errno.ENODATA)
         ip = ipaddress.ip_address(self.fn.netdev.ip)
         if ip.version == 4:
             return bytes(10) + b"\xff\xff" + ip.packed
         return ip.packed
 
     def resolve_dmac(self, dgid: bytes) -> bytes:
-        """The neighbour table lookup ib_resolve_eth_dmac does at RTR."""
+        """The neighbour table lookup ib_resolve_eth_dmac does at RTR. The device's own
+        address resolves to its own MAC, as a local route does in Linux: traffic to it loops
+        back inside the NIC."""
         ip = ipaddress.IPv6Address(dgid)
         addr = str(ip.ipv4_mapped) if ip.ipv4_mapped else str(ip)
-        mac = self.host.neighbours.get(addr)
+        netdev = self.fn.netdev
+        mac = netdev.mac if addr == netdev.ip else self.host.neighbours.get(addr)
         if mac is None:
             raise HwError(f"no neighbour entry for {addr}", errno.EHOSTUNREACH)
         return bytes(int(x, 16) for x in mac.split(":"))

@@ -1,0 +1,5 @@
+"""pyverbs.comp_cntr."""
+
+from nicsim.driver.user.unsupported import CompCntr, CompCntrInitAttr
+
+__all__ = ["CompCntr", "CompCntrInitAttr"]

@@ -1,0 +1,5 @@
+"""pyverbs.dmabuf."""
+
+from nicsim.driver.user.unsupported import DmaBuf
+
+__all__ = ["DmaBuf"]

@@ -1,0 +1,17 @@
+"""pyverbs.mr."""
+
+from nicsim.driver.user.unsupported import (
+    DMMR,
+    MW,
+    Buf,
+    BufMR,
+    DmaBufMR,
+    DMAHandle,
+    DmaHandleInitAttr,
+    MWBind,
+    MWBindInfo,
+)
+from nicsim.driver.user.verbs import MR, MREx
+
+__all__ = ["DMMR", "MR", "MW", "Buf", "BufMR", "DMAHandle", "DmaBufMR", "DmaHandleInitAttr",
+           "MREx", "MWBind", "MWBindInfo"]

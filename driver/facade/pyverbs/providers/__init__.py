@@ -1,0 +1,1 @@
+"""pyverbs.providers: vendors' direct verbs. nsnic is none of these vendors' devices."""

@@ -1,0 +1,1 @@
+"""pyverbs.providers.mlx5: NVIDIA ConnectX direct verbs (nsnic is not an MLX5 device)."""

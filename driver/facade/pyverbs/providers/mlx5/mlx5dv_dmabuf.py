@@ -1,0 +1,6 @@
+"""pyverbs.providers.mlx5.mlx5dv_dmabuf: MLX5 direct verbs. nsnic is not an MLX5 device: creating
+any of these objects fails with PyverbsUserError, as pyverbs' do on other devices."""
+
+from nicsim.driver.user.unsupported import other_vendor
+
+Mlx5DmaBufMR = other_vendor("Mlx5DmaBufMR", "MLX5")

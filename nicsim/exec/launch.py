@@ -1,0 +1,100 @@
+"""`nicsim exec [options] -- COMMAND [ARGS...]`: run COMMAND with nicsim's pyverbs importable
+and the simulated world's `rdma` and `ip` first on PATH; exit with COMMAND's status."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nicsim.driver
+from nicsim.exec.spec import ENV, SpecError, from_env
+from nicsim.exec.tools import SHIM_DIR_ENV
+
+
+def facade_dir() -> Path:
+    """The directory that holds nicsim's `pyverbs` package (driver/facade)."""
+    return Path(nicsim.driver.__path__[0]) / "facade"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="nicsim exec",
+        description="Run COMMAND with nicsim's pyverbs package importable and the simulated "
+        "world's devices visible to it (and to `rdma link show`, `ip addr show`). Options "
+        f"override the world in ${ENV} (key=value,...; default: 2 hosts, one device each, "
+        "on one 100 Gb/s cable).")
+    p.add_argument("--hosts", type=int, help="hosts, one nsnic device each (1: an "
+                   "unconnected port; 3 or more: a star around one switch)")
+    p.add_argument("--mem-mib", type=int, help="physical memory of each host")
+    p.add_argument("--seed", type=int, help="seed of the world")
+    p.add_argument("--rate-gbps", type=float, help="link rate")
+    p.add_argument("--pcap", metavar="DIR", help="write every host port's frames (and what "
+                   "its NIC loops back) to DIR/nicsim-PID-HOST.pcap")
+    p.add_argument("--world", metavar="KEY=VALUE,...", help="the world as NICSIM_WORLD says it")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the command (after --)")
+    return p
+
+
+def _shims(where: Path) -> None:
+    """`rdma`, `ip` and `cat` scripts that run nicsim.exec.tools with this interpreter (`cat`
+    only for the simulated devices' sysfs files: anything else goes to the system's cat)."""
+    py = shlex.quote(sys.executable)
+    for tool in ("rdma", "ip", "cat"):
+        f = where / tool
+        run = f"exec {py} -m nicsim.exec.tools {tool} \"$@\"\n"
+        if tool == "cat":
+            run = ('case "$*" in */sys/class/infiniband/*) ' + run.strip() + ";; esac\n"
+                   f'PATH=$(printf %s "$PATH" | sed "s#^{where}:##") exec cat "$@"\n')
+        f.write_text("#!/bin/sh\n" + run)
+        f.chmod(0o755)
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    cmd = list(args.command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        print("error: nicsim exec: no command given (nicsim exec [options] -- COMMAND ...)",
+              file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    text = ",".join(f"{k}={v}" for k, v in (("hosts", args.hosts), ("mem_mib", args.mem_mib),
+                                               ("seed", args.seed),
+                                               ("rate_gbps", args.rate_gbps),
+                                               ("pcap", args.pcap)) if v is not None)
+    try:
+        spec = from_env(env).with_text(args.world or "").with_text(text)
+    except SpecError as e:
+        print(f"error: nicsim exec: {e}", file=sys.stderr)
+        return 2
+    if spec.pcap:
+        spec = spec.with_text(f"pcap={Path(spec.pcap).resolve()}")
+    env[ENV] = spec.to_env()
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(facade_dir())] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    with tempfile.TemporaryDirectory(prefix="nicsim-exec-") as tmp:
+        shim = Path(tmp)
+        _shims(shim)
+        env[SHIM_DIR_ENV] = str(shim)
+        env["PATH"] = os.pathsep.join([str(shim), env.get("PATH", "")])
+        try:
+            proc = subprocess.Popen(cmd, env=env)
+        except OSError as e:
+            print(f"error: nicsim exec: {cmd[0]}: {e.strerror}", file=sys.stderr)
+            return 127
+        while True:
+            try:
+                rc = proc.wait()
+                break
+            except KeyboardInterrupt:  # the child got the SIGINT too; wait for it to end
+                continue
+    if rc < 0:  # killed by a signal: exit as a shell reports it
+        return 128 - rc if -rc != signal.SIGPIPE else 141
+    return rc
