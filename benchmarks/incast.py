@@ -1,19 +1,21 @@
 """N:1 incast on a 100 Gb/s star: every sender streams 64 KiB RDMA WRITEs (MTU 4096) on its own
-QP to one receiver, with congestion control none / dcqcn_paper / dcqcn_mlx and PFC on or off.
+QP to one receiver, with congestion control none / dcqcn_paper / dcqcn_mlx / dcqcn_tuned and
+PFC on or off.
 
 For each N (2, 4, 8, 16, 32, 64) and setting, the same total of bytes (`--mbytes`, shared out
-among the senders): the receiver's goodput over the run (until the first sender finishes),
-Jain's fairness index and the senders' spread around the fair share over the second half of
-that, the largest queue toward the receiver, switch drops, the time the senders' NICs spent
-paused, the time to converge (every sender's rate, averaged over 10 bins, within 10% of the
-fair share from then on; null when that never holds), retransmitted packets, whether every WR
-completed and whether every byte landed. The RED band is
+among the senders): the receiver's goodput while all senders compete (until the first
+finishes) and over the whole run (first post to last completion), Jain's fairness index and
+the senders' spread around the fair share over the second half of the competing part, the
+largest queue toward the receiver, switch drops, the time the senders' NICs spent paused, the
+time to converge (every sender's rate, averaged over 10 bins, within 10% of the fair share
+from then on; null when that never holds), retransmitted packets, whether every WR completed
+and whether every byte landed. The RED band is
 the switch default (the DCQCN paper's: Kmin 5 KB, Kmax 200 KB, Pmax 1%); PFC protects class 3
-(the streams' DSCP 26) when on. A PNG of per-sender rate against time for 8:1 with
-`--plot-cc` (default dcqcn_mlx) and PFC on.
+(the streams' DSCP 26) when on. With `--plot`, a PNG of per-sender rate against time for each
+8:1 run with DCQCN and PFC on.
 
-    python benchmarks/incast.py [--json] [--n 2,4,8,16,32,64] [--cc none,dcqcn_paper,dcqcn_mlx]
-                                [--pfc on,off] [--mbytes 32] [--plot FILE.png]
+    python benchmarks/incast.py [--json] [--n 2,4,8,16,32,64] [--pfc on,off] [--mbytes 32]
+                                [--cc none,dcqcn_paper,dcqcn_mlx,dcqcn_tuned] [--plot FILE.png]
 """
 
 from __future__ import annotations
@@ -55,8 +57,11 @@ def run(n: int, cc: str, pfc: bool, mbytes: float, bin_ns: float) -> tuple[dict,
     _, whole = r.window(0.0)
     row = {
         "n": n, "cc": cc, "pfc": pfc,
-        "goodput_gbps": round(whole, 2),
-        "goodput_late_gbps": round(goodput, 2),
+        "bytes": n * msgs * MSG,
+        "goodput_gbps": round(whole, 2),  # while every sender still has data
+        "goodput_late_gbps": round(goodput, 2),  # the second half of that
+        "goodput_run_gbps": round(n * msgs * MSG * 8 / r.duration_ns, 2),  # first post to last
+        # completion
         "jain": round(jain(per), 4),
         "spread": None if spread is None else round(spread, 3),
         "max_queue_bytes": max(r.queue) if r.queue else 0,
@@ -101,12 +106,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--n", default="2,4,8,16,32,64")
-    ap.add_argument("--cc", default="none,dcqcn_paper,dcqcn_mlx")
+    ap.add_argument("--cc", default="none,dcqcn_paper,dcqcn_mlx,dcqcn_tuned")
     ap.add_argument("--pfc", default="on,off")
     ap.add_argument("--mbytes", type=float, default=32.0, help="total MB sent per run")
     ap.add_argument("--bin-us", type=float, default=50.0)
-    ap.add_argument("--plot", default="", help="PNG of the 8:1 run's per-sender rates")
-    ap.add_argument("--plot-cc", default="dcqcn_mlx")
+    ap.add_argument("--plot", default="", help="PNG of the 8:1 runs' per-sender rates, "
+                    "one per cc (FILE with the cc's name before .png)")
     args = ap.parse_args()
     rows = []
     for n in (int(x) for x in args.n.split(",")):
@@ -116,8 +121,10 @@ def main() -> int:
                 rows.append(row)
                 if not args.json:
                     print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
-                if args.plot and n == 8 and cc == args.plot_cc and pfc:
-                    plot(r, args.plot, f"8:1 incast, 100 Gb/s star, {cc}, PFC on")
+                if args.plot and n == 8 and cc != "none" and pfc:
+                    p = Path(args.plot)
+                    plot(r, str(p.with_name(f"{p.stem}-{cc}{p.suffix}")),
+                         f"8:1 incast, 100 Gb/s star, {cc}, PFC on")
     if args.json:
         print(json.dumps(rows, indent=2))
     return 0 if all(r["integrity"] for r in rows) else 1

@@ -2,9 +2,9 @@
 topologies. Expected figures come from the parameters (link rate, frame sizes, the RED band),
 not from earlier runs.
 
-DCQCN fairness runs use the paper's preset with three changes, stated here: alpha gain g =
-1/16 (instead of 1/256), an additive step of 1 Gb/s (instead of 40 Mb/s) and an alpha period
-K of 10 us (instead of 55). With the paper's values alpha takes about 256 x 55 us = 14 ms to
+DCQCN fairness runs use the `dcqcn_tuned` preset: the paper's with three changes, alpha gain
+g = 1/16 (instead of 1/256), an additive step of 1 Gb/s (instead of 40 Mb/s) and an alpha
+period K of 10 us (instead of 55). With the paper's values alpha takes about 256 x 55 us = 14 ms to
 forget the start-up burst and a sender gains 0.7 Gb/s per ms, so convergence takes tens of
 milliseconds; and with alpha settling near n / (n + 1) for n CNPs per alpha period, a long K
 makes each cut large (about 8%), so a flow's rate wanders by some 15% over a millisecond or
@@ -50,7 +50,7 @@ LOSSY_DSCP = 0
 PER_PACKET = ETH_HLEN + IPV4_HLEN + UDP_HLEN + BTH_LEN + ICRC_LEN + ETH_PREAMBLE + ETH_FCS + \
     ETH_IFG
 WIRE_BOUND = RATE * MTU / (MTU + PER_PACKET)
-FAIR_CC = {"preset": "dcqcn_paper", "g": 1 / 16, "rai_mbps": 1000, "alpha_period_us": 10}
+FAIR_CC = "dcqcn_tuned"
 
 
 def star(n_senders: int, cc: dict | str = "none", switch: SwitchConfig | None = None,

@@ -13,6 +13,12 @@ point (CNP generation). Two DCQCN presets:
   48). The NP's
   min_time_between_cnps is taken as 4 us; firmware versions differ, read yours with mlxreg.
 
+- `dcqcn_tuned`: the paper's algorithm with parameters chosen here (not from a source) for
+  100 Gb/s and millisecond runs: g = 1/16, R_AI = 1 Gb/s, K = 10 us. With the paper's values
+  alpha takes some 14 ms to forget a start-up burst and a sender regains 0.7 Gb/s per ms; a
+  short K gives many small cuts instead of a few large ones, so flows settle at their fair
+  share within a few milliseconds (tests/test_fabric.py).
+
 The CNP generation delay (CE-marked packet in, CNP out) has no published figure; 1 us is an
 assumption, set it to what your NIC measures.
 """
@@ -111,6 +117,9 @@ PRESETS: dict[str, CcConfig] = {
                     byte_counter=32767, threshold=1, rai_mbps=5.0, rhai_mbps=50.0,
                     min_rate_mbps=1.0, max_cut=0.5, clamp_target=False),
         CnpConfig(interval_us=4.0)),
+    "dcqcn_tuned": CcConfig(
+        CcAlgorithm.DCQCN, "dcqcn_tuned",
+        DcqcnParams(g=1 / 16, rai_mbps=1000.0, alpha_period_us=10.0), CnpConfig()),
 }
 
 
