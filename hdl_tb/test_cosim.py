@@ -5,8 +5,10 @@ host a's memory with PCIe timing, the two simulators coupled by nicsim.cosim.clo
 
 test_rtl_to_model: RDMA WRITE (one packet, many packets, many pages, several SGEs), RDMA WRITE
 with immediate, SEND and SEND with immediate from the RTL to the model: host b's memory must
-hold the bytes exactly, its receive completions must say what was sent, the pcap must hold
-the frames, and nothing may have crossed between the simulators late.
+hold the bytes exactly, its receive completions must say what was sent, host a's send
+completions (the RTL's completer, from the model's ACKs) must come in order with the right
+opcodes and lengths, the pcap must hold the frames, and nothing may have crossed between the
+simulators late.
 """
 
 from __future__ import annotations
@@ -115,11 +117,21 @@ def rtl_to_model(w, seed: int) -> dict:  # noqa: ANN001
                 for wc in wcs]
         if len(got) >= len(recvs):
             break
+    # a's send completions: the RTL's completer turns b's ACKs into CQEs
+    sent = []
+    for _ in range(200):
+        _n, wcs = a.cq.poll(16)
+        sent += [(wc.wr_id, wc.status, wc.opcode, wc.byte_len, wc.qp_num) for wc in wcs]
+        if len(sent) >= len(jobs):
+            break
     hb.spend(20_000.0)  # the last WRITE's data lands
     mem = b.mr.read(2 * size)
     bad = [(off, len(d)) for off, d in expect if mem[off:off + len(d)] != d]
+    want_sent = [(i, e.IBV_WC_SUCCESS, e.IBV_WC_RDMA_WRITE if op in (W, WI) else e.IBV_WC_SEND,
+                  sum(ln for _o, ln in sges), a.qp.qp_num)
+                 for i, (op, sges, _off) in enumerate(jobs)]
     return {"got": got, "recvs": recvs, "bad": bad, "bytes": sum(len(d) for _o, d in expect),
-            "sim_ns": w.env.now, "n_jobs": len(jobs)}
+            "sim_ns": w.env.now, "n_jobs": len(jobs), "sent": sent, "want_sent": want_sent}
 
 
 @cocotb.test(skip=TOPLEVEL != "roce_nic")
@@ -144,6 +156,7 @@ async def test_rtl_to_model(dut):
     got = sorted((wr_id, st, n, imm if flags & e.IBV_WC_WITH_IMM else -1)
                  for wr_id, st, _op, n, imm, flags in res["got"])
     assert got == want, (got, want)
+    assert res["sent"] == res["want_sent"], (res["sent"], res["want_sent"])
     assert rtl.clock.late == 0, f"{rtl.clock.late} effects crossed late"
     from scapy.utils import rdpcap
 

@@ -253,6 +253,8 @@ class NicTB:
         d.cq_overrun_valid.value = 0
         d.port_up.value = 0  # the model hosts of these benches have no link either
         d.port_speed_mbps.value = 0
+        d.s_axis_rx_tvalid.value = 0
+        d.mac_addr.value = int(MAC.replace(":", ""), 16)
         d.cq_overrun_cqn.value = 0
         await ClockCycles(d.clk, 4)
         d.rst.value = 0
@@ -1059,4 +1061,5 @@ def roce_nic_sources() -> list[str]:
                                                                              "crc32_")))
     return ["roce_nic.v", "nic_bar.v", "nic_cmd.v", "axi_rd_arb.v", "axi_wr_arb.v",
             "mr_translate.v", "wqe_fetch.v", "cqe_write.v", "fifo_fwft.v", "roce_req.v",
-            "roce_tx.v", "roce_tx_framer.v", "roce_icrc_insert.v", *helpers]
+            "roce_comp.v", "roce_tx.v", "roce_tx_framer.v", "roce_icrc_insert.v",
+            "roce_nic_rx.v", "roce_rx.v", "roce_rx_parser.v", "roce_icrc_check.v", *helpers]

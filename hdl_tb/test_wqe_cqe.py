@@ -107,6 +107,7 @@ class WqeTB:
         self.max_sge = len(dut.m_wqe_sge_addr) // 64
         self.num_qp = len(dut.sq_ci) // 16
         Clock(dut.clk, 4, unit="ns").start()
+        dut.rw_valid.value = 0  # no go-back here (the requester's, tested in roce_nic)
         self.ram = AxiRamRead(AxiReadBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst,
                               size=MEM_SIZE)
         self.cfg = WqeCfgSource(WqeCfgBus.from_prefix(dut, "cfg"), dut.clk, dut.rst)

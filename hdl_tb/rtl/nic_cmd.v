@@ -115,6 +115,10 @@
 //   dp_ctx_qpn, dp_ctx_word, dp_ctx_data   the datapath's read port on the QP table: word
 //                            dp_ctx_word of QP dp_ctx_qpn's Qpc image, one cycle later (a
 //                            second read port of the same RAM; commands see no difference)
+//   dp_err_valid, dp_err_ready, dp_err_qpn   the datapath (completer) sets a QP's state to
+//                            ERR in the table (a read-modify-write of word 0 between commands;
+//                            a QP in RESET or destroyed is left alone; a GO that comes
+//                            meanwhile is held and runs next)
 //   sq_psn_set_valid, sq_psn_set_qpn   a pulse when a command set the QP's sq_psn in the table
 //                            (CREATE_QP: 0; MODIFY_QP with SQ_PSN in attr_mask): the
 //                            requester, which keeps the running PSN, reloads it from word 6
@@ -214,6 +218,9 @@ module nic_cmd #(
     input  wire                          dma_idle,
     input  wire                          port_up,
     input  wire [31:0]                   port_speed_mbps,
+    input  wire                          dp_err_valid,
+    output wire                          dp_err_ready,
+    input  wire [QPN_WIDTH-1:0]          dp_err_qpn,
     input  wire [QPN_WIDTH-1:0]          dp_ctx_qpn,
     input  wire [3:0]                    dp_ctx_word,
     output reg  [63:0]                   dp_ctx_data,
@@ -296,6 +303,7 @@ module nic_cmd #(
     localparam [3:0] OP_WRITE_MTT = 4'd10;
     localparam [3:0] OP_QUERY_CQ = 4'd11;
     localparam [3:0] OP_QUERY_PORT = 4'd12;
+    localparam [3:0] OP_DP_ERR = 4'd13;       // internal: the datapath sets a QP to ERR
     localparam [3:0] OP_BAD = 4'd15;
 
     // hwif.QpState
@@ -335,6 +343,7 @@ module nic_cmd #(
 
     // ---------------------------------------------------------------- registers
     reg [4:0]   state;
+    reg         go_latch;    // a GO came while the datapath used the QP table
     reg [3:0]   op;
     reg [63:0]  r_in;
     reg [63:0]  r_out;
@@ -854,6 +863,11 @@ module nic_cmd #(
                     qram_ww = 4'd0;
                     qram_wd = {qram_q[63:40], want_state, qram_q[31:0]};
                 end
+                if (op == OP_DP_ERR && cur_state != QPS_RESET) begin
+                    qram_we = 1'b1;
+                    qram_ww = 4'd0;
+                    qram_wd = {qram_q[63:40], QPS_ERR, qram_q[31:0]};
+                end
             end
             S_QP_MOD: begin                               // the modified QP, word qw
                 qram_we = 1'b1;
@@ -882,9 +896,14 @@ module nic_cmd #(
     wire        rec_we = (state == S_RD && w_fire) || state == S_QP_COPY;
     wire [3:0]  rec_wi = state == S_QP_COPY ? qw[3:0] : rd_widx;
     wire [63:0] rec_bus = state == S_QP_COPY ? qram_q : w_data;
+    assign dp_err_ready = state == S_IDLE && !cmd_go && !go_latch;
     always @(posedge clk) begin
         rd_go <= 1'b0;
         wr_go <= 1'b0;
+        if (cmd_go && !busy && state != S_IDLE) begin
+            go_latch <= 1'b1;     // the datapath's table access is running: the GO waits
+            busy <= 1'b1;
+        end
         wq_cfg_valid <= 1'b0;
         cq_cfg_valid <= 1'b0;
         bind_valid <= 1'b0;
@@ -893,7 +912,8 @@ module nic_cmd #(
 
         case (state)
             S_IDLE: begin
-                if (cmd_go) begin
+                go_latch <= 1'b0;
+                if (cmd_go || go_latch) begin
                     op <= go_op;
                     r_in <= cmd_in;
                     r_out <= cmd_out;
@@ -902,6 +922,12 @@ module nic_cmd #(
                     fenced <= 1'b0;
                     cnt_cmds <= cnt_cmds + 32'd1;
                     state <= S_DECODE;
+                end else if (dp_err_valid) begin
+                    op <= OP_DP_ERR;
+                    qp_sel <= dp_err_qpn[QP_AW-1:0];
+                    qram_rw <= 4'd0;
+                    if (dp_err_qpn < NUM_QP && qp_valid[dp_err_qpn[QP_AW-1:0]])
+                        state <= S_QP_RD;
                 end
             end
 
@@ -1055,7 +1081,9 @@ module nic_cmd #(
             S_QP_OP: begin                // qram_q: word 0 of the QP's Qpc
                 qw <= 5'd0;
                 qram_rw <= 4'd1;
-                if (op == OP_MODIFY_QP) begin
+                if (op == OP_DP_ERR) begin    // word 0 written this cycle (table write port)
+                    state <= S_IDLE;
+                end else if (op == OP_MODIFY_QP) begin
                     old_st <= cur_state;
                     new_st <= want_state;
                     wq_cfg_qpn <= sel_qpn;
@@ -1270,6 +1298,7 @@ module nic_cmd #(
 
         if (rst) begin
             state <= S_IDLE;
+            go_latch <= 1'b0;
             busy <= 1'b0;
             status <= ST_OK;
             mpt_entries <= {(LOG_MPT+1){1'b0}};

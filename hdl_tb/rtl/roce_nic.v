@@ -46,6 +46,8 @@
 //   WQE_OUTSTANDING, CQE_OUTSTANDING   bursts in flight in wqe_fetch / cqe_write
 //   TAG_WIDTH        mr_translate request tag width
 //   PAY_DEPTH        requester payload FIFO, in beats (power of two; >= 2 pages' worth)
+//   SQ_OUT           WQEs outstanding per QP (unacknowledged; power of two)
+//   CLK_NS_LOG2      log2 of the clock period in ns (transport and RNR timers)
 //
 // Ports:
 //   clk, rst                    clock, synchronous active-high reset
@@ -62,7 +64,13 @@
 //                               does not detect a full CQ yet, the engine that does drives it)
 //   mr_req_*, mr_rsp_*          translation lookups (mr_translate.v), shared with roce_req
 //   cnt_db_sq, cnt_db_rq, cnt_arm, cnt_db_drop, cnt_cmds, cnt_cmd_errors   counters
-//   cnt_req_wqes, cnt_req_pkts, cnt_req_bytes, cnt_req_errors   requester counters
+//   s_axis_rx_*                 Ethernet frames in (AXI-Stream, no FCS; tuser on the last beat:
+//                               a bad frame)
+//   mac_addr                    the port's MAC address (frames to other addresses are dropped)
+//   cnt_req_wqes, cnt_req_pkts, cnt_req_bytes, cnt_req_errors, cnt_req_resent   requester
+//   cnt_rx_packets, cnt_rx_drops   RoCE packets received, and dropped (not for us, unknown QP,
+//                               any drop of roce_rx, requests: no responder yet)
+//   cnt_comp_*                  completer counters (roce_comp.v)
 module roce_nic #(
     parameter AXI_DATA_WIDTH = 64,
     parameter AXI_ADDR_WIDTH = 64,
@@ -81,7 +89,9 @@ module roce_nic #(
     parameter WQE_OUTSTANDING = 4,
     parameter CQE_OUTSTANDING = 4,
     parameter TAG_WIDTH = 8,
-    parameter PAY_DEPTH = 0
+    parameter PAY_DEPTH = 0,
+    parameter SQ_OUT = 32,
+    parameter CLK_NS_LOG2 = 2
 ) (
     input  wire                          clk,
     input  wire                          rst,
@@ -159,6 +169,13 @@ module roce_nic #(
     input  wire                          m_axis_tx_tready,
     output wire                          m_axis_tx_tlast,
     output wire                          m_axis_tx_tuser,
+    input  wire [AXI_DATA_WIDTH-1:0]     s_axis_rx_tdata,
+    input  wire [AXI_DATA_WIDTH/8-1:0]   s_axis_rx_tkeep,
+    input  wire                          s_axis_rx_tvalid,
+    output wire                          s_axis_rx_tready,
+    input  wire                          s_axis_rx_tlast,
+    input  wire                          s_axis_rx_tuser,
+    input  wire [47:0]                   mac_addr,
 
     output wire [NUM_QP*16-1:0]          sq_ci,
 
@@ -204,7 +221,16 @@ module roce_nic #(
     output wire [31:0]                   cnt_req_wqes,
     output wire [31:0]                   cnt_req_pkts,
     output wire [31:0]                   cnt_req_bytes,
-    output wire [31:0]                   cnt_req_errors
+    output wire [31:0]                   cnt_req_errors,
+    output wire [31:0]                   cnt_req_resent,
+    output wire [31:0]                   cnt_rx_packets,
+    output wire [31:0]                   cnt_rx_drops,
+    output wire [31:0]                   cnt_comp_acks,
+    output wire [31:0]                   cnt_comp_naks,
+    output wire [31:0]                   cnt_comp_timeouts,
+    output wire [31:0]                   cnt_comp_resends,
+    output wire [31:0]                   cnt_comp_cqes,
+    output wire [31:0]                   cnt_comp_unexpected
 );
 
     localparam DW = AXI_DATA_WIDTH;
@@ -337,6 +363,9 @@ module roce_nic #(
     wire [4:0]   wq_cfg_log_size;
     wire [3:0]   wq_cfg_log_stride;
     wire [15:0]  wq_cfg_index;
+    wire         qp_err_valid;
+    wire         qp_err_ready;
+    wire [QPN_W-1:0] qp_err_qpn;
     wire [QPN_W-1:0] dp_ctx_qpn;
     wire [3:0]   dp_ctx_word;
     wire [63:0]  dp_ctx_data;
@@ -433,6 +462,9 @@ module roce_nic #(
         .dma_idle(dma_idle),
         .port_up(port_up),
         .port_speed_mbps(port_speed_mbps),
+        .dp_err_valid(qp_err_valid),
+        .dp_err_ready(qp_err_ready),
+        .dp_err_qpn(qp_err_qpn),
         .dp_ctx_qpn(dp_ctx_qpn),
         .dp_ctx_word(dp_ctx_word),
         .dp_ctx_data(dp_ctx_data),
@@ -567,6 +599,9 @@ module roce_nic #(
         .db_valid(db_valid && !db_rq),
         .db_qpn(db_qpn),
         .db_pi(db_pi),
+        .rw_valid(fetch_rw_valid),
+        .rw_qpn(fetch_rw_qpn),
+        .rw_index(fetch_rw_index),
         .sq_ci(sq_ci),
         .m_axi_arid(rd_arid[0]),
         .m_axi_araddr(rd_araddr[0 +: AW]),
@@ -614,6 +649,45 @@ module roce_nic #(
     wire [7:0]   q_cqe_opcode;
     wire [7:0]   q_cqe_status;
     wire [7:0]   q_cqe_vendor_err;
+    wire         q_cqe_fail;
+    wire         rw_valid;
+    wire         rw_ready;
+    wire [QPN_W-1:0] rw_qpn;
+    wire [15:0]  rw_index;
+    wire [23:0]  rw_first_psn;
+    wire [23:0]  rw_psn;
+    wire         fetch_rw_valid;
+    wire [QPN_W-1:0] fetch_rw_qpn;
+    wire [15:0]  fetch_rw_index;
+    wire [NUM_QP-1:0] qp_full;
+    wire         st_valid;
+    wire         st_new;
+    wire [QPN_W-1:0] st_qpn;
+    wire [15:0]  st_index;
+    wire [23:0]  st_first_psn;
+    wire [23:0]  st_last_psn;
+    wire [2:0]   st_opcode;
+    wire         st_signaled;
+    wire [31:0]  st_length;
+    wire [CQN_W-1:0] st_cqn;
+    wire [4:0]   st_timeout;
+    wire [2:0]   st_retry_cnt;
+    wire [2:0]   st_rnr_retry;
+    wire         k_cqe_valid;
+    wire         k_cqe_ready;
+    wire [CQN_W-1:0] k_cqe_cqn;
+    wire [31:0]  k_cqe_qpn;
+    wire [15:0]  k_cqe_wqe_index;
+    wire [7:0]   k_cqe_opcode;
+    wire [7:0]   k_cqe_status;
+    wire [31:0]  k_cqe_byte_len;
+    wire [7:0]   k_cqe_vendor_err;
+    wire         rsp_valid;
+    wire         rsp_ready;
+    wire [QPN_W-1:0] rsp_qpn;
+    wire [7:0]   rsp_opcode;
+    wire [23:0]  rsp_psn;
+    wire [7:0]   rsp_syndrome;
 
     wire         tx_hdr_valid;
     wire         tx_hdr_ready;
@@ -676,6 +750,29 @@ module roce_nic #(
         .sq_psn_set_qpn(sq_psn_set_qpn),
         .wq_cfg_valid(wq_cfg_valid),
         .wq_cfg_qpn(wq_cfg_qpn),
+        .rw_valid(rw_valid),
+        .rw_ready(rw_ready),
+        .rw_qpn(rw_qpn),
+        .rw_index(rw_index),
+        .rw_first_psn(rw_first_psn),
+        .rw_psn(rw_psn),
+        .fetch_rw_valid(fetch_rw_valid),
+        .fetch_rw_qpn(fetch_rw_qpn),
+        .fetch_rw_index(fetch_rw_index),
+        .qp_full(qp_full),
+        .st_valid(st_valid),
+        .st_new(st_new),
+        .st_qpn(st_qpn),
+        .st_index(st_index),
+        .st_first_psn(st_first_psn),
+        .st_last_psn(st_last_psn),
+        .st_opcode(st_opcode),
+        .st_signaled(st_signaled),
+        .st_length(st_length),
+        .st_cqn(st_cqn),
+        .st_timeout(st_timeout),
+        .st_retry_cnt(st_retry_cnt),
+        .st_rnr_retry(st_rnr_retry),
         .mr_req_valid(q_req_valid),
         .mr_req_ready(q_req_ready),
         .mr_req_key(q_req_key),
@@ -735,10 +832,13 @@ module roce_nic #(
         .m_cqe_opcode(q_cqe_opcode),
         .m_cqe_status(q_cqe_status),
         .m_cqe_vendor_err(q_cqe_vendor_err),
+        .m_cqe_fail(q_cqe_fail),
         .cnt_wqes(cnt_req_wqes),
         .cnt_pkts(cnt_req_pkts),
         .cnt_bytes(cnt_req_bytes),
-        .cnt_errors(cnt_req_errors)
+        .cnt_errors(cnt_req_errors),
+        .cnt_resent(cnt_req_resent),
+        .cnt_stale()
     );
     assign rd_arid[2] = 1'b0;
     assign rd_arlock[2] = 1'b0;
@@ -800,12 +900,132 @@ module roce_nic #(
         .m_axis_tuser(m_axis_tx_tuser)
     );
 
+    // ---------------------------------------------------------------- completer
+    roce_comp #(
+        .NUM_QP(NUM_QP),
+        .QPN_WIDTH(QPN_W),
+        .CQN_WIDTH(CQN_W),
+        .OUT(SQ_OUT),
+        .CLK_NS_LOG2(CLK_NS_LOG2)
+    ) u_comp (
+        .clk(clk),
+        .rst(rst),
+        .s_rsp_valid(rsp_valid),
+        .s_rsp_ready(rsp_ready),
+        .s_rsp_qpn(rsp_qpn),
+        .s_rsp_opcode(rsp_opcode),
+        .s_rsp_psn(rsp_psn),
+        .s_rsp_syndrome(rsp_syndrome),
+        .st_valid(st_valid),
+        .st_new(st_new),
+        .st_qpn(st_qpn),
+        .st_index(st_index),
+        .st_first_psn(st_first_psn),
+        .st_last_psn(st_last_psn),
+        .st_opcode(st_opcode),
+        .st_signaled(st_signaled),
+        .st_length(st_length),
+        .st_cqn(st_cqn),
+        .st_timeout(st_timeout),
+        .st_retry_cnt(st_retry_cnt),
+        .st_rnr_retry(st_rnr_retry),
+        .lc_valid(q_cqe_valid),
+        .lc_ready(q_cqe_ready),
+        .lc_fail(q_cqe_fail),
+        .lc_cqn(q_cqe_cqn),
+        .lc_qpn(q_cqe_qpn[QPN_W-1:0]),
+        .lc_index(q_cqe_wqe_index),
+        .lc_opcode(q_cqe_opcode),
+        .lc_status(q_cqe_status),
+        .lc_vendor(q_cqe_vendor_err),
+        .rw_valid(rw_valid),
+        .rw_ready(rw_ready),
+        .rw_qpn(rw_qpn),
+        .rw_index(rw_index),
+        .rw_first_psn(rw_first_psn),
+        .rw_psn(rw_psn),
+        .qp_full(qp_full),
+        .cfg_valid(wq_cfg_valid),
+        .cfg_qpn(wq_cfg_qpn),
+        .m_cqe_valid(k_cqe_valid),
+        .m_cqe_ready(k_cqe_ready),
+        .m_cqe_cqn(k_cqe_cqn),
+        .m_cqe_qpn(k_cqe_qpn),
+        .m_cqe_wqe_index(k_cqe_wqe_index),
+        .m_cqe_opcode(k_cqe_opcode),
+        .m_cqe_status(k_cqe_status),
+        .m_cqe_byte_len(k_cqe_byte_len),
+        .m_cqe_vendor_err(k_cqe_vendor_err),
+        .qp_err_valid(qp_err_valid),
+        .qp_err_ready(qp_err_ready),
+        .qp_err_qpn(qp_err_qpn),
+        .cnt_acks(cnt_comp_acks),
+        .cnt_naks(cnt_comp_naks),
+        .cnt_timeouts(cnt_comp_timeouts),
+        .cnt_resends(cnt_comp_resends),
+        .cnt_cqes(cnt_comp_cqes),
+        .cnt_unexpected(cnt_comp_unexpected)
+    );
+
+    // ---------------------------------------------------------------- receive
+    // roce_rx (ICRC check, parse) -> responses to the completer; requests, packets for
+    // another MAC or QP, and non-RoCE frames are dropped (no responder yet); payload drained
+    wire         rxm_valid;
+    wire         rxm_ready;
+    wire [47:0]  rxm_dmac;
+    wire [7:0]   rxm_opcode;
+    wire [23:0]  rxm_dqpn;
+    wire [23:0]  rxm_psn;
+    wire [7:0]   rxm_syndrome;
+    wire [31:0]  rx_stat_packets;
+    wire [31:0]  rx_stat_drops;
+    wire         rx_is_rsp = rxm_opcode >= 8'h0d && rxm_opcode <= 8'h12;
+    wire         rx_ours = rxm_dmac == mac_addr && {8'd0, rxm_dqpn} < NUM_QP;
+    assign rsp_valid = rxm_valid && rx_is_rsp && rx_ours;
+    assign rsp_qpn = rxm_dqpn;
+    assign rsp_opcode = rxm_opcode;
+    assign rsp_psn = rxm_psn;
+    assign rsp_syndrome = rxm_syndrome;
+    assign rxm_ready = !(rx_is_rsp && rx_ours) || rsp_ready;
+    reg  [31:0]  rx_dropped;
+    always @(posedge clk) begin
+        if (rst)
+            rx_dropped <= 32'd0;
+        else if (rxm_valid && rxm_ready && !(rx_is_rsp && rx_ours))
+            rx_dropped <= rx_dropped + 32'd1;
+    end
+    assign cnt_rx_packets = rx_stat_packets;
+    assign cnt_rx_drops = rx_dropped + rx_stat_drops;
+
+    roce_nic_rx #(
+        .DATA_WIDTH(DW)
+    ) u_rx (
+        .clk(clk),
+        .rst(rst),
+        .s_axis_tdata(s_axis_rx_tdata),
+        .s_axis_tkeep(s_axis_rx_tkeep),
+        .s_axis_tvalid(s_axis_rx_tvalid),
+        .s_axis_tready(s_axis_rx_tready),
+        .s_axis_tlast(s_axis_rx_tlast),
+        .s_axis_tuser(s_axis_rx_tuser),
+        .m_meta_valid(rxm_valid),
+        .m_meta_ready(rxm_ready),
+        .m_meta_dmac(rxm_dmac),
+        .m_meta_opcode(rxm_opcode),
+        .m_meta_dqpn(rxm_dqpn),
+        .m_meta_psn(rxm_psn),
+        .m_meta_aeth_syndrome(rxm_syndrome),
+        .m_axis_tready(1'b1),
+        .stat_packets(rx_stat_packets),
+        .stat_drops(rx_stat_drops)
+    );
+
     // ---------------------------------------------------------------- CQE writeback
-    // completions from roce_req first, then from s_cqe_*
-    wire         c_sel = !q_cqe_valid;
-    wire         c_valid = q_cqe_valid || s_cqe_valid;
+    // completions from the completer first (the requester's go through it), then s_cqe_*
+    wire         c_sel = !k_cqe_valid;
+    wire         c_valid = k_cqe_valid || s_cqe_valid;
     wire         c_ready;
-    assign q_cqe_ready = c_ready;
+    assign k_cqe_ready = c_ready;
     assign s_cqe_ready = c_sel && c_ready;
 
     cqe_write #(
@@ -825,16 +1045,16 @@ module roce_nic #(
         .cfg_log_size(cq_cfg_log_size),
         .s_cqe_valid(c_valid),
         .s_cqe_ready(c_ready),
-        .s_cqe_cqn(c_sel ? s_cqe_cqn : q_cqe_cqn),
-        .s_cqe_qpn(c_sel ? s_cqe_qpn : q_cqe_qpn),
-        .s_cqe_wqe_index(c_sel ? s_cqe_wqe_index : q_cqe_wqe_index),
-        .s_cqe_opcode(c_sel ? s_cqe_opcode : q_cqe_opcode),
-        .s_cqe_status(c_sel ? s_cqe_status : q_cqe_status),
-        .s_cqe_byte_len(c_sel ? s_cqe_byte_len : 32'd0),
+        .s_cqe_cqn(c_sel ? s_cqe_cqn : k_cqe_cqn),
+        .s_cqe_qpn(c_sel ? s_cqe_qpn : k_cqe_qpn),
+        .s_cqe_wqe_index(c_sel ? s_cqe_wqe_index : k_cqe_wqe_index),
+        .s_cqe_opcode(c_sel ? s_cqe_opcode : k_cqe_opcode),
+        .s_cqe_status(c_sel ? s_cqe_status : k_cqe_status),
+        .s_cqe_byte_len(c_sel ? s_cqe_byte_len : k_cqe_byte_len),
         .s_cqe_imm_inv(c_sel ? s_cqe_imm_inv : 32'd0),
         .s_cqe_src_qp(c_sel ? s_cqe_src_qp : 32'd0),
         .s_cqe_flags(c_sel ? s_cqe_flags : 8'd0),
-        .s_cqe_vendor_err(c_sel ? s_cqe_vendor_err : q_cqe_vendor_err),
+        .s_cqe_vendor_err(c_sel ? s_cqe_vendor_err : k_cqe_vendor_err),
         .cq_pi(cq_pi),
         .wr_error(cqe_wr_error),
         .m_axi_awid(wr_awid[0]),

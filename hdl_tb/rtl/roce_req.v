@@ -99,6 +99,31 @@ module roce_req #(
     input  wire                          wq_cfg_valid,
     input  wire [QPN_WIDTH-1:0]          wq_cfg_qpn,
 
+    input  wire                          rw_valid,
+    output wire                          rw_ready,
+    input  wire [QPN_WIDTH-1:0]          rw_qpn,
+    input  wire [15:0]                   rw_index,
+    input  wire [23:0]                   rw_first_psn,
+    input  wire [23:0]                   rw_psn,
+    output reg                           fetch_rw_valid,
+    output reg  [QPN_WIDTH-1:0]          fetch_rw_qpn,
+    output reg  [15:0]                   fetch_rw_index,
+    input  wire [NUM_QP-1:0]             qp_full,
+
+    output reg                           st_valid,
+    output reg                           st_new,
+    output reg  [QPN_WIDTH-1:0]          st_qpn,
+    output reg  [15:0]                   st_index,
+    output reg  [23:0]                   st_first_psn,
+    output reg  [23:0]                   st_last_psn,
+    output reg  [2:0]                    st_opcode,
+    output reg                           st_signaled,
+    output reg  [31:0]                   st_length,
+    output reg  [CQN_WIDTH-1:0]          st_cqn,
+    output reg  [4:0]                    st_timeout,
+    output reg  [2:0]                    st_retry_cnt,
+    output reg  [2:0]                    st_rnr_retry,
+
     output wire                          mr_req_valid,
     input  wire                          mr_req_ready,
     output wire [31:0]                   mr_req_key,
@@ -162,11 +187,14 @@ module roce_req #(
     output reg  [7:0]                    m_cqe_opcode,
     output reg  [7:0]                    m_cqe_status,
     output reg  [7:0]                    m_cqe_vendor_err,
+    output reg                           m_cqe_fail,
 
     output reg  [31:0]                   cnt_wqes,
     output reg  [31:0]                   cnt_pkts,
     output reg  [31:0]                   cnt_bytes,
-    output reg  [31:0]                   cnt_errors
+    output reg  [31:0]                   cnt_errors,
+    output reg  [31:0]                   cnt_resent,
+    output reg  [31:0]                   cnt_stale
 );
 
     function integer clog2;
@@ -209,6 +237,14 @@ module roce_req #(
     reg [23:0]       psn_q;
     reg [NUM_QP-1:0] psn_stale;              // sq_psn set by a command: reload from the table
     reg [NUM_QP-1:0] failed;                 // a WQE failed: flush until reconfigured
+    // send queue position: the index of the next WQE to execute (WQEs fetched with another
+    // index are stale prefetches after a go-back and are dropped), the index after the last
+    // new WQE started (below it: a resend), the first PSN of the next resent WQE, the PSN
+    // the go-back resends from
+    reg [15:0]       exp_idx [0:NUM_QP-1];
+    reg [15:0]       sq_tail [0:NUM_QP-1];
+    reg [23:0]       rs_psn [0:NUM_QP-1];
+    reg [23:0]       rs_from [0:NUM_QP-1];
 
     // ================================================================ the WQE being executed
     reg [QP_AW-1:0]        w_q;
@@ -232,6 +268,9 @@ module roce_req #(
     reg [31:0]  c_pd;
     reg [31:0]  c_scqn;
     reg [31:0]  c_dqpn;
+    reg [4:0]   c_tmo;
+    reg [2:0]   c_retry;
+    reg [2:0]   c_rnr;
     reg [23:0]  c_sqpsn;
     reg [447:0] c_b;          // Qpc bytes 64..119 (words 8..14), little-endian
     reg [15:0]  c_sport;
@@ -246,6 +285,7 @@ module roce_req #(
     localparam [3:0] R_CQE = 4'd6;
     localparam [3:0] R_START = 4'd7;
     localparam [3:0] R_RUN = 4'd8;
+    localparam [3:0] R_FULL = 4'd9;     // a new WQE waits for room among the outstanding
     reg [3:0]  state;
     reg [3:0]  ci;            // context word read step (address), 0..10
     reg [3:0]  cd;            // step whose data is in ctx_data
@@ -383,7 +423,10 @@ module roce_req #(
     reg  [ADDR_WIDTH-1:0] ar_addr;
     reg  [7:0]       ar_len;
     wire ar_free = !ar_v || m_axi_arready;
-    wire ch_go = run && seg_v && ar_free && meta_ready &&
+    // a resend from packet k0 > 0: the bytes before it are skipped, not read
+    wire [12:0] sk_len = {19'd0, seg_rem} > skip ? skip[12:0] : seg_rem;
+    wire sk_go = run && seg_v && skip != 32'd0;
+    wire ch_go = run && seg_v && skip == 32'd0 && ar_free && meta_ready &&
                  reserved + ch_beats[RES_W-1:0] <= PAY_DEPTH_R;
     wire [31:0] msg_after = msg_rem - {19'd0, ch_len};
     wire [12:0] next_pkt = msg_after > {19'd0, mtu} ? mtu : msg_after[12:0];
@@ -439,19 +482,40 @@ module roce_req #(
     assign tx_hdr_payload_len = hg_last ? hg_rem[15:0] : {3'd0, mtu};
     wire hg_fire = hg_on && tx_hdr_ready;
 
-    assign s_wqe_ready = state == R_IDLE;
+    // a go-back from the completer is taken between WQEs
+    assign rw_ready = state == R_IDLE || state == R_FULL;
+    wire rw_take = rw_valid && rw_ready;
+    wire [QP_AW-1:0] rw_q = rw_qpn[QP_AW-1:0];
+    assign s_wqe_ready = state == R_IDLE && !rw_valid;
     wire wqe_take = s_wqe_valid && s_wqe_ready;
+    wire w_resend = w_index != sq_tail[w_q];
+    wire w_stale = w_index != exp_idx[w_q];
 
     // npkts of the message, and the PSN it starts at
     wire [33:0] w_pkts = w_total == 34'd0 ? 34'd1 :
                          (w_total + {21'd0, mtu} - 34'd1) >> mtu_log;
-    wire [23:0] start_psn = psn_stale[w_q] ? c_sqpsn : psn_q;
+    wire [23:0] start_psn = w_resend ? rs_psn[w_q] : psn_stale[w_q] ? c_sqpsn : psn_q;
+    // a resend starts at the packet holding the PSN the go-back asked for (if in this WQE)
+    wire [23:0] rs_k = rs_from[w_q] - start_psn;
+    wire [23:0] k0 = (w_resend && !rs_k[23] && {10'd0, rs_k} < w_pkts) ? rs_k : 24'd0;
+    wire [31:0] skip0 = {8'd0, k0} << mtu_log;
+    reg  [31:0] skip;            // message bytes the data pass skips (a resend from packet k0)
 
     // ================================================================ FSM
     always @(posedge clk) begin
         cd_v <= 1'b0;
+        st_valid <= 1'b0;
+        fetch_rw_valid <= 1'b0;
         if (m_cqe_valid && m_cqe_ready)
             m_cqe_valid <= 1'b0;
+        if (rw_take) begin     // go back: fetch again from rw_index, send from rw_psn
+            exp_idx[rw_q] <= rw_index;
+            rs_psn[rw_q] <= rw_first_psn;
+            rs_from[rw_q] <= rw_psn;
+            fetch_rw_valid <= 1'b1;
+            fetch_rw_qpn <= rw_qpn;
+            fetch_rw_index <= rw_index;
+        end
         if (tr_step)
             tr_j <= tr_j + 1'b1;
 
@@ -466,7 +530,12 @@ module roce_req #(
                     c_pd <= ctx_data[31:0];
                     c_scqn <= ctx_data[63:32];
                 end
-                4'd2: c_dqpn <= ctx_data[63:32];
+                4'd2: begin
+                    c_tmo <= ctx_data[4:0];
+                    c_retry <= ctx_data[10:8];
+                    c_rnr <= ctx_data[18:16];
+                    c_dqpn <= ctx_data[63:32];
+                end
                 4'd3: c_sqpsn <= ctx_data[23:0];
                 default: c_b[64*(cd - 4'd4) +: 64] <= ctx_data;
             endcase
@@ -509,7 +578,15 @@ module roce_req #(
                     c_sport <= {2'b11, sp_low};
                     e_opcode <= cqe_op;
                     e_vendor <= 8'd0;
-                    if (c_state == QPS_ERR || failed[w_q]) begin
+                    if (w_stale) begin
+                        cnt_stale <= cnt_stale + 32'd1;    // prefetched before a go-back
+                        state <= R_IDLE;
+                    end else if ((c_state == QPS_ERR || failed[w_q]) && w_resend) begin
+                        exp_idx[w_q] <= w_index + 16'd1;   // flushed by the completer already
+                        state <= R_IDLE;
+                    end else if (c_state == QPS_ERR || failed[w_q]) begin
+                        exp_idx[w_q] <= w_index + 16'd1;
+                        sq_tail[w_q] <= w_index + 16'd1;
                         e_status <= ST_WR_FLUSH_ERR;
                         e_vendor <= VE_FLUSHED;
                         e_opcode <= 8'd0;
@@ -517,8 +594,12 @@ module roce_req #(
                     end else if (c_state != QPS_RTS) begin
                         wait_cnt <= 9'd0;
                         state <= R_WAIT;
+                    end else if (!w_resend && qp_full[w_q]) begin
+                        state <= R_FULL;
                     end else if (!op_ok || w_err || w_flags[3] ||
                                  w_nsge > MAX_SGE) begin
+                        exp_idx[w_q] <= w_index + 16'd1;
+                        sq_tail[w_q] <= w_index + 16'd1;
                         e_status <= ST_LOC_QP_OP_ERR;
                         e_vendor <= VE_BAD_OPCODE;
                         state <= R_CQE;
@@ -531,6 +612,13 @@ module roce_req #(
                         state <= R_CHK;
                     end
                 end
+            end
+
+            R_FULL: begin      // OUT WQEs outstanding on the QP: wait (a go-back may come)
+                if (rw_take)
+                    state <= R_EVAL;
+                else if (!qp_full[w_q])
+                    state <= R_EVAL;
             end
 
             R_WAIT: begin      // the QP is not in RTS (SQD, ...): look again later
@@ -558,6 +646,10 @@ module roce_req #(
             end
 
             R_CHKD: begin
+                if (ck_bad || w_total > 34'h0_8000_0000) begin
+                    exp_idx[w_q] <= w_index + 16'd1;
+                    sq_tail[w_q] <= w_index + 16'd1;
+                end
                 if (ck_bad) begin
                     e_status <= ST_LOC_PROT_ERR;
                     e_vendor <= 8'h0f + {5'd0, ck_st};   // BAD_LKEY 0x10 .. LKEY_BOUNDS 0x13
@@ -579,6 +671,7 @@ module roce_req #(
                     m_cqe_opcode <= e_opcode;
                     m_cqe_status <= e_status;
                     m_cqe_vendor_err <= e_vendor;
+                    m_cqe_fail <= e_status != ST_WR_FLUSH_ERR;
                     cnt_errors <= cnt_errors + 32'd1;
                     state <= R_IDLE;
                 end
@@ -586,12 +679,34 @@ module roce_req #(
 
             R_START: begin
                 psn0 <= start_psn;
-                psn_mem[w_q] <= start_psn + w_pkts[23:0];
+                if (w_resend) begin
+                    rs_psn[w_q] <= start_psn + w_pkts[23:0];
+                    cnt_resent <= cnt_resent + 32'd1;
+                end else begin
+                    psn_mem[w_q] <= start_psn + w_pkts[23:0];
+                    sq_tail[w_q] <= w_index + 16'd1;
+                end
+                exp_idx[w_q] <= w_index + 16'd1;
+                st_valid <= 1'b1;
+                st_new <= !w_resend;
+                st_qpn <= w_qpn;
+                st_index <= w_index;
+                st_first_psn <= start_psn;
+                st_last_psn <= start_psn + w_pkts[23:0] - 24'd1;
+                st_opcode <= cqe_op[2:0];
+                st_signaled <= w_flags[0];
+                st_length <= w_total[31:0];
+                st_cqn <= c_scqn[CQN_WIDTH-1:0];
+                st_timeout <= c_tmo;
+                st_retry_cnt <= c_retry;
+                st_rnr_retry <= c_rnr;
                 hg_on <= 1'b1;
-                hg_k <= 24'd0;
-                hg_rem <= w_total[31:0];
-                msg_rem <= w_total[31:0];
-                pkt_rem <= w_total[31:0] > {19'd0, mtu} ? mtu : w_total[12:0];
+                hg_k <= k0;
+                hg_rem <= w_total[31:0] - skip0;
+                skip <= skip0;
+                msg_rem <= w_total[31:0] - skip0;
+                pkt_rem <= w_total[31:0] - skip0 > {19'd0, mtu} ? mtu :
+                           w_total[12:0] - skip0[12:0];
                 seg_v <= 1'b0;
                 tr_j <= {(SGE_W+1){1'b0}};
                 tr_on <= 1'b1;
@@ -612,6 +727,12 @@ module roce_req #(
                     seg_pa <= mr_rsp_pa;
                     seg_rem <= mr_rsp_len;
                 end
+                if (sk_go) begin
+                    seg_pa <= seg_pa + {{(ADDR_WIDTH-13){1'b0}}, sk_len};
+                    seg_rem <= seg_rem - sk_len;
+                    seg_v <= seg_rem != sk_len;
+                    skip <= skip - {19'd0, sk_len};
+                end
                 if (ch_go) begin
                     seg_pa <= seg_pa + {{(ADDR_WIDTH-13){1'b0}}, ch_len};
                     seg_rem <= seg_rem - ch_len;
@@ -626,6 +747,11 @@ module roce_req #(
             end
         endcase
 
+        // the QP's SQ configured (create, RESET, RTS, destroy): it starts at index 0
+        if (wq_cfg_valid) begin
+            exp_idx[wq_cfg_qpn[QP_AW-1:0]] <= 16'd0;
+            sq_tail[wq_cfg_qpn[QP_AW-1:0]] <= 16'd0;
+        end
         if (rst) begin
             state <= R_IDLE;
             cd_v <= 1'b0;
@@ -637,6 +763,10 @@ module roce_req #(
             cnt_pkts <= 32'd0;
             cnt_bytes <= 32'd0;
             cnt_errors <= 32'd0;
+            cnt_resent <= 32'd0;
+            cnt_stale <= 32'd0;
+            st_valid <= 1'b0;
+            fetch_rw_valid <= 1'b0;
         end
     end
 

@@ -47,6 +47,9 @@
 //   cfg_index[15:0]     initial producer and fetch index (0 for a new QP)
 //   db_valid            SQ doorbell: hwif UarReg.SQ_DB value = (db_qpn << 32) | db_pi
 //   db_qpn, db_pi[15:0] QP number and new producer index
+//   rw_valid, rw_qpn, rw_index   go back: fetch QP rw_qpn's SQ again from rw_index (the
+//                       requester's go-back-N re-reads the WQEs it resends; WQEs already
+//                       fetched or in flight still come out, the consumer drops them)
 //   sq_ci[NUM_QP*16-1:0] fetch index of each QP (QP q at bits 16q+15:16q)
 //   m_axi_ar*, m_axi_r* AXI4 read master (burst INCR, full-width beats)
 //   m_wqe_valid/ready   decoded WQE handshake
@@ -80,6 +83,10 @@ module wqe_fetch #(
     input  wire                          db_valid,
     input  wire [QPN_WIDTH-1:0]          db_qpn,
     input  wire [15:0]                   db_pi,
+
+    input  wire                          rw_valid,
+    input  wire [QPN_WIDTH-1:0]          rw_qpn,
+    input  wire [15:0]                   rw_index,
 
     output wire [NUM_QP*16-1:0]          sq_ci,
 
@@ -191,6 +198,8 @@ module wqe_fetch #(
     wire db_hit = db_valid && {{(32-QPN_WIDTH){1'b0}}, db_qpn} < NUM_QP;
     wire [QP_W-1:0] cfg_q = cfg_qpn[QP_W-1:0];
     wire [QP_W-1:0] db_q = db_qpn[QP_W-1:0];
+    wire rw_hit = rw_valid && {{(32-QPN_WIDTH){1'b0}}, rw_qpn} < NUM_QP;
+    wire [QP_W-1:0] rw_q = rw_qpn[QP_W-1:0];
     wire [16:0] cfg_mask = (17'd1 << cfg_log_size) - 17'd1;
 
     genvar g;
@@ -375,7 +384,9 @@ module wqe_fetch #(
             end else begin
                 if (db_hit && db_q == k[QP_W-1:0] && qp_en[k])
                     qp_pi[16*k +: 16] <= db_pi;
-                if (issue && sel_q == k[QP_W-1:0])
+                if (rw_hit && rw_q == k[QP_W-1:0])
+                    qp_ci[16*k +: 16] <= rw_index;
+                else if (issue && sel_q == k[QP_W-1:0])
                     qp_ci[16*k +: 16] <= sel_ci + 1'b1;
             end
         end

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 
 from cocotb.clock import Clock
-from cocotb.handle import Immediate
 from cocotb.task import resume
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
@@ -41,17 +40,22 @@ def window_ns(link: LinkConfig, pcie: PcieConfig) -> float:
 class RtlNic(MmioDevice):
     """The RTL NIC `dut`, its DMA served from `mem`; `connect` attaches its MAC to a link."""
 
-    def __init__(self, dut, mem: PhysMem, *, clk_ns: float = 4.0,  # noqa: ANN001
+    def __init__(self, dut, mem: PhysMem, mac: str, *, clk_ns: float = 4.0,  # noqa: ANN001
                  link: LinkConfig | None = None, pcie: PcieConfig | None = None,
                  window: float | None = None) -> None:
         self.dut = dut
+        self.mac_addr = mac
         self.mem = mem
         self.link_cfg = link or LinkConfig()
         self.pcie_cfg = pcie or PcieConfig()
         self.clk_ns = clk_ns
         self.clock = TimeCoupler(window if window is not None else
                                  window_ns(self.link_cfg, self.pcie_cfg), clk_ns)
-        dut.rst.value = Immediate(1)  # bus models stay idle until reset is released
+        # (not Immediate: an Icarus net assigned from rst can stay X after a time-0 vpiNoDelay
+        # put; then roce_rx_parser's tready read X)
+        dut.rst.value = 1  # bus models stay idle until reset is released
+        if hasattr(dut, "s_axis_rx_tvalid"):
+            dut.s_axis_rx_tvalid.value = 0  # (its bus model drives it after reset)
         Clock(dut.clk, clk_ns, unit="ns").start()
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
         self.dma = PcieDmaSlave(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, mem,
@@ -70,6 +74,8 @@ class RtlNic(MmioDevice):
         if hasattr(d, "port_up"):
             d.port_up.value = int(link_up)
             d.port_speed_mbps.value = round(self.link_cfg.rate_gbps * 1000) if link_up else 0
+        if hasattr(d, "mac_addr"):
+            d.mac_addr.value = int(self.mac_addr.replace(":", ""), 16)
         if hasattr(d, "cq_overrun_valid"):
             d.cq_overrun_valid.value = 0
         for name in ("s_cqe_valid", "mr_req_valid"):

@@ -34,7 +34,8 @@ def cosim_world(dut, *, seed: int = 0, nic: NicConfig | None = None,  # noqa: AN
     pcie_cfg = pcie or (nic.pcie if nic is not None else PcieConfig())
     w = World(seed)
     host_a = Host(w.env, "a", mem_size, seed=seed)
-    rtl = RtlNic(dut, host_a.mem, clk_ns=clk_ns, link=link_cfg, pcie=pcie_cfg, window=window)
+    rtl = RtlNic(dut, host_a.mem, MAC_A, clk_ns=clk_ns, link=link_cfg, pcie=pcie_cfg,
+                 window=window)
     host_a.plug("0000:01:00.0", rtl, Pcie(w.env, pcie_cfg), NetDev("eth0", MAC_A, IP_A))
     w.hosts["a"] = host_a
     w.add_host("b", replace(nic or NicConfig(), mac=MAC_B, ip=IP_B, pcie=pcie_cfg), mem_size)

@@ -1,0 +1,724 @@
+`default_nettype none
+// roce_comp: the completer of the nsnic RoCEv2 NIC (IBA 9.7.6), as nicsim/nic/completer.py:
+// ACKs and NAKs from the responder complete the requester's outstanding WQEs in order, write
+// their CQEs, and send the requester back (go-back-N) when something was lost.
+//
+// Outstanding WQEs: the requester reports every WQE it starts (st_*): a new one is recorded
+// (first and last PSN, CQE opcode, signaled, length) at {QP, index mod OUT} and becomes the
+// QP's tail; the QP's head is the oldest WQE not yet completed. A QP has at most OUT WQEs
+// outstanding (qp_full tells the requester to wait).
+//
+// Events, one at a time:
+//   ACK (AETH class 0) for PSN p: every outstanding WQE whose last PSN is at or before p
+//     completes (a CQE, SUCCESS, if it was signaled), the QP's acknowledged PSN moves to p;
+//     on progress the retry budgets are refilled and the transport timer restarted.
+//   NAK PSN sequence error for p: completes through p - 1, then goes back to p (unless a
+//     go-back to p or before is already pending: redundant), spending one retry.
+//   RNR NAK for p: completes through p - 1, then (rnr_retry 7: forever; else while rnr budget
+//     lasts, else RNR_RETRY_EXC_ERR) waits the RNR timer of the NAK (IBA table 45) and goes
+//     back to p; the transport timer is stopped meanwhile.
+//   NAK invalid request / remote access / remote operation / invalid RD request (codes 1-4,
+//     others as remote operation): the WQEs before p complete, the one at p completes with
+//     REM_INV_REQ_ERR / REM_ACCESS_ERR / REM_OP_ERR / REM_INV_RD_REQ_ERR (vendor REMOTE_NAK),
+//     and the QP fails.
+//   transport timer (4.096 us << timeout, not with timeout 0): goes back to the first
+//     unacknowledged PSN, spending one retry; with none left the oldest WQE completes with
+//     RETRY_EXC_ERR (vendor RETRY_EXCEEDED) and the QP fails.
+//   a local error from the requester (lc_*): the outstanding WQEs are flushed, the failed
+//     WQE completes with the requester's status, and the QP fails; a flush from the requester
+//     (a WQE of a failed QP) just completes.
+//   A QP fails: every outstanding WQE completes WR_FLUSH_ERR (vendor FLUSHED, opcode SEND),
+//   and the QP table is set to ERR (qp_err_*, through nic_cmd).
+// Going back to PSN p: the WQE holding p is found from the head, and the requester is asked
+// (rw_*) to fetch the SQ again from that WQE's index and to start sending at p.
+// Responses for a QP with nothing outstanding, and READ responses and atomic ACKs (the
+// requester sends no READ or atomic), are ignored (cnt_unexpected).
+//
+// Timers: a free-running cycle counter; each QP's deadline is looked at once every NUM_QP
+// cycles (a scan), so a timer fires up to NUM_QP cycles after its deadline.
+//
+// Parameters:
+//   NUM_QP      QPs (power of two)
+//   QPN_WIDTH   QP number width
+//   CQN_WIDTH   CQ number width
+//   OUT         outstanding WQEs per QP (power of two)
+//   CLK_NS_LOG2 log2 of the clock period in ns (timer lengths; 2: 4 ns, 250 MHz)
+//
+// Ports:
+//   s_rsp_*     response packets (ACK/NAK, READ response, atomic ACK): qpn, opcode, psn,
+//               AETH syndrome
+//   st_*        a WQE started by the requester: new (recorded) or a resend; its QP's send CQ,
+//               timeout, retry_cnt, rnr_retry
+//   lc_*        a completion the requester makes (local error: fails the QP; flush)
+//   rw_*        go back: QP, WQE index, the WQE's first PSN, the PSN to resend from
+//   qp_full     QP q has OUT WQEs outstanding
+//   cfg_valid, cfg_qpn   the QP's SQ was configured (create, RESET, RTS, destroy): forget it
+//   m_cqe_*     completions (to cqe_write)
+//   qp_err_*    set a QP's state to ERR (nic_cmd)
+//   cnt_*       ACKs, NAKs, timeouts, resends (go-backs), CQEs, unexpected responses
+module roce_comp #(
+    parameter NUM_QP = 64,
+    parameter QPN_WIDTH = 24,
+    parameter CQN_WIDTH = 24,
+    parameter OUT = 32,
+    parameter CLK_NS_LOG2 = 2
+) (
+    input  wire                   clk,
+    input  wire                   rst,
+
+    input  wire                   s_rsp_valid,
+    output wire                   s_rsp_ready,
+    input  wire [QPN_WIDTH-1:0]   s_rsp_qpn,
+    input  wire [7:0]             s_rsp_opcode,
+    input  wire [23:0]            s_rsp_psn,
+    input  wire [7:0]             s_rsp_syndrome,
+
+    input  wire                   st_valid,
+    input  wire                   st_new,
+    input  wire [QPN_WIDTH-1:0]   st_qpn,
+    input  wire [15:0]            st_index,
+    input  wire [23:0]            st_first_psn,
+    input  wire [23:0]            st_last_psn,
+    input  wire [2:0]             st_opcode,
+    input  wire                   st_signaled,
+    input  wire [31:0]            st_length,
+    input  wire [CQN_WIDTH-1:0]   st_cqn,
+    input  wire [4:0]             st_timeout,
+    input  wire [2:0]             st_retry_cnt,
+    input  wire [2:0]             st_rnr_retry,
+
+    input  wire                   lc_valid,
+    output wire                   lc_ready,
+    input  wire                   lc_fail,
+    input  wire [CQN_WIDTH-1:0]   lc_cqn,
+    input  wire [QPN_WIDTH-1:0]   lc_qpn,
+    input  wire [15:0]            lc_index,
+    input  wire [7:0]             lc_opcode,
+    input  wire [7:0]             lc_status,
+    input  wire [7:0]             lc_vendor,
+
+    output reg                    rw_valid,
+    input  wire                   rw_ready,
+    output reg  [QPN_WIDTH-1:0]   rw_qpn,
+    output reg  [15:0]            rw_index,
+    output reg  [23:0]            rw_first_psn,
+    output reg  [23:0]            rw_psn,
+
+    output wire [NUM_QP-1:0]      qp_full,
+
+    input  wire                   cfg_valid,
+    input  wire [QPN_WIDTH-1:0]   cfg_qpn,
+
+    output reg                    m_cqe_valid,
+    input  wire                   m_cqe_ready,
+    output reg  [CQN_WIDTH-1:0]   m_cqe_cqn,
+    output reg  [31:0]            m_cqe_qpn,
+    output reg  [15:0]            m_cqe_wqe_index,
+    output reg  [7:0]             m_cqe_opcode,
+    output reg  [7:0]             m_cqe_status,
+    output reg  [31:0]            m_cqe_byte_len,
+    output reg  [7:0]             m_cqe_vendor_err,
+
+    output reg                    qp_err_valid,
+    input  wire                   qp_err_ready,
+    output reg  [QPN_WIDTH-1:0]   qp_err_qpn,
+
+    output reg  [31:0]            cnt_acks,
+    output reg  [31:0]            cnt_naks,
+    output reg  [31:0]            cnt_timeouts,
+    output reg  [31:0]            cnt_resends,
+    output reg  [31:0]            cnt_cqes,
+    output reg  [31:0]            cnt_unexpected
+);
+
+    function integer clog2;
+        input integer value;
+        integer v;
+        begin
+            clog2 = 0;
+            v = value - 1;
+            while (v > 0) begin
+                clog2 = clog2 + 1;
+                v = v >> 1;
+            end
+        end
+    endfunction
+
+    localparam QP_AW = NUM_QP > 1 ? clog2(NUM_QP) : 1;
+    localparam OUT_AW = clog2(OUT);
+    localparam REC_W = 24 + 24 + 3 + 1 + 32;    // {length, signaled, opcode, last, first}
+    localparam [16:0] OUT17 = OUT;
+
+    // hwif values
+    localparam [7:0] CS_SUCCESS = 8'd0;
+    localparam [7:0] CS_WR_FLUSH_ERR = 8'd5;
+    localparam [7:0] CS_REM_INV_REQ_ERR = 8'd9;
+    localparam [7:0] CS_REM_ACCESS_ERR = 8'd10;
+    localparam [7:0] CS_REM_OP_ERR = 8'd11;
+    localparam [7:0] CS_RETRY_EXC_ERR = 8'd12;
+    localparam [7:0] CS_RNR_RETRY_EXC_ERR = 8'd13;
+    localparam [7:0] CS_REM_INV_RD_REQ_ERR = 8'd15;
+    localparam [7:0] VE_REMOTE_NAK = 8'h30;
+    localparam [7:0] VE_RETRY_EXCEEDED = 8'h40;
+    localparam [7:0] VE_RNR_EXCEEDED = 8'h41;
+    localparam [7:0] VE_FLUSHED = 8'h50;
+
+    // 24-bit serial-number comparisons (IBA 9.7.1)
+    function psn_gt;    // a after b
+        input [23:0] a;
+        input [23:0] b;
+        reg [23:0] d;
+        begin
+            d = a - b;
+            psn_gt = d != 24'd0 && !d[23];
+        end
+    endfunction
+    function psn_ge;    // a at or after b
+        input [23:0] a;
+        input [23:0] b;
+        reg [23:0] d;
+        begin
+            d = a - b;
+            psn_ge = !d[23];
+        end
+    endfunction
+
+    // RNR timer (IBA table 45) in ns
+    function [39:0] rnr_ns;
+        input [4:0] code;
+        begin
+            case (code)
+                5'd0: rnr_ns = 40'd655360000;
+                5'd1: rnr_ns = 40'd10000;
+                5'd2: rnr_ns = 40'd20000;
+                5'd3: rnr_ns = 40'd30000;
+                5'd4: rnr_ns = 40'd40000;
+                5'd5: rnr_ns = 40'd60000;
+                5'd6: rnr_ns = 40'd80000;
+                5'd7: rnr_ns = 40'd120000;
+                5'd8: rnr_ns = 40'd160000;
+                5'd9: rnr_ns = 40'd240000;
+                5'd10: rnr_ns = 40'd320000;
+                5'd11: rnr_ns = 40'd480000;
+                5'd12: rnr_ns = 40'd640000;
+                5'd13: rnr_ns = 40'd960000;
+                5'd14: rnr_ns = 40'd1280000;
+                5'd15: rnr_ns = 40'd1920000;
+                5'd16: rnr_ns = 40'd2560000;
+                5'd17: rnr_ns = 40'd3840000;
+                5'd18: rnr_ns = 40'd5120000;
+                5'd19: rnr_ns = 40'd7680000;
+                5'd20: rnr_ns = 40'd10240000;
+                5'd21: rnr_ns = 40'd15360000;
+                5'd22: rnr_ns = 40'd20480000;
+                5'd23: rnr_ns = 40'd30720000;
+                5'd24: rnr_ns = 40'd40960000;
+                5'd25: rnr_ns = 40'd61440000;
+                5'd26: rnr_ns = 40'd81920000;
+                5'd27: rnr_ns = 40'd122880000;
+                5'd28: rnr_ns = 40'd163840000;
+                5'd29: rnr_ns = 40'd245760000;
+                5'd30: rnr_ns = 40'd327680000;
+                default: rnr_ns = 40'd491520000;
+            endcase
+        end
+    endfunction
+
+    // ---------------------------------------------------------------- per-QP state
+    reg [15:0]          head [0:NUM_QP-1];
+    reg [15:0]          tail [0:NUM_QP-1];
+    reg [NUM_QP-1:0]    acked_v;
+    reg [23:0]          acked [0:NUM_QP-1];
+    reg [2:0]           retry_left [0:NUM_QP-1];
+    reg [2:0]           rnr_left [0:NUM_QP-1];
+    reg [2:0]           retry_cnt [0:NUM_QP-1];
+    reg [2:0]           rnr_retry [0:NUM_QP-1];
+    reg [4:0]           tmo [0:NUM_QP-1];
+    reg [CQN_WIDTH-1:0] scq [0:NUM_QP-1];
+    reg [NUM_QP-1:0]    known;      // st_* seen since the QP was configured
+    reg [NUM_QP-1:0]    armed;      // a timer runs
+    reg [NUM_QP-1:0]    rnr_wait;   // ... and it is the RNR wait (else transport)
+    reg [47:0]          deadline [0:NUM_QP-1];
+    reg [23:0]          rnr_psn [0:NUM_QP-1];
+    reg [NUM_QP-1:0]    rw_pend;    // a go-back is asked of the requester, not yet taken
+    reg [23:0]          rw_pend_psn [0:NUM_QP-1];
+
+    reg [47:0] now;                 // cycles since reset
+
+    // outstanding WQE records
+    reg [REC_W-1:0] rec_mem [0:NUM_QP*OUT-1];
+    reg [REC_W-1:0] rec_q;
+    reg [QP_AW-1:0] rd_q;
+    reg [15:0]      rd_i;
+
+    wire [QP_AW-1:0] st_q = st_qpn[QP_AW-1:0];
+    always @(posedge clk) begin
+        if (st_valid && st_new)
+            rec_mem[{st_q, st_index[OUT_AW-1:0]}] <= {st_length, st_signaled, st_opcode,
+                                                       st_last_psn, st_first_psn};
+        rec_q <= rec_mem[{rd_q, rd_i[OUT_AW-1:0]}];
+    end
+    wire [23:0] r_first = rec_q[23:0];
+    wire [23:0] r_last = rec_q[47:24];
+    wire [2:0]  r_op = rec_q[50:48];
+    wire        r_sig = rec_q[51];
+    wire [31:0] r_len = rec_q[83:52];
+
+    genvar g;
+    generate
+        for (g = 0; g < NUM_QP; g = g + 1) begin : g_full
+            wire [15:0] n_out = tail[g] - head[g];
+            assign qp_full[g] = {1'b0, n_out} >= OUT17;
+        end
+    endgenerate
+
+    // ---------------------------------------------------------------- the event FSM
+    localparam [4:0] F_IDLE = 5'd0;
+    localparam [4:0] F_RSP = 5'd1;      // response decoded (q latched)
+    localparam [4:0] F_CT_RD = 5'd2;    // complete-through: read the head record
+    localparam [4:0] F_CT = 5'd3;       // ... decide on it
+    localparam [4:0] F_CQE = 5'd4;      // emit the CQE in c_* then go to c_next
+    localparam [4:0] F_AFTER = 5'd5;    // after a complete-through: progress, then the rest
+    localparam [4:0] F_FU_RD = 5'd6;    // first unacknowledged PSN: read the head record
+    localparam [4:0] F_FU = 5'd7;
+    localparam [4:0] F_RETRY = 5'd8;    // go back to g_psn if the budget allows
+    localparam [4:0] F_RW_RD = 5'd9;    // find the WQE holding g_psn
+    localparam [4:0] F_RW = 5'd10;
+    localparam [4:0] F_RW_OUT = 5'd11;  // hand the go-back to the requester
+    localparam [4:0] F_FAIL_RD = 5'd12; // fail at g_psn: the WQEs before it complete
+    localparam [4:0] F_FAIL = 5'd13;
+    localparam [4:0] F_FLUSH_RD = 5'd14;// the QP fails: flush every outstanding WQE
+    localparam [4:0] F_FLUSH = 5'd15;
+    localparam [4:0] F_ERR = 5'd16;     // set the QP table to ERR
+    localparam [4:0] F_LOCAL = 5'd17;   // a requester's completion after the flush
+    localparam [4:0] F_TMO = 5'd18;     // a timer expired
+
+    reg [4:0]        fs;
+    reg [4:0]        c_next;
+    reg [QP_AW-1:0]  q;
+    reg [QPN_WIDTH-1:0] qpn;
+    reg [23:0]       e_psn;      // the event's PSN
+    reg [7:0]        e_syn;
+    reg [23:0]       g_psn;      // go back to / fail at
+    reg [1:0]        ct_mode;    // after complete-through: 0 done (ACK), 1 NAK seq, 2 RNR
+    reg              moved;
+    reg [7:0]        f_status;
+    reg [7:0]        f_vendor;
+    reg              f_head;     // fail: the head WQE completes with f_status
+    reg              lc_pend;    // F_LOCAL: the requester's completion still to write
+    reg [CQN_WIDTH-1:0] lc_cqn_r;
+    reg [15:0]       lc_index_r;
+    reg [7:0]        lc_opcode_r;
+    reg [7:0]        lc_status_r;
+    reg [7:0]        lc_vendor_r;
+
+    // scan for expired timers
+    reg [QP_AW-1:0]  sc_q;
+    wire             sc_hit = armed[sc_q] && now >= deadline[sc_q];
+
+    wire idle = fs == F_IDLE && !m_cqe_valid;
+    assign lc_ready = idle;
+    assign s_rsp_ready = idle && !lc_valid;
+    wire take_lc = lc_valid && lc_ready;
+    wire take_rsp = s_rsp_valid && s_rsp_ready;
+    wire take_tmo = idle && !lc_valid && !s_rsp_valid && sc_hit;
+
+    wire [15:0] h = head[q];
+    wire [15:0] t = tail[q];
+    wire        any_out = h != t;
+
+    // timer length of QP q in cycles: 4096 ns << timeout
+    wire [47:0] tmo_cycles = (48'd4096 << tmo[q]) >> CLK_NS_LOG2;
+    wire [47:0] rnr_cycles = {8'd0, rnr_ns(e_syn[4:0])} >> CLK_NS_LOG2;
+
+    // the CQE to write for the record in rec_q (head of q)
+    task cqe_rec;
+        input [7:0] status;
+        input [7:0] vendor;
+        begin
+            m_cqe_cqn <= scq[q];
+            m_cqe_qpn <= {{(32-QPN_WIDTH){1'b0}}, qpn};
+            m_cqe_wqe_index <= h;
+            m_cqe_opcode <= {5'd0, r_op};
+            m_cqe_status <= status;
+            m_cqe_byte_len <= r_len;
+            m_cqe_vendor_err <= vendor;
+        end
+    endtask
+
+    integer k;
+    always @(posedge clk) begin
+        now <= now + 48'd1;
+        sc_q <= sc_q + 1'b1;
+        if (m_cqe_valid && m_cqe_ready) begin
+            m_cqe_valid <= 1'b0;
+            cnt_cqes <= cnt_cqes + 32'd1;
+        end
+        if (rw_valid && rw_ready)
+            rw_valid <= 1'b0;
+        if (qp_err_valid && qp_err_ready)
+            qp_err_valid <= 1'b0;
+
+        // the requester starts a WQE: record, tail, parameters, the timer
+        if (st_valid) begin
+            if (st_new)
+                tail[st_q] <= st_index + 16'd1;
+            scq[st_q] <= st_cqn;
+            tmo[st_q] <= st_timeout;
+            retry_cnt[st_q] <= st_retry_cnt;
+            rnr_retry[st_q] <= st_rnr_retry;
+            known[st_q] <= 1'b1;
+            if (!known[st_q]) begin
+                retry_left[st_q] <= st_retry_cnt;
+                rnr_left[st_q] <= st_rnr_retry;
+            end
+            if (!armed[st_q] && st_timeout != 5'd0) begin
+                armed[st_q] <= 1'b1;
+                rnr_wait[st_q] <= 1'b0;
+                deadline[st_q] <= now + ((48'd4096 << st_timeout) >> CLK_NS_LOG2);
+            end
+        end
+
+        case (fs)
+            F_IDLE: begin
+                if (take_lc) begin
+                    q <= lc_qpn[QP_AW-1:0];
+                    qpn <= lc_qpn;
+                    lc_cqn_r <= lc_cqn;
+                    lc_index_r <= lc_index;
+                    lc_opcode_r <= lc_opcode;
+                    lc_status_r <= lc_status;
+                    lc_vendor_r <= lc_vendor;
+                    lc_pend <= 1'b1;
+                    if (lc_fail) begin
+                        f_head <= 1'b0;
+                        rd_q <= lc_qpn[QP_AW-1:0];
+                        rd_i <= head[lc_qpn[QP_AW-1:0]];
+                        fs <= F_FLUSH_RD;
+                    end else begin
+                        fs <= F_LOCAL;
+                    end
+                end else if (take_rsp) begin
+                    q <= s_rsp_qpn[QP_AW-1:0];
+                    qpn <= s_rsp_qpn;
+                    e_psn <= s_rsp_psn;
+                    e_syn <= s_rsp_syndrome;
+                    if ({{(32-QPN_WIDTH){1'b0}}, s_rsp_qpn} >= NUM_QP ||
+                        s_rsp_opcode != 8'h11 ||
+                        head[s_rsp_qpn[QP_AW-1:0]] == tail[s_rsp_qpn[QP_AW-1:0]]) begin
+                        cnt_unexpected <= cnt_unexpected + 32'd1;
+                    end else begin
+                        fs <= F_RSP;
+                    end
+                end else if (take_tmo) begin
+                    q <= sc_q;
+                    qpn <= {{(QPN_WIDTH-QP_AW){1'b0}}, sc_q};
+                    armed[sc_q] <= 1'b0;
+                    fs <= F_TMO;
+                end
+            end
+
+            F_RSP: begin
+                moved <= 1'b0;
+                rd_q <= q;
+                rd_i <= h;
+                case (e_syn[7:5])
+                    3'd0: begin                    // ACK
+                        cnt_acks <= cnt_acks + 32'd1;
+                        g_psn <= e_psn;
+                        ct_mode <= 2'd0;
+                        fs <= F_CT_RD;
+                    end
+                    3'd1: begin                    // RNR NAK
+                        cnt_naks <= cnt_naks + 32'd1;
+                        g_psn <= e_psn - 24'd1;
+                        ct_mode <= 2'd2;
+                        fs <= F_CT_RD;
+                    end
+                    3'd3: begin                    // NAK
+                        cnt_naks <= cnt_naks + 32'd1;
+                        if (e_syn[4:0] == 5'd0) begin
+                            g_psn <= e_psn - 24'd1;
+                            ct_mode <= 2'd1;
+                            fs <= F_CT_RD;
+                        end else begin
+                            g_psn <= e_psn;
+                            f_vendor <= VE_REMOTE_NAK;
+                            f_status <= e_syn[4:0] == 5'd1 ? CS_REM_INV_REQ_ERR :
+                                        e_syn[4:0] == 5'd2 ? CS_REM_ACCESS_ERR :
+                                        e_syn[4:0] == 5'd4 ? CS_REM_INV_RD_REQ_ERR :
+                                        CS_REM_OP_ERR;
+                            fs <= F_FAIL_RD;
+                        end
+                    end
+                    default: begin
+                        cnt_unexpected <= cnt_unexpected + 32'd1;
+                        fs <= F_IDLE;
+                    end
+                endcase
+            end
+
+            // ---- complete through g_psn
+            F_CT_RD: fs <= F_CT;      // rec_q <= record at h
+
+            F_CT: begin
+                if (!moved && any_out && psn_ge(g_psn, r_first) &&
+                    (!acked_v[q] || psn_gt(g_psn, acked[q]))) begin
+                    acked_v[q] <= 1'b1;
+                    acked[q] <= g_psn;
+                    moved <= 1'b1;
+                end
+                if (any_out && psn_ge(g_psn, r_last)) begin
+                    head[q] <= h + 16'd1;
+                    rd_i <= h + 16'd1;
+                    moved <= 1'b1;
+                    if (r_sig) begin
+                        cqe_rec(CS_SUCCESS, 8'd0);
+                        m_cqe_valid <= 1'b1;
+                        c_next <= F_CT_RD;
+                        fs <= F_CQE;
+                    end else begin
+                        fs <= F_CT_RD;
+                    end
+                end else begin
+                    fs <= F_AFTER;
+                end
+            end
+
+            F_CQE: begin
+                if (!m_cqe_valid || m_cqe_ready)
+                    fs <= c_next;
+            end
+
+            F_AFTER: begin
+                if (moved) begin
+                    retry_left[q] <= retry_cnt[q];
+                    rnr_left[q] <= rnr_retry[q];
+                    if (any_out && tmo[q] != 5'd0) begin
+                        armed[q] <= 1'b1;
+                        rnr_wait[q] <= 1'b0;
+                        deadline[q] <= now + tmo_cycles;
+                    end else begin
+                        armed[q] <= 1'b0;
+                    end
+                end
+                g_psn <= e_psn;
+                rd_i <= h;
+                if (ct_mode == 2'd1) begin            // NAK sequence error: go back to e_psn
+                    if (rw_pend[q] && psn_ge(e_psn, rw_pend_psn[q]))
+                        fs <= F_IDLE;                   // already going back there: redundant
+                    else
+                        fs <= F_RETRY;
+                end else if (ct_mode == 2'd2) begin   // RNR
+                    if (!any_out) begin
+                        fs <= F_IDLE;
+                    end else if (rnr_retry[q] != 3'd7 && rnr_left[q] == 3'd0 && !moved) begin
+                        f_status <= CS_RNR_RETRY_EXC_ERR;
+                        f_vendor <= VE_RNR_EXCEEDED;
+                        fs <= F_FAIL_RD;
+                    end else begin
+                        if (rnr_retry[q] != 3'd7)
+                            rnr_left[q] <= (moved ? rnr_retry[q] : rnr_left[q]) - 3'd1;
+                        armed[q] <= 1'b1;
+                        rnr_wait[q] <= 1'b1;
+                        rnr_psn[q] <= e_psn;
+                        deadline[q] <= now + rnr_cycles;
+                        fs <= F_IDLE;
+                    end
+                end else begin
+                    fs <= F_IDLE;
+                end
+            end
+
+            // ---- a timer expired
+            F_TMO: begin
+                if (!any_out) begin
+                    fs <= F_IDLE;
+                end else if (rnr_wait[q]) begin
+                    g_psn <= rnr_psn[q];
+                    rd_q <= q;
+                    rd_i <= h;
+                    fs <= F_RW_RD;
+                end else begin
+                    cnt_timeouts <= cnt_timeouts + 32'd1;
+                    rd_q <= q;
+                    rd_i <= h;
+                    fs <= F_FU_RD;
+                end
+            end
+
+            F_FU_RD: fs <= F_FU;
+
+            F_FU: begin                 // the first unacknowledged PSN
+                if (acked_v[q] && psn_ge(acked[q], r_first))
+                    g_psn <= acked[q] + 24'd1;
+                else
+                    g_psn <= r_first;
+                fs <= F_RETRY;
+            end
+
+            F_RETRY: begin
+                rd_i <= h;
+                if (!any_out) begin
+                    fs <= F_IDLE;
+                end else if (retry_left[q] == 3'd0) begin
+                    f_status <= CS_RETRY_EXC_ERR;
+                    f_vendor <= VE_RETRY_EXCEEDED;
+                    fs <= F_FAIL_RD;
+                end else begin
+                    retry_left[q] <= retry_left[q] - 3'd1;
+                    fs <= F_RW_RD;
+                end
+            end
+
+            // ---- go back to g_psn: the WQE holding it
+            F_RW_RD: fs <= F_RW;
+
+            F_RW: begin
+                if (rd_i == t) begin                  // past the tail: nothing to resend
+                    fs <= F_IDLE;
+                end else if (psn_ge(r_last, g_psn)) begin
+                    cnt_resends <= cnt_resends + 32'd1;
+                    rw_qpn <= qpn;
+                    rw_index <= rd_i;
+                    rw_first_psn <= r_first;
+                    rw_psn <= psn_ge(g_psn, r_first) ? g_psn : r_first;
+                    rw_pend[q] <= 1'b1;
+                    rw_pend_psn[q] <= g_psn;
+                    if (tmo[q] != 5'd0) begin
+                        armed[q] <= 1'b1;
+                        rnr_wait[q] <= 1'b0;
+                        deadline[q] <= now + tmo_cycles;
+                    end
+                    fs <= F_RW_OUT;
+                end else begin
+                    rd_i <= rd_i + 16'd1;
+                    fs <= F_RW_RD;
+                end
+            end
+
+            F_RW_OUT: begin
+                if (!rw_valid) begin
+                    rw_valid <= 1'b1;
+                    fs <= F_IDLE;
+                end
+            end
+
+            // ---- fail at g_psn: WQEs before it complete, the one at it fails, QP to ERR
+            F_FAIL_RD: fs <= F_FAIL;
+
+            F_FAIL: begin
+                if (any_out && psn_gt(g_psn, r_last)) begin   // before the failed PSN
+                    head[q] <= h + 16'd1;
+                    rd_i <= h + 16'd1;
+                    if (r_sig) begin
+                        cqe_rec(CS_SUCCESS, 8'd0);
+                        m_cqe_valid <= 1'b1;
+                        c_next <= F_FAIL_RD;
+                        fs <= F_CQE;
+                    end else begin
+                        fs <= F_FAIL_RD;
+                    end
+                end else if (any_out) begin                    // the failed WQE
+                    head[q] <= h + 16'd1;
+                    rd_i <= h + 16'd1;
+                    cqe_rec(f_status, f_vendor);
+                    m_cqe_valid <= 1'b1;
+                    c_next <= F_FLUSH_RD;
+                    fs <= F_CQE;
+                end else begin
+                    fs <= F_FLUSH_RD;
+                end
+            end
+
+            // ---- the QP fails: flush what is outstanding
+            F_FLUSH_RD: fs <= F_FLUSH;
+
+            F_FLUSH: begin
+                if (any_out) begin
+                    head[q] <= h + 16'd1;
+                    rd_i <= h + 16'd1;
+                    m_cqe_cqn <= scq[q];
+                    m_cqe_qpn <= {{(32-QPN_WIDTH){1'b0}}, qpn};
+                    m_cqe_wqe_index <= h;
+                    m_cqe_opcode <= 8'd0;
+                    m_cqe_status <= CS_WR_FLUSH_ERR;
+                    m_cqe_byte_len <= 32'd0;
+                    m_cqe_vendor_err <= VE_FLUSHED;
+                    m_cqe_valid <= 1'b1;
+                    c_next <= F_FLUSH_RD;
+                    fs <= F_CQE;
+                end else begin
+                    armed[q] <= 1'b0;
+                    rw_pend[q] <= 1'b0;
+                    fs <= lc_pend ? F_LOCAL : F_ERR;
+                end
+            end
+
+            F_LOCAL: begin              // the requester's own completion (after any flush)
+                m_cqe_cqn <= lc_cqn_r;
+                m_cqe_qpn <= {{(32-QPN_WIDTH){1'b0}}, qpn};
+                m_cqe_wqe_index <= lc_index_r;
+                m_cqe_opcode <= lc_opcode_r;
+                m_cqe_status <= lc_status_r;
+                m_cqe_byte_len <= 32'd0;
+                m_cqe_vendor_err <= lc_vendor_r;
+                m_cqe_valid <= 1'b1;
+                lc_pend <= 1'b0;
+                c_next <= f_head ? F_IDLE : F_ERR;   // a local error fails the QP
+                f_head <= 1'b1;
+                fs <= F_CQE;
+            end
+
+            default: begin              // F_ERR: the QP table says ERR
+                if (!qp_err_valid) begin
+                    qp_err_valid <= 1'b1;
+                    qp_err_qpn <= qpn;
+                    fs <= F_IDLE;
+                end
+            end
+        endcase
+
+        // a go-back taken by the requester
+        if (rw_valid && rw_ready)
+            rw_pend[rw_qpn[QP_AW-1:0]] <= 1'b0;
+
+        // a QP configured: forget everything about it
+        if (cfg_valid) begin
+            head[cfg_qpn[QP_AW-1:0]] <= 16'd0;
+            tail[cfg_qpn[QP_AW-1:0]] <= 16'd0;
+            acked_v[cfg_qpn[QP_AW-1:0]] <= 1'b0;
+            known[cfg_qpn[QP_AW-1:0]] <= 1'b0;
+            armed[cfg_qpn[QP_AW-1:0]] <= 1'b0;
+            rw_pend[cfg_qpn[QP_AW-1:0]] <= 1'b0;
+        end
+
+        if (rst) begin
+            fs <= F_IDLE;
+            now <= 48'd0;
+            sc_q <= {QP_AW{1'b0}};
+            m_cqe_valid <= 1'b0;
+            rw_valid <= 1'b0;
+            qp_err_valid <= 1'b0;
+            lc_pend <= 1'b0;
+            f_head <= 1'b1;
+            acked_v <= {NUM_QP{1'b0}};
+            known <= {NUM_QP{1'b0}};
+            armed <= {NUM_QP{1'b0}};
+            rnr_wait <= {NUM_QP{1'b0}};
+            rw_pend <= {NUM_QP{1'b0}};
+            cnt_acks <= 32'd0;
+            cnt_naks <= 32'd0;
+            cnt_timeouts <= 32'd0;
+            cnt_resends <= 32'd0;
+            cnt_cqes <= 32'd0;
+            cnt_unexpected <= 32'd0;
+            for (k = 0; k < NUM_QP; k = k + 1) begin
+                head[k] <= 16'd0;
+                tail[k] <= 16'd0;
+            end
+        end
+    end
+
+endmodule
+`default_nettype wire
