@@ -71,6 +71,7 @@ class PcieDmaSlave:
         self.w = AxiWSink(bus.write.w, clk, rst)
         self.b = AxiBSource(bus.write.b, clk, rst)
         self.lanes = len(self.r.bus.rdata) // 8
+        self.last_land = 0.0  # when the latest posted write lands (SimPy time)
         self.reads: deque[_Read] = deque()
         self._more = Event()
         self.counters = {"reads": 0, "read_bytes": 0, "writes": 0, "write_bytes": 0,
@@ -176,6 +177,7 @@ class PcieDmaSlave:
             if ok and parts:
                 pc._now = clock.now()
                 land = clock.sim_time_for(pcie.dma_write(nbytes))
+                self.last_land = max(self.last_land, land)
                 self.mem.post(land, parts)
                 self.counters["writes"] += 1
                 self.counters["write_bytes"] += nbytes

@@ -7,8 +7,9 @@
 The driver reaches the RTL exactly as it reaches the model (nicsim.host.pcie.MmioDevice). It
 runs in a thread started with cocotb.task.bridge; each MMIO access crosses into cocotb with
 cocotb.task.resume. A write is posted (the AXI4-Lite write starts at the time the PCIe model
-delivers it and the CPU goes on); a read waits for the writes before it (PCIe ordering) and
-returns the AXI4-Lite read data. Time: nicsim.cosim.clock.
+delivers it and the CPU goes on); a read waits for the writes before it, returns the AXI4-Lite
+read data, and reaches the CPU only after the device's DMA writes issued before it have landed
+(PCIe ordering both ways). Time: nicsim.cosim.clock.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from nicsim.cosim.clock import TimeCoupler
 from nicsim.cosim.dma import PcieDmaSlave
 from nicsim.cosim.mac import EthMac
 from nicsim.fabric.link import LinkConfig
+from nicsim.host.host import advance
 from nicsim.host.memory import PhysMem
 from nicsim.host.pcie import MmioDevice, PcieConfig
 from nicsim.wire.packet import ETH_FCS, ETH_MIN_FRAME, ETH_PREAMBLE
@@ -93,7 +95,14 @@ class RtlNic(MmioDevice):
 
     def mmio_read(self, offset: int) -> int:
         self.mmio["reads"] += 1
-        return self._read(offset)
+        v = self._read(offset)
+        # The read's completion does not pass the device's earlier posted writes (PCIe
+        # ordering): the CPU has the value once they have all landed (a command's output
+        # block is in memory when its status says done).
+        env = self.clock.env
+        if env is not None and self.dma.last_land > env.now:
+            advance(env, self.dma.last_land)
+        return v
 
     async def _awrite(self, offset: int, value: int) -> None:
         await self.clock.catch_up()
