@@ -315,9 +315,36 @@ class RecvWqeCtrl(Record):
 RECV_WQE_CTRL_SIZE = RecvWqeCtrl.FMT.size  # 16
 
 
-def send_wqe_stride(max_sge: int, max_inline: int = 0) -> int:
-    """Bytes per send WQE slot: a power of two >= 64 holding the control segment and data."""
-    need = SEND_WQE_CTRL_SIZE + max(max_sge * SGE_SIZE, max_inline)
+@dataclass(slots=True)
+class UdAv(Record):
+    """The address vector of a UD send WQE, 32 bytes, right after the control segment (UD
+    QPs only; SGEs or inline data follow it). The control segment's dest_qpn and qkey name
+    the remote QP and the Q_Key (a Q_Key with bit 31 set means the QP's own, IBA 10.2.5).
+
+    offset size field
+      0     6   dmac
+      6     1   traffic_class (DSCP << 2 | ECN of the IP header)
+      7     1   hop_limit (IP TTL / hop limit)
+      8    16   dgid (IPv6, or IPv4-mapped ::ffff:a.b.c.d)
+     24     4   flow_label (20 bits)
+     28     4   reserved
+    """
+
+    FMT = struct.Struct("<6sBB16sI4x")
+    dmac: bytes
+    traffic_class: int
+    hop_limit: int
+    dgid: bytes
+    flow_label: int
+
+
+UD_AV_SIZE = UdAv.FMT.size  # 32
+
+
+def send_wqe_stride(max_sge: int, max_inline: int = 0, ud: bool = False) -> int:
+    """Bytes per send WQE slot: a power of two >= 64 holding the control segment, the UD
+    address vector (UD QPs) and the SGEs or inline data."""
+    need = SEND_WQE_CTRL_SIZE + (UD_AV_SIZE if ud else 0) + max(max_sge * SGE_SIZE, max_inline)
     return max(64, 1 << (need - 1).bit_length())
 
 

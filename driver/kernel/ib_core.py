@@ -53,6 +53,32 @@ _RC_TRANSITIONS: dict[tuple[QpState, QpState], tuple[int, int]] = {
         0, M.CUR_STATE | M.ACCESS_FLAGS | M.ALT_PATH | M.PATH_MIG_STATE | M.MIN_RNR_TIMER),
     (QpState.SQE, QpState.RTS): (0, M.CUR_STATE | M.ACCESS_FLAGS | M.MIN_RNR_TIMER),
 }
+# The same for UD (no path, no access rights: a Q_Key) and UC (a path, no acknowledgements).
+_UD_TRANSITIONS: dict[tuple[QpState, QpState], tuple[int, int]] = {
+    (QpState.RESET, QpState.INIT): (M.PKEY_INDEX | M.PORT | M.QKEY, 0),
+    (QpState.INIT, QpState.INIT): (0, M.PKEY_INDEX | M.PORT | M.QKEY),
+    (QpState.INIT, QpState.RTR): (0, M.PKEY_INDEX | M.QKEY),
+    (QpState.RTR, QpState.RTS): (M.SQ_PSN, M.CUR_STATE | M.QKEY),
+    (QpState.RTS, QpState.RTS): (0, M.CUR_STATE | M.QKEY),
+    (QpState.RTS, QpState.SQD): (0, M.EN_SQD_ASYNC_NOTIFY),
+    (QpState.SQD, QpState.RTS): (0, M.CUR_STATE | M.QKEY),
+    (QpState.SQE, QpState.RTS): (0, M.CUR_STATE | M.QKEY),
+}
+_UC_TRANSITIONS: dict[tuple[QpState, QpState], tuple[int, int]] = {
+    (QpState.RESET, QpState.INIT): (M.PKEY_INDEX | M.PORT | M.ACCESS_FLAGS, 0),
+    (QpState.INIT, QpState.INIT): (0, M.PKEY_INDEX | M.PORT | M.ACCESS_FLAGS),
+    (QpState.INIT, QpState.RTR): (M.AV | M.PATH_MTU | M.DEST_QPN | M.RQ_PSN,
+                                  M.ALT_PATH | M.ACCESS_FLAGS | M.PKEY_INDEX),
+    (QpState.RTR, QpState.RTS): (M.SQ_PSN,
+                                 M.CUR_STATE | M.ALT_PATH | M.ACCESS_FLAGS | M.PATH_MIG_STATE),
+    (QpState.RTS, QpState.RTS): (0, M.CUR_STATE | M.ACCESS_FLAGS | M.ALT_PATH | M.PATH_MIG_STATE),
+    (QpState.RTS, QpState.SQD): (0, M.EN_SQD_ASYNC_NOTIFY),
+    (QpState.SQD, QpState.RTS): (0, M.CUR_STATE | M.ACCESS_FLAGS | M.ALT_PATH
+                                 | M.PATH_MIG_STATE),
+    (QpState.SQE, QpState.RTS): (0, M.CUR_STATE | M.ACCESS_FLAGS),
+}
+_TRANSITIONS = {QpType.RC: _RC_TRANSITIONS, QpType.UD: _UD_TRANSITIONS,
+                QpType.UC: _UC_TRANSITIONS}
 
 
 class MrAccess(IntFlag):
@@ -96,12 +122,12 @@ def check_mr_access(access: int) -> None:
                           "huge-page MRs)", errno.EOPNOTSUPP)
 
 
-def modify_is_ok(cur: QpState, nxt: QpState, mask: int) -> bool:
-    """ib_modify_qp_is_ok for RC: the transition exists and the mask has exactly the required
-    attributes plus any of the optional ones."""
+def modify_is_ok(cur: QpState, nxt: QpState, mask: int, qp_type: QpType = QpType.RC) -> bool:
+    """ib_modify_qp_is_ok: the transition exists for the QP's type and the mask has exactly
+    the required attributes plus any of the optional ones."""
     if nxt in (QpState.RESET, QpState.ERR):
         return not mask & ~(M.STATE | M.CUR_STATE)
-    rule = _RC_TRANSITIONS.get((cur, nxt))
+    rule = _TRANSITIONS[qp_type].get((cur, nxt))
     if rule is None:
         return False
     req, opt = rule
@@ -293,7 +319,7 @@ class IbDevice:
                 raise KernelError(f"QP type {_IB_QP_TYPES[qp_type]} is not supported by nsnic",
                                   errno.EOPNOTSUPP) from None
             raise KernelError(f"unknown QP type {qp_type}", errno.EINVAL) from None
-        if t is not QpType.RC:
+        if t not in _SUPPORTED_QP_TYPES:
             raise KernelError(f"QP type {t.name} is not supported by nsnic yet", errno.EOPNOTSUPP)
         if min(cap) < 0:
             raise KernelError("negative QP capability", errno.EINVAL)
@@ -324,7 +350,7 @@ class IbDevice:
             nxt = QpState(attrs.state) if mask & M.STATE else cur
         except ValueError:
             raise KernelError(f"no QP state {attrs.state!r}", errno.EINVAL) from None
-        if not modify_is_ok(cur, nxt, mask):
+        if not modify_is_ok(cur, nxt, mask, qp.qp_type):
             raise KernelError(f"invalid QP transition {cur.name}->{nxt.name} with attr mask "
                               f"0x{mask:x}", errno.EINVAL)
         if mask & M.PKEY_INDEX and pkey_index != 0:
@@ -437,6 +463,7 @@ _QP_ATTRS = (
 # for one is EOPNOTSUPP (rxe_qp_chk_init), an unknown number EINVAL.
 _IB_QP_TYPES = {0: "SMI", 1: "GSI", 5: "RAW_IPV6", 6: "RAW_ETHERTYPE", 8: "RAW_PACKET",
                 9: "XRC_INI", 10: "XRC_TGT", 0xFF: "DRIVER"}
+_SUPPORTED_QP_TYPES = (QpType.RC, QpType.UD)
 _CAP_NAMES = ("max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data")
 
 

@@ -139,7 +139,7 @@ class UverbsFile:
         if cmd is Cmd.CREATE_AH:
             pd = u.get(a["pd"], IbPd)
             av = dev.resolve_av(**a["av"])  # type: ignore[arg-type]
-            return dev.create_ah(u, pd, av).handle  # type: ignore[arg-type]
+            return dev.create_ah(u, pd, av).handle, av  # type: ignore[arg-type]
         if cmd is Cmd.DESTROY_AH:
             dev.destroy_ah(u, u.get(a["ah"], IbAh))  # type: ignore[arg-type]
             return None

@@ -28,6 +28,7 @@ from nicsim.hwif import (
     SendWqeCtrl,
     Sge,
     UarReg,
+    UdAv,
     WqeOpcode,
 )
 
@@ -82,6 +83,23 @@ def _sges(wr: object, max_sge: int) -> list:
     return sg[:n]
 
 
+_UD_OPCODES = (ibv_wr_opcode.IBV_WR_SEND, ibv_wr_opcode.IBV_WR_SEND_WITH_IMM)
+
+
+def _ud_fields(wr: object) -> tuple[int, int, bytes]:
+    """A UD WR's destination: remote QPN, Q_Key and the AH's address vector (hwif.UdAv)."""
+    ah = getattr(wr, "ah", None)
+    av = getattr(ah, "av", None)
+    if av is None or getattr(ah, "closed", False):
+        raise ProviderError("a UD WR needs a live AH (set_wr_ud)", errno.EINVAL)
+    qpn, qkey = wr.remote_qpn, wr.remote_qkey  # type: ignore[attr-defined]
+    if not (isinstance(qpn, int) and 0 <= qpn <= 0xFFFFFF and isinstance(qkey, int)
+            and 0 <= qkey <= _U32):
+        raise ProviderError(f"remote QPN {qpn!r} or Q_Key {qkey!r} out of range", errno.EINVAL)
+    return qpn, qkey, UdAv(av.dmac, av.traffic_class, av.hop_limit, av.dgid,
+                           av.flow_label).pack()
+
+
 class ProviderError(Exception):
     def __init__(self, msg: str, errno_: int) -> None:
         super().__init__(msg)
@@ -100,6 +118,7 @@ class RawWc:
     qp_num: int
     imm_data: int
     wc_flags: int
+    src_qp: int = 0
 
 
 @dataclass
@@ -113,6 +132,7 @@ class ProviderQp:
     max_inline: int
     sq_sig_all: bool
     state: int = ibv_qp_state.IBV_QPS_RESET
+    ud: bool = False  # a UD QP: each WQE carries its address vector (hwif.UdAv)
     sq_head: int = 0  # WQEs posted (not wrapped)
     sq_tail: int = 0  # WQEs completed
     rq_head: int = 0
@@ -166,6 +186,9 @@ class ProviderQp:
         except TypeError:
             raise _misfit(wr, _WR_FIELDS) from None
         op = int(op)
+        if self.ud and op not in _UD_OPCODES:
+            # A datagram is a SEND (IBA 9.8.2; rxe's validate_send_wr).
+            raise ProviderError(f"{ibv_wr_opcode(op).name} on a UD QP", errno.EINVAL)
         flags = 0
         sf = int(wr.send_flags)  # type: ignore[attr-defined]
         if sf & _SIGNALED or self.sq_sig_all:
@@ -192,10 +215,14 @@ class ProviderQp:
                 raise ProviderError("an SGE field is not an integer", errno.EINVAL) from None
         imm = wr.imm_data if op != ibv_wr_opcode.IBV_WR_SEND_WITH_INV \
             else wr.invalidate_rkey  # type: ignore[attr-defined]
+        dqpn = qkey = 0
+        if self.ud:
+            dqpn, qkey, av = _ud_fields(wr)
+            body = av + body
         try:
             ctrl = _CTRL.pack(op, flags, len(sges) if not inline_len else 0, imm,
                               wr.remote_addr, wr.rkey, inline_len,  # type: ignore[attr-defined]
-                              wr.compare_add, wr.swap, 0, 0)  # type: ignore[attr-defined]
+                              wr.compare_add, wr.swap, dqpn, qkey)  # type: ignore[attr-defined]
         except struct.error:  # a value that compares like an integer but is not one
             raise _misfit(wr, _WR_FIELDS) from None
         slot = self.sq_head & (self.sq_size - 1)
@@ -284,4 +311,4 @@ class ProviderCq:
             if c.flags & hw:
                 flags |= verbs
         return RawWc(wr_id, c.status, c.opcode, c.vendor_err, c.byte_len, c.qpn, c.imm_inv,
-                     flags)
+                     flags, c.src_qp)

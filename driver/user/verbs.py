@@ -612,8 +612,8 @@ class AH(_Resource):
         if not isinstance(attr, AHAttr):
             raise PyverbsUserError(f"attr must be an AHAttr, not {type(attr)}")
         self.ah_attr = attr
-        self.handle: int = _call("Failed to create AH", pd.ctx.file.write, Cmd.CREATE_AH,
-                                 pd=pd.handle, av=attr._av())
+        self.handle, self.av = _call("Failed to create AH", pd.ctx.file.write, Cmd.CREATE_AH,
+                                     pd=pd.handle, av=attr._av())
         self._created()
 
     def close(self) -> None:
@@ -761,7 +761,7 @@ class CQ(_Resource):
         forever."""
         self._check()
         p = self._p
-        wcs = [WC(w.wr_id, w.status, w.opcode, w.vendor_err, w.byte_len, w.qp_num, 0,
+        wcs = [WC(w.wr_id, w.status, w.opcode, w.vendor_err, w.byte_len, w.qp_num, w.src_qp,
                   w.imm_data, w.wc_flags) for w in p.poll(num_entries)]
         if not wcs and p.silent:
             st = _call("Failed to poll CQ", self.ctx.file.write, Cmd.QUERY_CQ, cq=self.handle)
@@ -870,7 +870,8 @@ class QP(_Resource):
         self.qp_num: int = r.qpn
         self._type = int(init_attr.qp_type)
         self._p = ProviderQp(ctx.host, ctx.aspace, ctx.file.doorbells, r, cap.max_send_sge,
-                             cap.max_recv_sge, cap.max_inline_data, bool(init_attr.sq_sig_all))
+                             cap.max_recv_sge, cap.max_inline_data, bool(init_attr.sq_sig_all),
+                             ud=self._type == ibv_qp_type.IBV_QPT_UD)
         ctx.qps[r.qpn] = self._p
         self._created()
         if qp_attr is not None:

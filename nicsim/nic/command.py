@@ -237,9 +237,11 @@ class CommandProcessor:
                 raise CommandError(CmdStatus.BAD_RESOURCE)
         for cqn in (c.send_cqn, c.recv_cqn):
             nic.cq.cqs[cqn].refs += 1
-        nic.qps[c.qpn] = QpCtx(c.qpn, qtype, c.pd, c.send_cqn, c.recv_cqn, c.sq_base,
-                               c.sq_log_size, c.sq_log_stride, c.rq_base, c.rq_log_size,
-                               c.rq_log_stride, uar=c.uar)
+        nic.qps[c.qpn] = q = QpCtx(c.qpn, qtype, c.pd, c.send_cqn, c.recv_cqn, c.sq_base,
+                                   c.sq_log_size, c.sq_log_stride, c.rq_base, c.rq_log_size,
+                                   c.rq_log_stride, uar=c.uar)
+        if qtype is QpType.UD:
+            q.mtu = PathMtu.MTU_4096.bytes  # a datagram is one packet of up to the port's MTU
         return b""
 
     def _modify_qp(self, c: Qpc) -> bytes:

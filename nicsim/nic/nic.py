@@ -36,6 +36,7 @@ from nicsim.nic.completer import Completer
 from nicsim.nic.config import NicConfig
 from nicsim.nic.counters import Counters
 from nicsim.nic.cq import CqCtx, CqWriter
+from nicsim.nic.datagram import Datagram
 from nicsim.nic.dma import Dma
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
@@ -94,6 +95,7 @@ class Nic(MmioDevice):
         self.requester = Requester(self)
         self.responder = Responder(self)
         self.completer = Completer(self)
+        self.datagram = Datagram(self)
         self.commands = CommandProcessor(self)
         self.engine.start(self.requester, self.fetch)
         # Congestion control: the reaction point (None: cc none) and the notification point.
@@ -271,6 +273,12 @@ class Nic(MmioDevice):
         if info.kind is Kind.CNP:
             self._cnp(qp, frame, p.ipv6)
             return
+        if info.transport is Transport.UD and qp.type is QpType.UD:
+            if p.pkey != qp.pkey:
+                rx["bad_pkey"] += 1
+                return
+            self.datagram.receive(qp, p)
+            return
         if info.transport is not Transport.RC or qp.type is not QpType.RC:
             rx["qp_type_mismatch"] += 1
             return
@@ -335,6 +343,7 @@ class Nic(MmioDevice):
             "pcie": self.pcie.counters, "sched": self.engine.counters,
             "wqe_fetch": self.fetch.counters, "requester": self.requester.counters,
             "responder": self.responder.counters, "completer": self.completer.counters,
+            "datagram": self.datagram.counters,
             "cq": self.cq.counters, "cmd": self.commands.counters,
             "np": self.np.counters, "cc": self.cc.counters if self.cc else {},
             "xlate": {"mpt_hits": self.xlate.mpt_hits, "mpt_misses": self.xlate.mpt_misses,

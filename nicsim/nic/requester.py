@@ -143,6 +143,8 @@ class Requester:
             return False
         if qp.state is not QpState.RTS or qp.rnr_until > env.now:
             return False  # a doorbell is remembered; RTS and the end of an RNR wait kick it
+        if qp.type is QpType.UD:
+            return (yield from self.nic.datagram.turn(qp))
         if qp.resend_psn is not None:
             self._rewind(qp)
         if qp.cur is None:

@@ -16,9 +16,12 @@ from nicsim.hwif import (
     RECV_WQE_CTRL_SIZE,
     SEND_WQE_CTRL_SIZE,
     SGE_SIZE,
+    UD_AV_SIZE,
     WQE_INDEX_MASK,
+    QpType,
     RecvWqeCtrl,
     SendWqeCtrl,
+    UdAv,
     WqeFlags,
 )
 from nicsim.nic.config import NicConfig
@@ -35,16 +38,22 @@ class SendWqe:
     ctrl: SendWqeCtrl
     sges: list[tuple[int, int, int]]  # (addr, length, lkey)
     inline: bytes = b""
+    av: UdAv | None = None  # UD: where the datagram goes
 
 
-def decode_send_wqe(index: int, raw: bytes, stride: int) -> SendWqe:
+def decode_send_wqe(index: int, raw: bytes, stride: int, ud: bool = False) -> SendWqe:
     ctrl = SendWqeCtrl.unpack(raw)
+    at = SEND_WQE_CTRL_SIZE
+    av = None
+    if ud:  # the address vector comes right after the control segment
+        av = UdAv.unpack(raw, at)
+        at += UD_AV_SIZE
     if ctrl.flags & WqeFlags.INLINE:
-        n = min(ctrl.inline_len, stride - SEND_WQE_CTRL_SIZE)
-        return SendWqe(index, ctrl, [], raw[SEND_WQE_CTRL_SIZE:SEND_WQE_CTRL_SIZE + n])
-    nsge = min(ctrl.num_sge, (stride - SEND_WQE_CTRL_SIZE) // SGE_SIZE)
-    sges = [_SGE.unpack_from(raw, SEND_WQE_CTRL_SIZE + i * SGE_SIZE) for i in range(nsge)]
-    return SendWqe(index, ctrl, sges)
+        n = min(ctrl.inline_len, stride - at)
+        return SendWqe(index, ctrl, [], raw[at:at + n], av)
+    nsge = min(ctrl.num_sge, (stride - at) // SGE_SIZE)
+    sges = [_SGE.unpack_from(raw, at + i * SGE_SIZE) for i in range(nsge)]
+    return SendWqe(index, ctrl, sges, b"", av)
 
 
 def decode_recv_wqe(raw: bytes, stride: int) -> list[tuple[int, int, int]]:
@@ -71,9 +80,10 @@ class WqeFetch:
         self.counters["sq_dma_reads"] += 1
         self.counters["sq_wqes"] += n
         yield self.env.timeout(done + self.cfg.wqe_decode_ns - self.env.now)
+        ud = qp.type is QpType.UD
         for i in range(n):
             qp.fetched.append(decode_send_wqe((qp.sq_fetch + i) & WQE_INDEX_MASK,
-                                              raw[i * stride:(i + 1) * stride], stride))
+                                              raw[i * stride:(i + 1) * stride], stride, ud))
         qp.sq_fetch = (qp.sq_fetch + n) & WQE_INDEX_MASK
 
     def fetch_rq(self, qp: QpCtx, not_before: float) -> tuple[list[tuple[int, int, int]], float]:

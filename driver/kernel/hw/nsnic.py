@@ -34,6 +34,7 @@ from nicsim.hwif import (
     MptFlags,
     PortInfo,
     Qpc,
+    QpType,
     Reg,
     pack_mtt,
     recv_wqe_stride,
@@ -343,7 +344,7 @@ class NsnicDriver:
             raise HwError("QP capabilities beyond the device's", errno.EINVAL)
         sq_log = max(1, (max(max_send_wr, 1) - 1).bit_length())
         rq_log = max(1, (max(max_recv_wr, 1) - 1).bit_length())
-        sq_stride = send_wqe_stride(max_send_sge, max_inline)
+        sq_stride = send_wqe_stride(max_send_sge, max_inline, ud=qp_type == QpType.UD)
         rq_stride = recv_wqe_stride(max_recv_sge)
         sq_bytes, rq_bytes = sq_stride << sq_log, rq_stride << rq_log
         sq = _mem(lambda: pool.alloc(sq_bytes))

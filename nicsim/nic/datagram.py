@@ -1,0 +1,197 @@
+"""Unreliable Datagram (IBA 9.8, RoCEv2 Annex A17): the send and receive sides of UD QPs.
+
+Send: a UD send WQE is one SEND packet (BTH + DETH with the Q_Key and our QPN, + ImmDt) to
+the address vector the WQE carries (hwif.UdAv), no larger than the port's MTU. Nothing
+acknowledges it: it completes once it has been handed to the port.
+
+Receive: a datagram for a UD QP in RTR or RTS whose DETH Q_Key matches the QP's fills the
+next receive WQE: the 40-byte GRH first (RoCEv2 over IPv4: 20 reserved bytes, then the IPv4
+header; over IPv6: the IPv6 header), then the payload. The completion names the sender's QPN
+(DETH) and carries IBV_WC_GRH. A datagram with a wrong Q_Key, or with no receive WQE waiting,
+is dropped silently (C10-15, o10-5.2.1; no RNR for UD); one that does not fit its receive
+buffer completes the WQE with LOC_LEN_ERR and puts the QP in error, as rxe does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING
+
+import simpy
+
+from nicsim.hwif import (
+    WQE_INDEX_MASK,
+    Access,
+    CqeFlags,
+    CqeOpcode,
+    CqeStatus,
+    QpState,
+    UdAv,
+    VendorErr,
+    WqeFlags,
+    WqeOpcode,
+    XlateStatus,
+)
+from nicsim.nic.counters import Counters
+from nicsim.nic.qp import PSN_MASK, QpCtx
+from nicsim.wire import Ecn, FrameBuilder, Packet, Path, deth, immdt, roce_udp_sport
+from nicsim.wire.opcodes import Opcode
+
+if TYPE_CHECKING:
+    from nicsim.nic.nic import Nic
+    from nicsim.nic.wqe_fetch import SendWqe
+
+GRH_LEN = 40  # the GRH a UD receive buffer starts with (IBA 11.4.1.1)
+QKEY_USE_QP = 0x80000000  # a WR Q_Key with this bit set means the QP's own (IBA 10.2.5)
+_RECEIVING = (QpState.RTR, QpState.RTS, QpState.SQD)
+_SEND_OPS = {int(WqeOpcode.SEND): Opcode.UD_SEND_ONLY,
+             int(WqeOpcode.SEND_WITH_IMM): Opcode.UD_SEND_ONLY_WITH_IMMEDIATE}
+_XLATE_VENDOR = {XlateStatus.BAD_KEY: VendorErr.BAD_LKEY,
+                 XlateStatus.PD_MISMATCH: VendorErr.LKEY_PD_MISMATCH,
+                 XlateStatus.ACCESS: VendorErr.LKEY_ACCESS,
+                 XlateStatus.BOUNDS: VendorErr.LKEY_BOUNDS,
+                 XlateStatus.MTT_FAULT: VendorErr.MTT_FAULT}
+
+
+def _ip(gid: bytes) -> bytes:
+    return gid[12:] if gid[:12] == bytes(10) + b"\xff\xff" else gid
+
+
+class Datagram:
+    def __init__(self, nic: Nic) -> None:
+        self.nic = nic
+        self.env: simpy.Environment = nic.env
+        # Counted when they happen (an RC-only world reports none of them).
+        self.counters = Counters()
+        self._builders: dict[tuple[int, bytes], FrameBuilder] = {}
+
+    # -- send -------------------------------------------------------------------------------
+
+    def turn(self, qp: QpCtx) -> Generator[simpy.Event, None, bool]:
+        """Send the UD QP's next WQE; returns whether it has more to send now."""
+        nic = self.nic
+        if not qp.fetched:
+            if not qp.sq_pending:
+                return False
+            yield from nic.fetch.fetch_sq(qp)
+            if qp.state is not QpState.RTS:
+                return True  # (a QP in error flushes in its next turn)
+        nic.engine.counters["schedules"] += 1
+        yield from self._send(qp, qp.fetched.popleft())
+        return bool(qp.fetched or qp.sq_pending) and qp.state is QpState.RTS
+
+    def _builder(self, qp: QpCtx, av: UdAv) -> FrameBuilder:
+        key = (qp.qpn, av.pack())
+        b = self._builders.get(key)
+        if b is None:
+            nic = self.nic
+            sip, dip = nic.ip.packed, _ip(av.dgid)
+            if len(sip) != len(dip):  # one side IPv6: both as IPv6 (IPv4-mapped)
+                sip = sip if len(sip) == 16 else bytes(10) + b"\xff\xff" + sip
+                dip = dip if len(dip) == 16 else bytes(10) + b"\xff\xff" + dip
+            ecn = Ecn.ECT0 if nic.cfg.ecn_capable else Ecn.NOT_ECT
+            if len(self._builders) > 4096:
+                self._builders.clear()
+            b = self._builders[key] = FrameBuilder(Path(
+                nic.mac, av.dmac, sip, dip, roce_udp_sport(qp.qpn, 0), av.traffic_class >> 2,
+                ecn, av.hop_limit or 64))
+        return b
+
+    def _send(self, qp: QpCtx, wqe: SendWqe) -> Generator[simpy.Event, None, None]:
+        nic = self.nic
+        env = self.env
+        c = self.counters
+        ctrl = wqe.ctrl
+        comp = nic.completer
+        opc = _SEND_OPS.get(ctrl.opcode)
+        if opc is None or wqe.av is None:
+            c.bump("local_errors")
+            op = WqeOpcode(ctrl.opcode) if ctrl.opcode in WqeOpcode._value2member_map_ \
+                else WqeOpcode.SEND
+            comp.local_error(qp, wqe.index, op, CqeStatus.LOC_QP_OP_ERR, VendorErr.BAD_OPCODE)
+            return
+        t = env.now
+        if ctrl.flags & WqeFlags.INLINE:
+            payload: bytes | memoryview = wqe.inline
+        else:
+            pieces = [(lkey, addr, length) for addr, length, lkey in wqe.sges if length]
+            st, walk, t = nic.check_walk(pieces, qp.pd, 0, t)
+            if st is not XlateStatus.OK:
+                c.bump("local_errors")
+                comp.local_error(qp, wqe.index, WqeOpcode(ctrl.opcode), CqeStatus.LOC_PROT_ERR,
+                                 _XLATE_VENDOR[st])
+                return
+            payload = b""
+            if walk.total and walk.total <= qp.mtu:
+                t = nic.walk(walk, walk.total, t)
+                payload, t, _ = nic.dma.read_at(walk.segs, (0, 0), walk.total, t)
+            elif walk.total:
+                payload = bytes(walk.total)  # too long: only its length matters below
+        if len(payload) > qp.mtu:
+            # A datagram is one packet: a message longer than the MTU is a local length
+            # error (IBA 9.8.3.2).
+            c.bump("local_errors")
+            comp.local_error(qp, wqe.index, WqeOpcode(ctrl.opcode), CqeStatus.LOC_LEN_ERR,
+                             VendorErr.NONE)
+            return
+        qkey = qp.qkey if ctrl.qkey & QKEY_USE_QP else ctrl.qkey
+        ext = deth(qkey, qp.qpn)
+        if opc is Opcode.UD_SEND_ONLY_WITH_IMMEDIATE:
+            ext += immdt(ctrl.imm_inv)
+        frame = self._builder(qp, wqe.av).build(opc, ctrl.dest_qpn, qp.sq_psn, ext, payload,
+                                                 solicited=bool(ctrl.flags & WqeFlags.SOLICITED))
+        qp.sq_psn = (qp.sq_psn + 1) & PSN_MASK
+        c.bump("sent")
+        c.bump("sent_bytes", len(payload))
+        ready = t + nic.cfg.tx_pipeline_ns
+        wait = nic.engine.emit(frame, ready)
+        if ctrl.flags & WqeFlags.SIGNALED:
+            nic.cq.post(qp.send_cqn, qp.qpn, wqe.index, CqeOpcode.SEND, CqeStatus.SUCCESS,
+                        len(payload), not_before=ready)
+        if wait > env.now or nic.port.queued:
+            yield from nic.engine.window(wait)
+
+    # -- receive ----------------------------------------------------------------------------
+
+    def receive(self, qp: QpCtx, p: Packet) -> None:
+        nic = self.nic
+        c = self.counters
+        if qp.state not in _RECEIVING:
+            c.bump("drop_qp_state")
+            return
+        if p.deth_qkey != qp.qkey:
+            c.bump("drop_qkey")  # a Q_Key violation: dropped silently (C10-15)
+            return
+        if qp.rq_ci == qp.rq_pi:
+            c.bump("drop_no_recv_wqe")  # no receive WQE: dropped (UD has no RNR)
+            return
+        t = self.env.now + nic.cfg.rx_pipeline_ns
+        sges, ready = nic.fetch.fetch_rq(qp, t)
+        index = qp.rq_ci
+        qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
+        pieces = [(lkey, addr, length) for addr, length, lkey in sges if length]
+        st, walk, ready = nic.check_walk(pieces, qp.pd, int(Access.LOCAL_WRITE), ready)
+        n = GRH_LEN + p.payload_len
+        status = CqeStatus.SUCCESS
+        if st is not XlateStatus.OK:
+            status = CqeStatus.LOC_PROT_ERR
+        elif n > walk.total:
+            status = CqeStatus.LOC_LEN_ERR
+        if status is not CqeStatus.SUCCESS:
+            c.bump("recv_errors")
+            nic.cq.post(qp.recv_cqn, qp.qpn, index, CqeOpcode.RECV, status,
+                        vendor_err=VendorErr.RECV_TOO_SMALL, not_before=ready)
+            nic.completer.qp_error(qp)
+            return
+        frame = p.frame
+        l3 = p.l3_off
+        grh = frame[l3:l3 + 40] if p.ipv6 else bytes(20) + frame[l3:l3 + 20]
+        ready = nic.walk(walk, n, ready)
+        done, _ = nic.dma.place(walk.segs, (0, 0), grh + bytes(p.payload), ready)
+        flags = int(CqeFlags.GRH)
+        if p.imm is not None:
+            flags |= CqeFlags.WITH_IMM
+        c.bump("received")
+        c.bump("received_bytes", p.payload_len)
+        nic.cq.post(qp.recv_cqn, qp.qpn, index, CqeOpcode.RECV, CqeStatus.SUCCESS, n,
+                    p.imm or 0, src_qp=p.deth_src_qp or 0, flags=flags, not_before=done)
