@@ -6,7 +6,8 @@
 // shows the next entry in the next cycle, so the FIFO moves one entry per cycle with no bubble.
 // The RAM is read every cycle at the address of the entry that will be the head next cycle;
 // when that entry is being written in the same cycle (the FIFO is, or is about to be, empty)
-// the written data is taken directly (bypass), so a push is visible on m_data one cycle later.
+// the written data is taken from a bypass register instead, so a push is visible on m_data one
+// cycle later. (The bypass sits after the RAM's read register, so the RAM infers as block RAM.)
 //
 // Parameters:
 //   WIDTH   entry width in bits
@@ -53,7 +54,9 @@ module fifo_fwft #(
     reg [WIDTH-1:0] mem [0:DEPTH-1];
     reg [AW:0]      wp;
     reg [AW:0]      rp;
-    reg [WIDTH-1:0] q;
+    reg [WIDTH-1:0] q;          // the RAM's registered read port
+    reg             byp;        // the head was written in the cycle it was read: take it here
+    reg [WIDTH-1:0] byp_data;
 
     wire empty = wp == rp;
     wire full = wp[AW-1:0] == rp[AW-1:0] && wp[AW] != rp[AW];
@@ -64,10 +67,9 @@ module fifo_fwft #(
     always @(posedge clk) begin
         if (push)
             mem[wp[AW-1:0]] <= s_data;
-        if (push && wp == rp_n)
-            q <= s_data;
-        else
-            q <= mem[rp_n[AW-1:0]];
+        q <= mem[rp_n[AW-1:0]];
+        byp <= push && wp == rp_n;
+        byp_data <= s_data;
     end
 
     always @(posedge clk) begin
@@ -83,7 +85,7 @@ module fifo_fwft #(
 
     assign s_ready = !full;
     assign m_valid = !empty;
-    assign m_data = q;
+    assign m_data = byp ? byp_data : q;
     wire [AW:0] used = wp - rp;
     assign count = {{(15-AW){1'b0}}, used};
 
