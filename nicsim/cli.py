@@ -46,6 +46,8 @@ def _overrides(args: argparse.Namespace) -> list[tuple[str, str]]:
     out = []
     if args.seed is not None:
         out.append((f"--seed {args.seed}", f"seed={args.seed}"))
+    if args.profile is not None:
+        out.append((f"--profile {args.profile}", f"profile={json.dumps(args.profile)}"))
     for k in ("loss", "corrupt", "duplicate", "reorder"):
         v = getattr(args, k)
         if v is not None:
@@ -158,6 +160,31 @@ def _pcap_check(args: argparse.Namespace) -> int:
     return pcap_check_main(args.file)
 
 
+def _profiles(args: argparse.Namespace) -> int:
+    """List the shipped profiles, or show one field by field with its source."""
+    from nicsim.profiles import SECTIONS, ProfileError, load_profile, profile_names
+
+    if args.name is None:
+        for n in profile_names():
+            print(f"{n:<12} {load_profile(n).title}")
+        return 0
+    try:
+        p = load_profile(args.name)
+    except ProfileError as e:
+        raise UsageError(str(e)) from None
+    print(f"{p.name}: {p.title}  ({p.path})")
+    print(f"perftest device class: {p.perftest_device.value}")
+    values = p.values()
+    for s in SECTIONS:
+        print(f"{s}:")
+        for k, v in values[s].items():
+            src = p.sources.get(f"{s}.{k}")
+            given = k in p.sections.get(s, {})
+            note = f"  # {src}" if src else ("" if given else "  # model default")
+            print(f"  {k}: {v}{note}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="nicsim", description="An RDMA (RoCEv2) NIC simulator.")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -168,6 +195,9 @@ def parser() -> argparse.ArgumentParser:
     pc.add_argument("--pcap", help="write the link's frames here (default: the scenario's)")
     pc.add_argument("--no-pcap", action="store_true", help="do not write a pcap")
     run.add_argument("--seed", type=int, help="override the scenario's seed (data and faults)")
+    run.add_argument("--profile", metavar="NAME|FILE",
+                     help="NIC, PCIe, link and CPU profile (nicsim profiles lists them); the "
+                          "scenario's own fields win")
     for name, what in (("loss", "drop"), ("corrupt", "flip one bit of"),
                        ("duplicate", "deliver twice"), ("reorder", "delay (up to reorder_ns)")):
         run.add_argument(f"--{name}", type=_probability, metavar="P",
@@ -188,6 +218,9 @@ def parser() -> argparse.ArgumentParser:
                     help="submit the points to this Dask scheduler (pip install nicsim[dask])")
     sw.add_argument("--quiet", action="store_true", help="no progress lines")
     sw.set_defaults(fn=_sweep)
+    pr = sub.add_parser("profiles", help="list the NIC profiles, or show one with its sources")
+    pr.add_argument("name", nargs="?", help="a profile name or file")
+    pr.set_defaults(fn=_profiles)
     pcp = sub.add_parser("pcap", help="pcap tools")
     pcs = pcp.add_subparsers(dest="pcap_cmd", required=True, parser_class=_Parser)
     chk = pcs.add_parser("check", help="validate every frame of a capture")

@@ -85,20 +85,21 @@ class World:
     @staticmethod
     def from_topology(spec: TopologySpec, seed: int = 0, nic: NicConfig | None = None,
                       switch: SwitchConfig | None = None, mem_size: int = 64 << 20,
-                      pcap: str | Path | None = None) -> World:
+                      pcap: str | Path | None = None, costs: CpuCosts | None = None) -> World:
         """A booted world of the topology's shape (see nicsim.fabric.topology). For
         back_to_back, `pcap` is one capture of both directions (as World.two_hosts);
-        other shapes take taps per port (World.tap)."""
+        other shapes take taps per port (World.tap). `costs`: every host's CPU."""
         base = nic or NicConfig()
         if spec.shape is Shape.BACK_TO_BACK:
-            return World.two_hosts(seed, spec.host_link, pcap, base, spec.faults, mem_size)
+            return World.two_hosts(seed, spec.host_link, pcap, base, spec.faults, mem_size,
+                                   costs)
         g = spec.graph()
         sw_cfg = switch or SwitchConfig()
         w = World(seed)
         pfc = base.pfc_classes or sw_cfg.pfc.lossless
         for i, h in enumerate(g.hosts):
             w.add_host(h, replace(base, mac=host_mac(i), ip=host_ip(i), pfc_classes=pfc),
-                       mem_size)
+                       mem_size, costs)
         for i, s in enumerate(g.switches):
             w.switches[s] = Switch(w.env, s, sw_cfg, seed + 10_000 + i)
         s_index = {s: i for i, s in enumerate(g.switches)}
@@ -159,12 +160,12 @@ class World:
     @staticmethod
     def two_hosts(seed: int = 0, link: LinkConfig | None = None, pcap: str | Path | None = None,
                   nic: NicConfig | None = None, faults: FaultConfig | None = None,
-                  mem_size: int = 64 << 20) -> World:
+                  mem_size: int = 64 << 20, costs: CpuCosts | None = None) -> World:
         """Hosts a (10.0.0.1) and b (10.0.0.2), one cable between them, kernels booted."""
         w = World(seed)
         base = nic or NicConfig()
-        w.add_host("a", replace(base, mac="02:00:00:00:00:0a", ip="10.0.0.1"), mem_size)
-        w.add_host("b", replace(base, mac="02:00:00:00:00:0b", ip="10.0.0.2"), mem_size)
+        w.add_host("a", replace(base, mac="02:00:00:00:00:0a", ip="10.0.0.1"), mem_size, costs)
+        w.add_host("b", replace(base, mac="02:00:00:00:00:0b", ip="10.0.0.2"), mem_size, costs)
         w.connect("a", "b", link, pcap, faults)
         w.boot()
         return w

@@ -145,13 +145,23 @@ class Nic(MmioDevice):
             return
         if reg == UarReg.SQ_DB:
             c["doorbells"] += 1
-            qp.sq_pi = value & WQE_INDEX_MASK
-            if qp.state is QpState.RTS or qp.state is QpState.ERR:
-                self.engine.kick(qp)
+            # The doorbell is decoded before the scheduler learns of the new WQEs (doorbell_ns);
+            # doorbells of a QP keep their order, all taking the same time.
+            d = self.cfg.doorbell_ns
+            if d > 0:
+                self.env.timeout(d).callbacks.append(
+                    lambda _e: self._sq_doorbell(qp, value))
+            else:
+                self._sq_doorbell(qp, value)
         else:
             qp.rq_pi = value & WQE_INDEX_MASK
             if qp.state is QpState.ERR:
                 self.completer.flush_recv(qp)
+
+    def _sq_doorbell(self, qp: QpCtx, value: int) -> None:
+        qp.sq_pi = value & WQE_INDEX_MASK
+        if qp.state is QpState.RTS or qp.state is QpState.ERR:
+            self.engine.kick(qp)
 
     def mmio_read(self, offset: int) -> int:
         if offset == Reg.DEV_ID:

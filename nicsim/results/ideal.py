@@ -5,9 +5,10 @@ It follows the stages the model charges a message, from `ibv_post_send` to the c
 being polled (nicsim.nic, nicsim.host.pcie), with warm translation caches and nothing else
 in flight:
 
-  post_send CPU time; the doorbell MMIO write across PCIe; the WQE fetch (a DMA read of one
-  WQE slot) and its decode; the first payload DMA read; the transmit pipeline; every packet
-  on the wire at the line rate, or behind the PCIe read completions when those are slower;
+  post_send CPU time; the doorbell MMIO write across PCIe and its decode; the WQE fetch (a
+  DMA read of one WQE slot) and its decode; the first payload DMA read; the transmit
+  pipeline; every packet on the wire at the line rate, or behind the PCIe read completions
+  when those are slower;
   propagation (store and forward at each switch); the receive pipeline; for a SEND, the
   receive WQE fetch; the ACK back; the CQE written across PCIe; the poll that reads it.
 
@@ -143,7 +144,7 @@ class Ideal:
         c = self.cfg
         nic = c.nic
         t = c.cpu.post_send + (MMIO_BYTES + c.pcie.tlp_overhead) / self._bpns + \
-            c.pcie.latency_ns
+            c.pcie.latency_ns + nic.doorbell_ns
         t += self._read(self._sq_stride) + nic.wqe_decode_ns  # the WQE
         if op is OpKind.READ:
             arr = self._deliver(fwd, t + nic.tx_pipeline_ns, self._frame(0, Ext.RETH.size))

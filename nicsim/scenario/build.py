@@ -26,6 +26,7 @@ from nicsim.fabric.switch import (
 )
 from nicsim.fabric.topology import Graph, Shape, TopologyError
 from nicsim.fabric.topology import TopologySpec as Shaped
+from nicsim.host.host import CpuCosts
 from nicsim.host.pcie import PcieConfig
 from nicsim.nic.cc import cc_from_dict
 from nicsim.nic.config import NicConfig
@@ -114,9 +115,16 @@ def check(sc: Scenario) -> None:
 
 
 def nic_config(sc: Scenario) -> NicConfig:
-    p = sc.pcie
-    return NicConfig(pcie=PcieConfig(p.gen, p.lanes, p.mps, p.mrrs, latency_ns=p.latency_ns),
-                     cc=cc_from_dict(sc.cc), **sc.nic.model_dump())
+    return NicConfig(pcie=PcieConfig(**sc.pcie.model_dump()), cc=cc_from_dict(sc.cc),
+                     **sc.nic.model_dump())
+
+
+def cpu_costs(sc: Scenario) -> CpuCosts:
+    """The hosts' CPU time for verbs calls (the scenario's `cpu`, or its profile's)."""
+    c = sc.cpu
+    return CpuCosts(post_send=c.post_send_ns, post_recv=c.post_recv_ns,
+                    poll_empty=c.poll_empty_ns, poll_cqe=c.poll_cqe_ns, syscall=c.syscall_ns,
+                    mmio_write=c.mmio_write_ns)
 
 
 def tap_path(pcap: str, port: str) -> str:
@@ -131,10 +139,12 @@ def build_world(sc: Scenario, pcap: str | None, mem_size: int) -> World:
     or names the per-port captures of a fabric (`tap_path`)."""
     spec = shaped(sc)
     if spec.shape is Shape.BACK_TO_BACK:
-        return World.from_topology(spec, sc.seed, nic_config(sc), mem_size=mem_size, pcap=pcap)
+        return World.from_topology(spec, sc.seed, nic_config(sc), mem_size=mem_size, pcap=pcap,
+                                   costs=cpu_costs(sc))
     sw = switch_config(sc)
     try:
-        w = World.from_topology(spec, sc.seed, nic_config(sc), sw, mem_size)
+        w = World.from_topology(spec, sc.seed, nic_config(sc), sw, mem_size,
+                                costs=cpu_costs(sc))
     except (TopologyError, ValueError) as e:
         raise ScenarioError(str(e)) from None
     if pcap is not None:

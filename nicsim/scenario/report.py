@@ -31,7 +31,8 @@ def text_report(r: RunResult) -> str:
     sc = r.scenario
     c = r.collector
     hosts = list(r.counters)
-    out = [f"scenario {sc.name}: {r.total_wrs:,} WRs, hosts {', '.join(hosts)}, link "
+    out = [f"scenario {sc.name}: {r.total_wrs:,} WRs, hosts {', '.join(hosts)}, "
+           + (f"profile {sc.profile}, " if sc.profile else "") + "link "
            f"{sc.link.rate_gbps:g} Gb/s, MTU {sc.qp.path_mtu}, seed {sc.seed}"
            + (f", depth {sc.depth}" if sc.ops else ""), ""]
     if r.wrs and len(r.wrs) <= MAX_ROWS:

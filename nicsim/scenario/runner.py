@@ -26,7 +26,6 @@ import numpy as np
 
 from driver.user import enums as e
 from driver.user.verbs import SGE, QPCap, RecvWR, SendWR
-from nicsim.host.host import CpuCosts
 from nicsim.nic.requester import transport_timeout_ns
 from nicsim.results.collect import KEEP_WRS, Collector, FlowWriter
 from nicsim.results.ideal import Ideal, IdealConfig
@@ -207,7 +206,7 @@ class Runner:
         self.recv_room = {h: p.rcq._p.size // 2 for h, p in self.procs.items()}
         self.data = DataPool(self._data_rng)
         self.ideal = Ideal(IdealConfig(q.path_mtu, build.nic_config(sc).pcie,
-                                       build.nic_config(sc), CpuCosts(), q.max_send_sge,
+                                       build.nic_config(sc), build.cpu_costs(sc), q.max_send_sge,
                                        q.max_inline_data, q.max_recv_sge))
         self._ideal_cache: dict[tuple, float] = {}
         self._paths: dict[tuple[str, str], list] = {}

@@ -58,9 +58,14 @@ class FaultSpec(Strict):
     reorder_ns: Annotated[float, Field(ge=0)] = 2000.0
 
 
-class LinkSpec(Strict):
+class ProfileLinkSpec(Strict):
+    """What a NIC profile says of its link (nicsim.profiles)."""
+
     rate_gbps: Annotated[float, Field(gt=0, le=1600)] = 100.0
     prop_ns: Annotated[float, Field(ge=0)] = 50.0
+
+
+class LinkSpec(ProfileLinkSpec):
     faults: FaultSpec = FaultSpec()
 
 
@@ -69,15 +74,52 @@ class PcieSpec(Strict):
     lanes: Annotated[int, Field(ge=1, le=32)] = 16
     mps: Annotated[int, Field(ge=128, le=4096)] = 256
     mrrs: Annotated[int, Field(ge=128, le=4096)] = 512
+    tlp_overhead: Annotated[int, Field(ge=0, le=64)] = 24
     latency_ns: Annotated[float, Field(ge=0)] = 200.0
+    host_mem_ns: Annotated[float, Field(ge=0)] = 80.0
+
+
+NsFloat = Annotated[float, Field(ge=0)]
 
 
 class NicSpec(Strict):
+    """Every knob of nicsim.nic.config.NicConfig but the addresses, PCIe (`pcie`) and
+    congestion control (`cc`): capacities the device reports, fixed-function latencies and
+    the sizes of its queues and caches."""
+
+    max_qp: Annotated[int, Field(ge=2, le=1 << 24)] = 1 << 16
+    max_cq: Annotated[int, Field(ge=1, le=1 << 24)] = 1 << 16
+    log_mpt_entries: Annotated[int, Field(ge=4, le=24)] = 16
+    log_mtt_entries: Annotated[int, Field(ge=4, le=30)] = 20
+    max_qp_wr: Annotated[int, Field(ge=1, le=32768)] = 32768
+    max_sge: Annotated[int, Field(ge=1, le=32)] = 16
+    max_cqe: Annotated[int, Field(ge=1, le=1 << 22)] = 1 << 20
+    max_qp_rd_atom: Annotated[int, Field(ge=1, le=255)] = 16
+    max_inline: Annotated[int, Field(ge=0, le=1024)] = 256
+    firmware_ns: NsFloat = 2000.0
+    doorbell_ns: NsFloat = 20.0
+    wqe_decode_ns: NsFloat = 10.0
+    tx_pipeline_ns: NsFloat = 40.0
+    loopback_ns: NsFloat = 100.0
+    rx_pipeline_ns: NsFloat = 60.0
     tx_readahead: Annotated[int, Field(ge=1, le=256)] = 32
-    ack_coalesce: Annotated[int, Field(ge=1, le=1024)] = 16
+    tx_quantum: Annotated[int, Field(ge=1, le=1024)] = 1
+    max_wqe_prefetch: Annotated[int, Field(ge=1, le=64)] = 8
     mpt_cache_entries: Annotated[int, Field(ge=1)] = 512
     mtt_cache_entries: Annotated[int, Field(ge=1)] = 4096
-    max_wqe_prefetch: Annotated[int, Field(ge=1, le=64)] = 8
+    ack_coalesce: Annotated[int, Field(ge=1, le=1024)] = 16
+    ecn_capable: bool = True
+
+
+class CpuSpec(Strict):
+    """The host CPU's time for verbs calls (nicsim.host.host.CpuCosts), in ns."""
+
+    post_send_ns: NsFloat = 80.0
+    post_recv_ns: NsFloat = 30.0
+    poll_empty_ns: NsFloat = 20.0
+    poll_cqe_ns: NsFloat = 40.0
+    syscall_ns: NsFloat = 700.0
+    mmio_write_ns: NsFloat = 20.0
 
 
 class HostSpec(Strict):
@@ -312,8 +354,10 @@ class Scenario(Strict):
     topology: TopologySpec = TopologySpec()
     switch: SwitchSpec = SwitchSpec()
     cc: str | dict[str, Any] | None = None
+    profile: str | None = None  # a NIC profile (nicsim.profiles): name or path
     pcie: PcieSpec = PcieSpec()
     nic: NicSpec = NicSpec()
+    cpu: CpuSpec = CpuSpec()
     host: HostSpec = HostSpec()
     qp: QpSpec = QpSpec()
     qps_per_pair: Annotated[int, Field(ge=1, le=1024)] = 1
@@ -324,6 +368,28 @@ class Scenario(Strict):
     streams: list[StreamSpec] = []
     patterns: list[PatternSpec] = []
     flows: list[FlowsSpec] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile(cls, data: Any) -> Any:
+        """A profile's sections go under the scenario's: what the scenario sets wins."""
+        if not isinstance(data, dict) or data.get("profile") is None:
+            return data
+        ref = data["profile"]
+        if not isinstance(ref, str):
+            raise ValueError("profile: a profile name or a path to a profile file")
+        from nicsim.profiles import ProfileError, load_profile
+
+        try:
+            prof = load_profile(ref)
+        except ProfileError as e:
+            raise ValueError(f"profile: {e}") from None
+        out = dict(data)
+        for section, values in prof.sections.items():
+            mine = out.get(section)
+            out[section] = {**values, **mine} if isinstance(mine, dict) else \
+                (dict(values) if mine is None else mine)
+        return out
 
     @model_validator(mode="after")
     def _fits(self) -> Scenario:
