@@ -179,7 +179,15 @@ WcTmInfo = attrs("WcTmInfo", ("tag", 0), ("priv", 0))
 
 def other_vendor(name: str, vendor: str) -> type:
     """A vendor's direct-verbs class (pyverbs.providers): nsnic is not that vendor's device,
-    which the vendor's own classes report as a user error, as pyverbs' do on other devices."""
+    which the vendor's own classes report as a user error, as pyverbs' do on other devices.
+    Its attribute classes (...Attr) are data, built before any device is asked."""
+    if name.endswith("Attr"):
+        def init(self: Any, *args: object, **kwargs: object) -> None:
+            self.args = args
+            vars(self).update(kwargs)
+
+        return type(name, (PyverbsObject,), {"__init__": init,
+                                             "__doc__": f"{vendor} direct verbs attributes."})
 
     def __init__(self: Any, *args: object, **kwargs: object) -> None:
         raise PyverbsUserError(f"This is not an {vendor} device")

@@ -27,6 +27,7 @@ from nicsim.driver.user.enums import (
     ibv_qp_state,
     ibv_qp_type,
     ibv_query_qp_data_in_order_caps,
+    ibv_query_qp_data_in_order_flags,
     ibv_send_flags,
     ibv_wr_opcode,
 )
@@ -981,8 +982,15 @@ class QP(_Resource):
         """Data of a message lands in host memory in order: the NIC places an RC message's
         packets in PSN order and its posted writes reach memory in order (PCIe ordering)."""
         self._check()
-        caps = int(ibv_query_qp_data_in_order_caps.IBV_QUERY_QP_DATA_IN_ORDER_WHOLE_MSG)
-        return caps if flags else 1
+        return_caps = int(ibv_query_qp_data_in_order_flags.IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS)
+        device_only = 1 << 1  # IBV_QUERY_QP_DATA_IN_ORDER_DEVICE_ONLY (verbs.h)
+        if flags & ~(return_caps | device_only):
+            return 0  # unknown flags: no answer (libibverbs)
+        c = ibv_query_qp_data_in_order_caps
+        # Whole messages in order imply every 128-byte block in order (libibverbs adds it).
+        caps = int(c.IBV_QUERY_QP_DATA_IN_ORDER_WHOLE_MSG
+                   | c.IBV_QUERY_QP_DATA_IN_ORDER_ALIGNED_128_BYTES)
+        return caps if flags & return_caps else 1
 
     # -- data path (provider, no kernel) ----------------------------------------------------
 

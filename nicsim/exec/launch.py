@@ -13,8 +13,9 @@ import tempfile
 from pathlib import Path
 
 import nicsim.driver
+from nicsim.exec.answers import SHIM_DIR_ENV, save
 from nicsim.exec.spec import ENV, SpecError, from_env
-from nicsim.exec.tools import SHIM_DIR_ENV
+from nicsim.exec.world import build, netdevs
 
 
 def facade_dir() -> Path:
@@ -42,12 +43,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _shims(where: Path) -> None:
-    """`rdma`, `ip` and `cat` scripts that run nicsim.exec.tools with this interpreter (`cat`
-    only for the simulated devices' sysfs files: anything else goes to the system's cat)."""
+    """`rdma`, `ip` and `cat` scripts that run nicsim.exec.answers with this interpreter
+    (`cat` only for the simulated devices' sysfs files: anything else goes to the system's
+    cat)."""
     py = shlex.quote(sys.executable)
     for tool in ("rdma", "ip", "cat"):
         f = where / tool
-        run = f"exec {py} -m nicsim.exec.tools {tool} \"$@\"\n"
+        run = f"exec {py} -m nicsim.exec.answers {tool} \"$@\"\n"
         if tool == "cat":
             run = ('case "$*" in */sys/class/infiniband/*) ' + run.strip() + ";; esac\n"
                    f'PATH=$(printf %s "$PATH" | sed "s#^{where}:##") exec cat "$@"\n')
@@ -82,6 +84,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="nicsim-exec-") as tmp:
         shim = Path(tmp)
         _shims(shim)
+        save(netdevs(build(spec, pcap=False)), tmp)  # what the shims answer, once
         env[SHIM_DIR_ENV] = str(shim)
         env["PATH"] = os.pathsep.join([str(shim), env.get("PATH", "")])
         try:

@@ -11,28 +11,15 @@ from __future__ import annotations
 
 import atexit
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from nicsim.driver.user.process import DeviceEntry, Process, attach, set_factory
+from nicsim.exec.answers import Netdev
 from nicsim.exec.spec import WorldSpec, from_env
 from nicsim.fabric.link import LinkConfig
 from nicsim.fabric.topology import Shape, TopologySpec, host_ip, host_mac
 from nicsim.nic.config import NicConfig
 from nicsim.world import World
-
-
-@dataclass(frozen=True)
-class Netdev:
-    """One device's Ethernet side, as `ip` and `rdma link` show it."""
-
-    device: str  # the RDMA device
-    name: str  # the netdev
-    ifindex: int
-    mac: str
-    ip: str
-    mtu: int
-    up: bool
 
 
 def build(spec: WorldSpec, pcap: bool = True) -> World:

@@ -9,7 +9,9 @@ the same NICSIM_WORLD as the program's (so the names, addresses and link states 
                                          state, pkeys/N, gids/N, gid_attrs/types/N, ...)
 
 `ip` and `cat` asked about anything else run the system's; `rdma` asked anything else says
-it is not simulated and exits 1.
+it is not simulated and exits 1. `nicsim exec` writes the world's netdevs to
+$NICSIM_SHIM_DIR/world.json once, so each answer is a file read (no world is built for it);
+without that file the world is built from NICSIM_WORLD.
 """
 
 from __future__ import annotations
@@ -18,12 +20,30 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import asdict, dataclass
 
 from nicsim.driver.kernel.query import guid_from_mac
-from nicsim.exec.spec import SpecError, from_env
-from nicsim.exec.world import Netdev, build, netdevs
 
 SHIM_DIR_ENV = "NICSIM_SHIM_DIR"  # where the shims are, so `ip` can find the real one
+WORLD_FILE = "world.json"
+
+
+@dataclass(frozen=True)
+class Netdev:
+    """One device's Ethernet side, as `ip` and `rdma link` show it."""
+
+    device: str  # the RDMA device
+    name: str  # the netdev
+    ifindex: int
+    mac: str
+    ip: str
+    mtu: int
+    up: bool
+
+
+def save(nds: list[Netdev], where: str) -> None:
+    with open(os.path.join(where, WORLD_FILE), "w") as f:
+        json.dump([asdict(n) for n in nds], f)
 
 
 def _guid(mac: str) -> str:
@@ -68,6 +88,13 @@ def _text_link(n: Netdev) -> str:
 
 
 def _world_netdevs() -> list[Netdev]:
+    shim = os.environ.get(SHIM_DIR_ENV)
+    if shim and os.path.isfile(os.path.join(shim, WORLD_FILE)):
+        with open(os.path.join(shim, WORLD_FILE)) as f:
+            return [Netdev(**d) for d in json.load(f)]
+    from nicsim.exec.spec import from_env
+    from nicsim.exec.world import build, netdevs
+
     return netdevs(build(from_env(), pcap=False))
 
 
@@ -193,8 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     tools = {"rdma": rdma_main, "ip": ip_main, "cat": cat_main}
     if not args or args[0] not in tools:
-        print("usage: python -m nicsim.exec.tools rdma|ip|cat ARGS...", file=sys.stderr)
+        print("usage: python -m nicsim.exec.answers rdma|ip|cat ARGS...", file=sys.stderr)
         return 2
+    from nicsim.exec.spec import SpecError
+
     try:
         return tools[args[0]](args[1:])
     except SpecError as e:
