@@ -221,6 +221,8 @@ def parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("profiles", help="list the NIC profiles, or show one with its sources")
     pr.add_argument("name", nargs="?", help="a profile name or file")
     pr.set_defaults(fn=_profiles)
+    sub.add_parser("perftest", help="perftest's tools (ib_write_bw, ib_send_lat, ...) on a "
+                                    "simulated host pair: nicsim perftest TOOL --help")
     pcp = sub.add_parser("pcap", help="pcap tools")
     pcs = pcp.add_subparsers(dest="pcap_cmd", required=True, parser_class=_Parser)
     chk = pcs.add_parser("check", help="validate every frame of a capture")
@@ -235,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
         from nicsim.exec.launch import main as exec_main
 
         return exec_main((sys.argv[1:] if argv is None else argv)[1:])
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["perftest"]:
+        # `nicsim perftest TOOL [perftest flags]`: perftest's own command line (getopt style)
+        from nicsim.apps.perftest import main as perftest_main
+
+        return _quiet_pipe(lambda: perftest_main((sys.argv[1:] if argv is None else argv)[1:]))
     try:
         try:
             args = parser().parse_args(argv)
@@ -245,11 +252,22 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             sys.stdout.flush()
     except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly. Python would complain again when it
-        # flushes stdout at exit, so stdout goes to /dev/null first.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 141
+        return _broken_pipe()
+
+
+def _broken_pipe() -> int:
+    """The reader went away (`| head`): stop quietly. Python would complain again when it
+    flushes stdout at exit, so stdout goes to /dev/null first."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
+
+
+def _quiet_pipe(fn: Any) -> int:
+    try:
+        return int(fn())
+    except BrokenPipeError:
+        return _broken_pipe()
 
 
 if __name__ == "__main__":

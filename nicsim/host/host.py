@@ -7,10 +7,12 @@ that lets a pyverbs-style program drive a discrete-event world. Nothing uses wal
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 import simpy
 
+from nicsim.host.cpus import Cpus
 from nicsim.host.memory import AddressSpace, PhysMem
 from nicsim.host.pcie import Bar, MmioDevice, Pcie
 
@@ -48,6 +50,10 @@ class CpuCosts:
     poll_cqe: float = 40.0
     syscall: float = 700.0  # a uverbs command's user/kernel crossing
     mmio_write: float = 20.0
+    # Variation of every CPU cost: each is drawn from [c, c * (1 + spread)] by the host's
+    # seeded generator (cache and TLB misses, branch mispredictions, frequency steps make the
+    # same call cost more some of the time). 0: every call costs exactly its figure.
+    spread: float = 0.0
 
 
 @dataclass
@@ -77,6 +83,11 @@ class Host:
 
     def __post_init__(self) -> None:
         self.mem = PhysMem(self.mem_size, seed=self.seed, env=self.env)
+        # Set while this host's program runs together with others (nicsim.host.cpus): its
+        # CPU time then passes on that scheduler, not by running the world directly.
+        self.cpu: Cpus | None = None
+        self._spread = random.Random(self.seed ^ 0x5EED_C0DE).random if self.costs.spread \
+            else None
         self.functions: dict[str, PciFunction] = {}
         self.neighbours: dict[str, str] = {}  # IP -> MAC (static ARP/ND table)
         self.kernel: object | None = None  # set by driver.kernel when it boots on this host
@@ -84,13 +95,20 @@ class Host:
     def spend(self, ns: float) -> None:
         """The CPU is busy for `ns`: the rest of the world runs meanwhile."""
         if ns > 0:
-            advance(self.env, self.env.now + ns)
+            if self._spread is not None:
+                ns *= 1.0 + self.costs.spread * self._spread()
+            if self.cpu is not None:
+                self.cpu.sleep(ns)
+            else:
+                advance(self.env, self.env.now + ns)
 
     def poll_wait(self, cost: float, lo: int, hi: int, cap_ns: float = 100_000.0) -> bool:
         """An empty poll of host memory [lo, hi) (physical). A polling CPU can observe nothing
         new there until a device write lands in it, so time runs until the first such write
         (as MONITOR/MWAIT would wake), at least `cost`, at most `cap_ns`, so callers with a
         deadline in simulated time still get control back. Returns whether a write woke it."""
+        if self.cpu is not None:
+            return self.cpu.wait_write(self.mem, lo, hi, cost, cap_ns)
         env = self.env
         start = env.now
         woke = [False]

@@ -120,6 +120,8 @@ class CpuSpec(Strict):
     poll_cqe_ns: NsFloat = 40.0
     syscall_ns: NsFloat = 700.0
     mmio_write_ns: NsFloat = 20.0
+    spread: Annotated[float, Field(ge=0, le=10, description="each CPU cost varies in "
+                                   "[c, c*(1+spread)], seeded")] = 0.0
 
 
 class HostSpec(Strict):

@@ -1,0 +1,378 @@
+"""perftest's two ends in one simulated world, built and driven through the verbs API.
+
+The server is host b and the client host a, one cable between them, the hardware of the
+profile. Each end does what perftest's does (run_iter_bw, run_iter_bw_server,
+run_iter_lat_write, run_iter_lat_send, run_iter_lat in perftest_resources.c): the client
+posts, polls and takes its timestamps; the server answers where the test needs it (receives
+for SEND, the ping-pong of the latency tests). When both ends are busy they run together,
+each on its own CPU (nicsim.host.cpus). Time stamps are the simulated clock in ns: the
+numbers come from the model, nothing is measured on the machine running it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from driver.user import enums as e
+from driver.user.verbs import (
+    AH,
+    CQ,
+    MR,
+    PD,
+    QP,
+    SGE,
+    AHAttr,
+    Context,
+    GlobalRoute,
+    QPAttr,
+    QPCap,
+    QPInitAttr,
+    RecvWR,
+    SendWR,
+)
+from nicsim.apps.perftest.params import Conn, Params, PerftestError, TestKind, Verb
+from nicsim.apps.perftest.report import Dest, Setup
+from nicsim.host.cpus import Cpus
+from nicsim.world import World
+
+DEVICE = "nsnic0"
+QKEY = 0x11111111  # perftest's DEF_QKEY
+GRH = 40  # a UD receive buffer starts with the GRH (IBA 11.4.1.2)
+_ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+           | e.IBV_ACCESS_REMOTE_ATOMIC)
+_MTU_ENUM = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
+_OPCODE = {Verb.WRITE: e.IBV_WR_RDMA_WRITE, Verb.READ: e.IBV_WR_RDMA_READ,
+           Verb.SEND: e.IBV_WR_SEND}
+
+
+@dataclass
+class End:
+    """One end (perftest's pingpong_context): its CQs, QPs and one buffer per QP, each with
+    a send half and a receive half (`slot` bytes apart)."""
+
+    ctx: Context
+    pd: PD
+    scq: CQ
+    rcq: CQ
+    qps: list[QP]
+    mr: MR
+    slot: int
+    psns: list[int]
+    ahs: list[AH | None]
+
+    @property
+    def host(self) -> Any:
+        return self.ctx.host
+
+    def buf(self, q: int) -> int:
+        return self.mr.buf + 2 * q * self.slot
+
+    def rbuf(self, q: int) -> int:
+        return self.buf(q) + self.slot
+
+
+def _slot(p: Params) -> int:
+    biggest = max(p.sizes) + (GRH if p.conn is Conn.UD else 0)
+    return max(64, -(-biggest // 4096) * 4096)
+
+
+def _end(w: World, host: str, p: Params, inline: int, rng: random.Random) -> End:
+    ctx = Context(DEVICE, host=w.hosts[host])
+    pd = PD(ctx)
+    scq = CQ(ctx, max(p.tx_depth * p.num_qps, 2))
+    rcq = CQ(ctx, max(p.rx_depth * p.num_qps, 2))
+    qtype = e.IBV_QPT_UD if p.conn is Conn.UD else e.IBV_QPT_RC
+    rx = p.rx_depth if p.verb is Verb.SEND else 1
+    qps = []
+    for _ in range(p.num_qps):
+        attr = QPAttr(qkey=QKEY) if p.conn is Conn.UD else None
+        qps.append(QP(pd, QPInitAttr(qp_type=qtype, scq=scq, rcq=rcq,
+                                     cap=QPCap(p.tx_depth, rx, 1, 1, inline), sq_sig_all=0),
+                      attr))
+    slot = _slot(p)
+    mr = MR(pd, 2 * slot * p.num_qps, _ACCESS)
+    return End(ctx, pd, scq, rcq, qps, mr, slot, [rng.getrandbits(24) for _ in qps],
+               [None] * p.num_qps)
+
+
+def _connect(x: End, y: End, p: Params, mtu: int, out_reads: int, gid_index: int) -> None:
+    gid = y.ctx.query_gid(1, gid_index)
+    for q, qp in enumerate(x.qps):
+        route = GlobalRoute(dgid=gid, sgid_index=gid_index)
+        if p.conn is Conn.UD:
+            x.ahs[q] = AH(x.pd, attr=AHAttr(route))
+            continue
+        attr = QPAttr(qp_access_flags=_ACCESS, path_mtu=mtu, dest_qp_num=y.qps[q].qp_num,
+                      rq_psn=y.psns[q], sq_psn=x.psns[q], max_rd_atomic=out_reads,
+                      max_dest_rd_atomic=out_reads, timeout=14, retry_cnt=7, rnr_retry=7,
+                      min_rnr_timer=12, ah_attr=AHAttr(route))
+        qp.to_init(attr)
+        qp.to_rtr(attr)
+        qp.to_rts(attr)
+
+
+class Bench:
+    """The world, both ends and the values perftest's header reports."""
+
+    def __init__(self, p: Params, world: World, inline_default: int) -> None:
+        self.p = p
+        self.w = world
+        rng = random.Random(p.seed)
+        ctx = Context(DEVICE, host=world.hosts["a"])
+        port = ctx.query_port()
+        dev = ctx.query_device()
+        mtu = port.active_mtu
+        self.mtu_warning: list[str] = []
+        if p.mtu:
+            if p.mtu not in _MTU_ENUM:
+                self.mtu_warning = [f" Invalid MTU - {p.mtu} ",
+                                    " Please choose mtu from {256,512,1024,2048,4096}",
+                                    f" Will run with the port active mtu - {mtu}"]
+            else:
+                mtu = min(_MTU_ENUM[p.mtu], mtu)
+        gid_index = 0 if p.gid_index is None else p.gid_index
+        if ctx.query_gid(1, gid_index).gid == "0000:0000:0000:0000:0000:0000:0000:0000":
+            raise PerftestError(f" Failed to query GID index {gid_index}: {DEVICE} has no "
+                                f"such GID (its table holds index 0, RoCE v2)")
+        ctx.close()
+        inline = inline_default if p.inline < 0 else p.inline
+        out_reads = 1
+        if p.verb in (Verb.READ, Verb.ATOMIC):
+            out_reads = dev.max_qp_rd_atom if p.out_reads <= 0 else min(p.out_reads,
+                                                                         dev.max_qp_rd_atom)
+        if p.conn is Conn.UD:
+            p.size_cap = 128 << mtu  # perftest: "Max msg size in UD is MTU"
+        self.setup = Setup(DEVICE, mtu, inline, out_reads, gid_index)
+        try:
+            self.client = _end(world, "a", p, inline, rng)
+            self.server = _end(world, "b", p, inline, rng)
+        except Exception as ex:  # noqa: BLE001 - the verbs' error, worded as perftest's
+            raise PerftestError(f" Couldn't create IB resources ({ex})") from None
+        _connect(self.client, self.server, p, mtu, out_reads, gid_index)
+        _connect(self.server, self.client, p, mtu, out_reads, gid_index)
+
+    # -- address lines ------------------------------------------------------------------------
+
+    def dest(self, end: End, q: int) -> Dest:
+        gid = bytes.fromhex(end.ctx.query_gid(1, self.setup.gid_index).gid.replace(":", ""))
+        # READ and atomic targets are the receive half; WRITE lands in the peer's too.
+        return Dest(0, end.qps[q].qp_num, end.psns[q], end.mr.rkey, end.rbuf(q),
+                    self.setup.out_reads, gid)
+
+    # -- work requests --------------------------------------------------------------------------
+
+    def _wr(self, src: End, dst: End, q: int, size: int) -> SendWR:
+        p = self.p
+        if p.verb is Verb.ATOMIC:
+            op = (e.IBV_WR_ATOMIC_FETCH_AND_ADD if p.atomic_type.value == "FETCH_AND_ADD"
+                  else e.IBV_WR_ATOMIC_CMP_AND_SWP)
+            wr = SendWR(wr_id=q, opcode=op, num_sge=1, sg=[SGE(src.buf(q), 8, src.mr.lkey)])
+            wr.set_wr_atomic(dst.mr.rkey, dst.rbuf(q), 1, 0)
+            return wr
+        wr = SendWR(wr_id=q, opcode=_OPCODE[p.verb], num_sge=1,
+                    sg=[SGE(src.buf(q), size, src.mr.lkey)])
+        if p.verb in (Verb.WRITE, Verb.READ):
+            wr.set_wr_rdma(dst.mr.rkey, dst.rbuf(q))
+        if p.conn is Conn.UD:
+            wr.set_wr_ud(src.ahs[q], dst.qps[q].qp_num, QKEY)
+        return wr
+
+    def _inline(self, size: int) -> int:
+        return e.IBV_SEND_INLINE if size <= self.setup.inline and self.p.verb in (
+            Verb.WRITE, Verb.SEND) else 0
+
+    def _post_recvs(self, end: End, size: int, n: int, q: int) -> None:
+        extra = GRH if self.p.conn is Conn.UD else 0
+        wr = RecvWR(wr_id=q, num_sge=1, sg=[SGE(end.rbuf(q), size + extra, end.mr.lkey)])
+        for _ in range(n):
+            end.qps[q].post_recv(wr)
+
+    # -- bandwidth ------------------------------------------------------------------------------
+
+    def run_bw(self, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """One size of a bandwidth test: post times and completion times (ns)."""
+        p = self.p
+        if p.verb is not Verb.SEND:
+            return self._bw_client(size)
+        for q in range(p.num_qps):
+            self._post_recvs(self.server, size, p.rx_depth, q)
+        cpus = Cpus(self.w.env)
+        res, _ = cpus.run([("client", self.client.host, lambda: self._bw_client(size)),
+                           ("server", self.server.host, lambda: self._bw_server(size))])
+        return res
+
+    def _bw_client(self, size: int) -> tuple[np.ndarray, np.ndarray]:
+        p = self.p
+        c, s = self.client, self.server
+        env = self.w.env
+        nq, iters, depth, mod = p.num_qps, p.iters, p.tx_depth, p.cq_mod
+        total = iters * nq
+        posted = np.zeros(total)
+        completed = np.zeros(total)
+        wrs = [self._wr(c, s, q, size) for q in range(nq)]
+        inline = self._inline(size)
+        fill_count = (iters % depth) if mod >= depth else (iters % mod)
+        scnt = [0] * nq
+        ccnt = [0] * nq
+        tot_s = tot_c = 0
+        while tot_s < total or tot_c < total:
+            for q in range(nq):
+                qp, wr = c.qps[q], wrs[q]
+                while scnt[q] < iters and scnt[q] < depth + ccnt[q]:
+                    k = scnt[q]
+                    sig = k % mod == mod - 1 or k == iters - 1
+                    wr.send_flags = (e.IBV_SEND_SIGNALED if sig else 0) | inline
+                    posted[tot_s] = env.now
+                    qp.post_send(wr)
+                    scnt[q] += 1
+                    tot_s += 1
+            if tot_c < total:
+                _, wcs = c.scq.poll(16)
+                for wc in wcs:
+                    _check(wc, "send", tot_s, tot_c)
+                    q = wc.wr_id
+                    fill = mod
+                    if fill_count and ccnt[q] + mod > iters:
+                        fill = iters - ccnt[q]
+                    ccnt[q] += fill
+                    tot_c += fill
+                    completed[min(tot_c, total) - 1] = env.now
+        return posted, completed
+
+    def _bw_server(self, size: int) -> None:
+        p = self.p
+        s = self.server
+        total = p.iters * p.num_qps
+        rcnt = 0
+        per_q = [0] * p.num_qps
+        while rcnt < total:
+            _, wcs = s.rcq.poll(16)
+            for wc in wcs:
+                _check(wc, "recv", rcnt, rcnt)
+                q = wc.wr_id
+                rcnt += 1
+                per_q[q] += 1
+                if per_q[q] + p.rx_depth <= p.iters:
+                    self._post_recvs(s, size, 1, q)
+
+    # -- latency ----------------------------------------------------------------------------------
+
+    def run_lat(self, size: int) -> np.ndarray:
+        """One size of a latency test: the client's post times (ns)."""
+        p = self.p
+        if p.verb in (Verb.READ, Verb.ATOMIC):
+            return self._lat_alone(size)
+        if p.verb is Verb.SEND:
+            for end in (self.client, self.server):
+                self._post_recvs(end, size, p.rx_depth, 0)
+            body = self._lat_send
+        else:
+            body = self._lat_write
+        cpus = Cpus(self.w.env)
+        # WRITE: the server sends first; SEND: the client does (as perftest's loops have it).
+        posted, _ = cpus.run([
+            ("client", self.client.host, lambda: body(self.client, self.server, size, True)),
+            ("server", self.server.host, lambda: body(self.server, self.client, size, False))])
+        return posted  # type: ignore[no-any-return]
+
+    def _lat_alone(self, size: int) -> np.ndarray:
+        p = self.p
+        c = self.client
+        env = self.w.env
+        wr = self._wr(c, self.server, 0, size)
+        wr.send_flags = e.IBV_SEND_SIGNALED
+        posted = np.zeros(p.iters)
+        for i in range(p.iters):
+            posted[i] = env.now
+            c.qps[0].post_send(wr)
+            while True:
+                _, wcs = c.scq.poll(1)
+                if wcs:
+                    _check(wcs[0], "send", i + 1, i)
+                    break
+        return posted
+
+    def _lat_write(self, me: End, peer: End, size: int, client: bool) -> np.ndarray:
+        """perftest's run_iter_lat_write: wait for the peer's count in the last byte of my
+        receive half, write mine into the peer's, wait for my WRITE's completion."""
+        p = self.p
+        env = self.w.env
+        host = me.host
+        aspace = me.ctx.aspace
+        wr = self._wr(me, peer, 0, size)
+        wr.send_flags = e.IBV_SEND_SIGNALED | self._inline(size)
+        post_at = me.buf(0) + size - 1
+        poll_va = me.rbuf(0) + size - 1
+        poll_pa = aspace.translate(poll_va)
+        posted = np.zeros(p.iters)
+        scnt = rcnt = ccnt = 0
+        iters = p.iters
+        while scnt < iters or ccnt < iters or rcnt < iters:
+            if rcnt < iters and not (scnt < 1 and not client):
+                rcnt += 1
+                want = rcnt & 0xFF
+                while aspace.read(poll_va, 1)[0] != want:
+                    host.poll_wait(host.costs.poll_empty, poll_pa, poll_pa + 1)
+            if scnt < iters:
+                posted[scnt] = env.now
+                scnt += 1
+                aspace.write(post_at, bytes([scnt & 0xFF]))
+                me.qps[0].post_send(wr)
+            if ccnt < iters:
+                while True:
+                    _, wcs = me.scq.poll(1)
+                    if wcs:
+                        _check(wcs[0], "send", scnt, ccnt)
+                        break
+                ccnt += 1
+        return posted
+
+    def _lat_send(self, me: End, peer: End, size: int, client: bool) -> np.ndarray:
+        """perftest's run_iter_lat_send: wait for a receive (reposting it), then send; every
+        SEND signalled (CQ moderation is 1 at TX depth 1) and its completion awaited."""
+        p = self.p
+        env = self.w.env
+        wr = self._wr(me, peer, 0, size)
+        wr.send_flags = e.IBV_SEND_SIGNALED | self._inline(size)
+        posted = np.zeros(p.iters)
+        scnt = rcnt = 0
+        iters = p.iters
+        while scnt < iters or rcnt < iters:
+            if rcnt < iters and not (scnt < 1 and client):
+                while True:
+                    _, wcs = me.rcq.poll(1)
+                    if wcs:
+                        _check(wcs[0], "recv", rcnt, rcnt)
+                        break
+                rcnt += 1
+                if rcnt + p.rx_depth <= iters:
+                    self._post_recvs(me, size, 1, 0)
+            if scnt < iters:
+                posted[scnt] = env.now
+                scnt += 1
+                me.qps[0].post_send(wr)
+                while True:
+                    _, wcs = me.scq.poll(1)
+                    if wcs:
+                        _check(wcs[0], "send", scnt, scnt)
+                        break
+        return posted
+
+    def run(self, size: int) -> tuple[np.ndarray, np.ndarray | None]:
+        if self.p.kind is TestKind.BW:
+            return self.run_bw(size)
+        return self.run_lat(size), None
+
+
+def _check(wc: Any, what: str, scnt: int, ccnt: int) -> None:
+    """perftest's NOTIFY_COMP_ERROR_SEND / _RECV: a failed completion ends the test."""
+    if wc.status != e.IBV_WC_SUCCESS:
+        name = e.ibv_wc_status(wc.status).name if hasattr(e, "ibv_wc_status") else wc.status
+        raise PerftestError(f" Completion with error at {'client' if what == 'send' else 'server'}",
+                            f" Failed status {wc.status}: wr_id {wc.wr_id} syndrom "
+                            f"0x{wc.vendor_err:x}",
+                            f"scnt={scnt}, ccnt={ccnt} ({name})")

@@ -1,0 +1,221 @@
+"""`nicsim perftest`: perftest's output structure, its flag errors, values the model bounds,
+and runs that repeat exactly under a seed."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from nicsim.apps.perftest import main
+from nicsim.cli import main as cli_main
+from nicsim.wire import Ext, packet_overhead
+
+DASH = "-" * 87
+NUM = r"\d+\.\d+"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def rows(out: str) -> list[list[str]]:
+    """The result rows: the lines between the column heading and the closing dashes."""
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(" #bytes"))
+    body = lines[start + 1:]
+    end = body.index(DASH)
+    return [ln.split() for ln in body[:end]]
+
+
+def test_write_bw_prints_perftests_blocks_in_order() -> None:
+    code, out, err = run("ib_write_bw", "-s", "4096", "-n", "200", "--report_gbits")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == DASH and lines[1].strip() == "RDMA_Write BW Test"
+    expect = [r" Dual-port       : OFF\t\tDevice         : nsnic0",
+              r" Number of qps   : 1\t\tTransport type : IB",
+              r" Connection type : RC\t\tUsing SRQ      : OFF",
+              r" PCIe relax order: ON\t\tLock-free      : OFF",
+              r" ibv_wr\* API     : ON\t\tUsing Enhanced Reorder      : OFF",
+              r" TX depth        : 128", r" CQ Moderation   : 100",
+              r" CQE Poll Batch  : Dynamic", r" Mtu             : 4096\[B\]",
+              r" Link type       : Ethernet", r" GID index       : 0",
+              r" Max inline data : 0\[B\]", r" rdma_cm QPs\t : OFF",
+              r" Data ex. method : Ethernet"]
+    for pat, line in zip(expect, lines[2:], strict=False):
+        assert re.fullmatch(pat, line), (pat, line)
+    i = 2 + len(expect)
+    assert lines[i] == DASH
+    addr = (r" (local|remote) address: LID 0000 QPN 0x[0-9a-f]{4,} PSN 0x[0-9a-f]{4,6} "
+            r"RKey 0x[0-9a-f]{6,} VAddr 0x[0-9a-f]{14,}")
+    gid = r" GID: (\d{2,3}:){15}\d{2,3}"
+    for k, side in enumerate(("local", "remote")):
+        assert re.fullmatch(addr, lines[i + 1 + 2 * k]) and side in lines[i + 1 + 2 * k]
+        assert re.fullmatch(gid, lines[i + 2 + 2 * k])
+    # The GIDs are the hosts' IPv4-mapped addresses, each byte in decimal, as perftest prints.
+    assert lines[i + 2].endswith("255:255:10:00:00:01")
+    assert lines[i + 4].endswith("255:255:10:00:00:02")
+    assert lines[i + 5] == DASH
+    assert lines[i + 6] == (" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]"
+                            "   MsgRate[Mpps]")
+    assert re.fullmatch(rf" 4096\s+200\s+{NUM}\s+{NUM}\s+\d+\.\d{{6}}", lines[i + 7])
+    assert lines[i + 8:] == [DASH]
+
+
+def _bound_gbps(rate: float, size: int, mtu: int) -> float:
+    n = -(-size // mtu)
+    pad = sum(-min(mtu, size - i * mtu) & 3 for i in range(n))
+    return rate * size / (size + pad + n * packet_overhead(0) + Ext.RETH.size)
+
+
+@pytest.mark.parametrize("size", [64, 4096, 65536])
+def test_bandwidth_stays_under_the_wire_and_matches_its_message_rate(size: int) -> None:
+    code, out, err = run("ib_write_bw", "-s", str(size), "-n", "300", "--report_gbits")
+    assert code == 0, err
+    (row,) = rows(out)
+    peak, avg, rate = float(row[2]), float(row[3]), float(row[4])
+    assert 0 < avg <= peak <= _bound_gbps(100.0, size, 4096) * 1.0001
+    assert avg == pytest.approx(rate * 1e6 * size * 8 / 1e9, rel=0.01)
+
+
+def test_all_sizes_one_row_each_from_2_bytes() -> None:
+    code, out, _ = run("ib_write_bw", "-a", "-n", "5", "-m", "1024")
+    assert code == 0
+    assert " Mtu             : 1024[B]" in out.splitlines()
+    sizes = [int(r[0]) for r in rows(out)]
+    assert sizes == [1 << i for i in range(1, 24)]
+    # MiB/sec by default
+    assert "BW average[MiB/sec]" in out
+
+
+def _lat(tool: str, *extra: str) -> dict[str, float]:
+    code, out, err = run(tool, "-n", "200", *extra)
+    assert code == 0, err
+    (row,) = rows(out)
+    keys = ("t_min", "t_max", "t_typical", "t_avg", "t_stdev", "p99", "p999")
+    return dict(zip(keys, map(float, row[2:]), strict=True))
+
+
+def test_latency_is_at_least_wire_and_pcie_and_read_reports_the_round_trip() -> None:
+    # One way: at least the frame on a 100 Gb/s wire, 2 m of cable and the receiver's PCIe
+    # write (the default hardware: 200+ ns PCIe latency); a READ is a round trip.
+    frame_ns = (packet_overhead(2) + Ext.RETH.size + 2) * 8 / 100.0
+    one_way_min = (frame_ns + 10 + 200) / 1000
+    w = _lat("ib_write_lat")
+    r = _lat("ib_read_lat")
+    s = _lat("ib_send_lat")
+    assert w["t_min"] >= one_way_min and s["t_min"] >= one_way_min
+    assert r["t_min"] >= 2 * one_way_min
+    # Reported whole, a READ round trip is more than a WRITE's half of one.
+    assert r["t_typical"] > w["t_typical"]
+    for v in (w, r, s):
+        assert v["t_min"] <= v["t_typical"] <= v["t_max"]
+
+
+def test_same_seed_same_output_and_jitter_only_from_the_cpu_model(tmp_path: Path) -> None:
+    prof = tmp_path / "jittery.yaml"
+    prof.write_text("name: jittery\ntitle: default hardware, CPU costs that vary\n"
+                    "cpu: {spread: 1.0}\n")
+    a = run("ib_send_lat", "-n", "300", "--profile", str(prof), "--seed", "7")
+    b = run("ib_send_lat", "-n", "300", "--profile", str(prof), "--seed", "7")
+    assert a == b
+    row = [float(x) for x in rows(a[1])[0][2:]]
+    assert row[1] > row[0] and row[4] > 0  # t_max > t_min, stdev > 0
+    fixed = _lat("ib_send_lat")  # every cost exact: every sample the same
+    assert fixed["t_min"] == fixed["t_max"] and fixed["t_stdev"] == 0
+
+
+def test_send_bw_keeps_the_receive_queue_fed() -> None:
+    code, out, err = run("ib_send_bw", "-s", "1024", "-n", "2000", "-r", "64")
+    assert code == 0, err
+    (row,) = rows(out)
+    assert int(row[1]) == 2000 and float(row[3]) > 0
+
+
+def test_ud_send_is_capped_at_the_path_mtu() -> None:
+    code, out, err = run("ib_send_bw", "-c", "UD", "-s", "9000", "-n", "50", "-m", "2048")
+    assert code == 0, err
+    assert " Connection type : UD\t\tUsing SRQ      : OFF" in out
+    assert rows(out)[0][0] == "2048"
+
+
+def test_read_and_atomic_headers_show_outstanding_reads() -> None:
+    for tool, title in (("ib_read_bw", "RDMA_Read BW Test"),
+                        ("ib_atomic_lat", "Atomic FETCH_AND_ADD Latency Test")):
+        code, out, _ = run(tool, "-n", "20", "-o", "4")
+        assert code == 0
+        # (perftest's dashed line and 'Device not recognized' come first on an unknown one)
+        assert out.splitlines()[:3] == [DASH, DASH, " " * 20 + title]
+        assert " Outstand reads  : 4" in out and "Max inline data" not in out
+    code, out, _ = run("ib_read_lat", "-n", "20")
+    addr = next(ln for ln in out.splitlines() if ln.startswith(" local address"))
+    assert " OUT 0x10 RKey " in addr  # the device's max_qp_rd_atom, 16
+
+
+@pytest.mark.parametrize("argv,lines", [
+    (["ib_write_bw", "--bogus"], ["ib_write_bw: unrecognized option '--bogus'",
+                                  " Invalid Command or flag."]),
+    (["ib_read_lat", "-Z"], ["ib_read_lat: invalid option -- 'Z'"]),
+    (["ib_write_bw", "-n", "3"], [" Iteration num should be between 5 and 4294967296"]),
+    (["ib_write_bw", "-s", "x"], [" Message Size should be between 1 and 2147483647"]),
+    (["ib_read_bw", "-c", "UC"], [" UC connection not possible in READ/ATOMIC verbs"]),
+    (["ib_write_bw", "-c", "UD"], [" UD connection only possible in SEND verb"]),
+    (["ib_write_bw", "-c", "XYZ"], [" Invalid Connection type. Please choose from "
+                                    "{RC,UC,UD,XRC,DC,SRD}"]),
+    (["ib_write_bw", "-c", "UC"], [" Couldn't create IB resources (nicsim's NIC has no UC QPs: "
+                                   "RC, and UD for SEND)"]),
+    (["ib_atomic_bw", "-s", "16"], ["Message size cannot be changed for Atomic tests "]),
+    (["ib_write_bw", "-x", "3"], [" Failed to query GID index 3: nsnic0 has no such GID "
+                                  "(its table holds index 0, RoCE v2)"]),
+])
+def test_bad_flags_fail_as_perftest_does(argv: list[str], lines: list[str]) -> None:
+    code, _out, err = run(*argv)
+    assert code == 1
+    got = err.splitlines()
+    for ln in lines:
+        assert ln in got
+    assert "Traceback" not in err
+
+
+def test_nicsim_options_fail_with_one_line() -> None:
+    code, out, err = run("ib_write_bw", "--profile", "nosuch")
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and "unknown profile 'nosuch'" in err
+    code, _, err = run("ib_nosuch_bw")
+    assert code == 2 and "unknown tool" in err
+
+
+def test_out_json_has_perftests_sections(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    code, out, _ = run("ib_write_lat", "-s", "64", "-n", "50", "--out_json",
+                       f"--out_json_file={path}")
+    assert code == 0
+    doc = json.loads(path.read_text())
+    assert doc["test_info"]["test"] == "RDMA_Write_Latency_Test"
+    assert doc["test_info"]["Max_inline_data"] == 0
+    res = doc["results"]
+    assert res["MsgSize"] == 64 and res["n_iterations"] == 50
+    assert f"{res['t_typical']:.2f}" in rows(out)[0]
+
+
+def test_connectx_profile_inlines_small_latency_messages() -> None:
+    code, out, _ = run("ib_send_lat", "-s", "32", "-n", "20", "--profile", "cx5-100g")
+    assert code == 0 and " Max inline data : 236[B]" in out
+    code, out, _ = run("ib_write_lat", "-n", "20", "--profile", "cx5-100g")
+    assert " Max inline data : 220[B]" in out
+    # a device perftest does not know gets no inline, and -I says so
+    code, out, err = run("ib_write_lat", "-n", "20", "-I", "64")
+    assert " Max inline data : 0[B]" in out
+    assert "Device not recognized to implement inline feature. Disabling it" in err
+
+
+def test_cli_dispatches_perftest(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["perftest", "ib_atomic_bw", "-n", "10", "-A", "CMP_AND_SWAP"]) == 0
+    assert "Atomic CMP_AND_SWAP BW Test" in capsys.readouterr().out
+    assert cli_main(["perftest", "ib_write_bw", "--nope"]) == 1
