@@ -35,7 +35,9 @@ ROCE_NIC_SMALL = {"NUM_QP": 16, "NUM_CQ": 16, "MPT_DEPTH": 64, "MTT_DEPTH": 1024
 def _roce_nic_files() -> list[str]:
     return ["roce_nic.v", "nic_bar.v", "nic_cmd.v", "axi_rd_arb.v", "axi_wr_arb.v",
             "mr_translate.v", "wqe_fetch.v", "cqe_write.v", "fifo_fwft.v", "roce_req.v",
-            "roce_tx.v", "roce_tx_framer.v", "roce_icrc_insert.v", *_icrc_helpers()]
+            "roce_comp.v", "roce_tx.v", "roce_tx_framer.v", "roce_icrc_insert.v",
+            "roce_nic_rx.v", "roce_rx.v", "roce_rx_parser.v", "roce_icrc_check.v",
+            "roce_resp.v", "roce_path.v", *_icrc_helpers()]
 
 
 # (top, source files, the data width parameter or None[, other parameters])
@@ -53,7 +55,8 @@ def blocks() -> list[tuple]:
         ("axi_rd_arb", ["axi_rd_arb.v"], "DATA_WIDTH"),
         ("axi_wr_arb", ["axi_wr_arb.v"], "DATA_WIDTH"),
         ("nic_cmd", ["nic_cmd.v"], "AXI_DATA_WIDTH"),
-        ("roce_req", ["roce_req.v", "fifo_fwft.v", "axis_keep_packer.v"], "DATA_WIDTH"),
+        ("roce_req", ["roce_req.v", "roce_path.v", "fifo_fwft.v", "axis_keep_packer.v"],
+         "DATA_WIDTH"),
         ("roce_nic", _roce_nic_files(), "AXI_DATA_WIDTH", ROCE_NIC_SMALL),
     ]
 

@@ -55,7 +55,9 @@ def run(toplevel: str, sources: list[str], test_module: str,
         pytest.fail(f"simulator {sim!r} is not installed (the README's test command installs it)")
     parameters = dict(parameters or {})
     tag = "_".join(f"{k}{v}" for k, v in sorted(parameters.items()))
-    build_dir = HDL_TB / "sim_build" / sim / f"{toplevel}_{tag}"
+    # one build directory per test module: benches of the same top and parameters run in
+    # parallel under pytest-xdist and must not rebuild each other's simulator
+    build_dir = HDL_TB / "sim_build" / sim / f"{toplevel}_{test_module}_{tag}"
     waves = os.environ.get("WAVES") == "1"
     runner = get_runner(sim)
     build_args: list[str] = []

@@ -8,7 +8,13 @@ with immediate, SEND and SEND with immediate from the RTL to the model: host b's
 hold the bytes exactly, its receive completions must say what was sent, host a's send
 completions (the RTL's completer, from the model's ACKs) must come in order with the right
 opcodes and lengths, the pcap must hold the frames, and nothing may have crossed between the
-simulators late.
+simulators late. test_loss_recovery, test_retry_exhausted, test_remote_access_nak: the RTL's
+requester and completer against loss, a dead link and a NAK from the model.
+
+test_model_to_rtl*: the model as requester towards the RTL's responder: WRITEs, WRITE with
+immediate and SENDs (scattered over receive buffers) byte-exact in host a's memory with the
+right receive completions; the same over a lossy link; a SEND too long for its buffers; a
+hostile WRITE (valid ICRC, bad rkey or out of bounds): NAK, nothing written.
 """
 
 from __future__ import annotations
@@ -177,7 +183,8 @@ async def test_rtl_to_model(dut):
 def counters(dut) -> dict[str, int]:  # noqa: ANN001
     return {k: int(getattr(dut, f"cnt_{k}").value)
             for k in ("req_pkts", "req_resent", "comp_acks", "comp_naks", "comp_timeouts",
-                      "comp_resends", "comp_cqes", "rx_packets", "rx_drops")}
+                      "comp_resends", "comp_cqes", "rx_packets", "rx_drops", "resp_requests",
+                      "resp_bytes", "resp_acks", "resp_naks", "resp_duplicates")}
 
 
 def speed_line(dut, rtl, what: str, res: dict, wall: float) -> None:  # noqa: ANN001
@@ -261,10 +268,237 @@ async def test_remote_access_nak(dut):
     assert res["hw_state"] == hwif.QpState.ERR, res["qpc"]
 
 
-@pytest.mark.parametrize("data_width", [64])
+def model_to_rtl(w, seed: int, bad: str = "") -> dict:  # noqa: ANN001
+    """Driver program: RDMA WRITEs, WRITE with immediate and SENDs from b (model) to a (RTL).
+    `bad`: "rkey" (job 1 with a wrong rkey) or "bounds" (job 1 one byte past a's MR): the
+    RTL must NAK it (remote access error) and write nothing; "short" (the first SEND's receive
+    buffer 10 bytes short): NAK invalid request, the receive WQE completes LOC_LEN_ERR."""
+    from nicsim.driver.user import enums as e
+    from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
+
+    from nicsim.cosim import boot_rtl_host
+
+    boot_rtl_host(w)
+    ha, hb = w.hosts["a"], w.hosts["b"]
+    rng = random.Random(seed)
+    size = 16 * 4096
+    acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+    a, b = Side(ha, size, acc), Side(hb, size, acc)
+    a.connect(b, "10.0.0.2", e.IBV_MTU_1024, psn=0xFFFFFA)
+    b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1)
+    src = rng.randbytes(size)
+    b.mr.write(src, size)
+    before = rng.randbytes(size)       # a's MR starts with noise: untouched bytes must stay
+    a.mr.write(before, size)
+    W, WI, S, SI = (e.IBV_WR_RDMA_WRITE, e.IBV_WR_RDMA_WRITE_WITH_IMM, e.IBV_WR_SEND,
+                    e.IBV_WR_SEND_WITH_IMM)
+    pg = 4096
+    jobs = [  # (opcode, [(offset in b's MR, length)], WRITE: offset in a's MR, SEND: a's
+        #        receive buffers [(offset in a's MR, length)])
+        (W, [(0, 64)], 0),
+        (W, [(100, 3000)], pg + 7),                 # three packets, unaligned
+        (W, [(5, pg * 3 + 1)], 3 * pg + 1),         # many pages on both sides
+        (W, [(1, 10), (9000, 700), (20000, 2000)], 8 * pg - 3),
+        (WI, [(333, 2049)], 9 * pg),
+        (W, [(7, 1)], 10 * pg + 3),                 # one byte
+        (WI, [], 10 * pg + 100),                    # immediate only, nothing placed
+        (W, [(pg, 1024)], 11 * pg),                 # exactly one MTU
+        (S, [(17, 1500)], [(12 * pg + 5, 1600)]),   # two packets into one buffer
+        (SI, [(4000, 100), (50, 60)],               # scattered over three buffers, one empty
+         [(13 * pg, 50), (13 * pg + 100, 0), (13 * pg + 200, 30), (13 * pg + 1000, 500)]),
+        (S, [(6000, 5000)],                         # five packets, a buffer ends mid-packet
+         [(14 * pg - 100, 3000), (15 * pg + 10, 2500)]),
+        (S, [], [(13 * pg + 3000, 8)]),             # an empty SEND
+    ]
+    first_send = next(i for i, j in enumerate(jobs) if j[0] in (S, SI))
+    expect = bytearray(before)
+    recvs: list[tuple[int, int, int, int]] = []  # (wr_id, status, byte_len, imm)
+    for i, (op, sges, tgt) in enumerate(jobs):
+        data = b"".join(src[o:o + ln] for o, ln in sges)
+        if op in (S, SI):
+            bufs = list(tgt)
+            if bad == "short" and i == first_send:
+                bufs[-1] = (bufs[-1][0], bufs[-1][1] - (sum(ln for _o, ln in bufs) - len(data))
+                            - 10)
+            sg = [SGE(a.mr.buf + o, ln, a.mr.lkey) for o, ln in bufs]
+            a.qp.post_recv(RecvWR(wr_id=700 + i, num_sge=len(sg), sg=sg))
+        elif op == WI:
+            a.qp.post_recv(RecvWR(wr_id=700 + i, num_sge=0, sg=[]))
+        if bad == "short" and i == first_send:  # its first packet lands, the second fails
+            expect[tgt[0][0]:tgt[0][0] + 1024] = data[:1024]
+        if bad and i >= (1 if bad != "short" else first_send):
+            continue
+        if op in (S, SI):
+            rest = data
+            for o, ln in tgt:
+                expect[o:o + min(ln, len(rest))] = rest[:ln]
+                rest = rest[ln:]
+        else:
+            expect[tgt:tgt + len(data)] = data
+        if op != W:
+            recvs.append((700 + i, e.IBV_WC_SUCCESS, len(data),
+                          0x2000 + i if op in (WI, SI) else -1))
+    for i, (op, sges, tgt) in enumerate(jobs):
+        sg = [SGE(b.mr.buf + o, ln, b.mr.lkey) for o, ln in sges]
+        wr = SendWR(wr_id=i, opcode=op, num_sge=len(sg), sg=sg or None, imm_data=0x2000 + i)
+        if op in (W, WI):
+            n = sum(ln for _o, ln in sges)
+            rkey, addr = a.mr.rkey, a.mr.buf + tgt
+            if i == 1 and bad == "rkey":
+                rkey ^= 0x80
+            if i == 1 and bad == "bounds":
+                addr = a.mr.buf + size - n + 1
+            wr.set_wr_rdma(rkey, addr)
+        b.qp.post_send(wr)
+    sent = []
+    for _ in range(400):
+        _n, wcs = b.cq.poll(16)
+        sent += [(wc.wr_id, wc.status, wc.vendor_err) for wc in wcs]
+        if len(sent) >= len(jobs):
+            break
+    got = []
+    nrecv = sum(op != W for op, _s, _t in jobs)
+    for _ in range(200):
+        _n, wcs = a.cq.poll(16)
+        got += [(wc.wr_id, wc.status, wc.byte_len,
+                 wc.imm_data if wc.wc_flags & e.IBV_WC_WITH_IMM else -1, wc.opcode)
+                for wc in wcs]
+        if len(got) >= nrecv:
+            break
+        ha.spend(5_000.0)
+    mem = a.mr.read(size)
+    bad_at = [(i, sum(x != y for x, y in zip(mem[i:i + 64], expect[i:i + 64], strict=True)),
+               next(j for j in range(64) if mem[i + j] != expect[i + j]))
+              for i in range(0, size, 64) if mem[i:i + 64] != expect[i:i + 64]]
+    hw_qpc = a.ctx.file.dev.hw.query_qp(a.qp.qp_num)
+    want_op = [e.IBV_WC_RECV_RDMA_WITH_IMM if op == WI else e.IBV_WC_RECV
+               for op, _s, _t in jobs if op != W]
+    return {"sent": sent, "got": got, "recvs": recvs, "bad_at": bad_at, "n_jobs": len(jobs),
+            "bytes": sum(ln for _op, s, _o in jobs for _x, ln in s), "sim_ns": w.env.now,
+            "hw_state": hw_qpc.state, "want_op": want_op, "first_send": first_send}
+
+
+async def run_model_to_rtl(dut, what: str, seed: int, bad: str = "",  # noqa: ANN001
+                           faults=None, pcap: str | None = None) -> dict:  # noqa: ANN001
+    from nicsim.cosim import cosim_world
+
+    w, rtl = cosim_world(dut, seed=seed, faults=faults, pcap=pcap)
+    await rtl.reset()
+    rtl.clock.couple(w.env)
+    t0 = time.perf_counter()
+    res = await bridge(model_to_rtl)(w, seed, bad)
+    wall = time.perf_counter() - t0
+    w.close()
+    speed_line(dut, rtl, what, res, wall)
+    res["faults"] = w.links[0].fault_counters() if faults is not None else {}
+    res["late"] = rtl.clock.late
+    return res
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_model_to_rtl(dut):
+    """WRITEs, WRITEs with immediate and SENDs from the model land in the RTL host's memory
+    byte-exact (nothing else changes; SENDs scattered over the receive WQE's buffers), the
+    RTL's responder ACKs them (b's completions all SUCCESS), WRITE with immediate and SEND
+    consume receive WQEs in order with the right opcode, length and immediate in the CQE,
+    every frame in the pcap has a valid ICRC."""
+    from nicsim.driver.user import enums as e
+
+    pcap = os.path.join(os.environ.get("COSIM_PCAP_DIR", "."), "cosim_model_to_rtl.pcap")
+    res = await run_model_to_rtl(dut, "model -> RTL", SEED + 4, pcap=pcap)
+    assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
+    assert res["sent"] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(res["n_jobs"])], res["sent"]
+    assert [g[:4] for g in res["got"]] == res["recvs"], (res["got"], res["recvs"])
+    assert [g[4] for g in res["got"]] == res["want_op"], res["got"]
+    assert res["late"] == 0
+    c = counters(dut)
+    assert c["resp_naks"] == 0 and c["resp_acks"] > 0, c
+    from scapy.utils import rdpcap
+
+    from nicsim.wire.packet import parse
+
+    frames = [bytes(p) for p in rdpcap(pcap)]
+    ops = [parse(f).opcode for f in frames]  # raises WireError on a bad ICRC or header
+    assert 0x11 in ops and 0x0A in ops, ops  # the RTL's ACKs, the model's WRITE ONLYs
+    dut._log.info("%d bytes in %d messages model -> RTL, byte-exact; %d frames",
+                  res["bytes"], res["n_jobs"], len(frames))
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_model_to_rtl_loss(dut):
+    """Loss and corruption both ways while the model WRITEs into the RTL: the RTL's sequence
+    NAKs and duplicate ACKs let the model's go-back-N finish every WRITE, byte-exact."""
+    from nicsim.driver.user import enums as e
+
+    from nicsim.fabric.faults import FaultConfig
+
+    res = await run_model_to_rtl(dut, "model -> RTL, lossy", SEED + 5,
+                                 faults=FaultConfig(loss=0.06, corrupt=0.04, seed=9))
+    assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
+    assert res["sent"] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(res["n_jobs"])], res["sent"]
+    assert [g[:4] for g in res["got"]] == res["recvs"], (res["got"], res["recvs"])
+    assert res["faults"]["lost"] + res["faults"]["corrupted"] > 0, res["faults"]
+
+
+async def hostile_write(dut, bad: str, seed: int) -> None:  # noqa: ANN001
+    """b's second WRITE carries a valid ICRC but `bad` target: the RTL NAKs it (remote access
+    error): b's WR completes REM_ACCESS_ERR, the rest are flushed, a's memory holds only the
+    first WRITE, a's QP is in ERR."""
+    from nicsim.driver.user import enums as e
+
+    res = await run_model_to_rtl(dut, f"model -> RTL, bad {bad}", seed, bad=bad)
+    st = res["sent"]
+    assert st[:2] == [(0, e.IBV_WC_SUCCESS, 0), (1, e.IBV_WC_REM_ACCESS_ERR, 0x30)], st
+    assert all(s[1] == e.IBV_WC_WR_FLUSH_ERR for s in st[2:]) and len(st) == res["n_jobs"], st
+    assert not res["bad_at"], f"a's memory changed at {res['bad_at'][:8]}"
+    assert res["hw_state"] == hwif.QpState.ERR
+    # a's receive WQEs (for the immediates) are flushed
+    assert res["got"] and all(g[1] == e.IBV_WC_WR_FLUSH_ERR for g in res["got"]), res["got"]
+    assert counters(dut)["resp_naks"] == 1
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_model_to_rtl_send_too_long(dut):
+    """A SEND longer than the RTL host's receive buffers: the RTL NAKs it (invalid request):
+    b's WR completes REM_INV_REQ_ERR, a's receive WQE LOC_LEN_ERR with the bytes placed (one
+    MTU), the WQEs after it are flushed on both sides, a's QP is in ERR."""
+    from nicsim.driver.user import enums as e
+
+    res = await run_model_to_rtl(dut, "model -> RTL, SEND too long", SEED + 8, bad="short")
+    k = res["first_send"]
+    st = res["sent"]
+    assert st[:k] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(k)], st
+    assert st[k] == (k, e.IBV_WC_REM_INV_REQ_ERR, 0x30), st
+    assert all(x[1] == e.IBV_WC_WR_FLUSH_ERR for x in st[k + 1:]), st
+    got = [g[:3] for g in res["got"]]
+    assert got[:3] == [(704, e.IBV_WC_SUCCESS, 2049), (706, e.IBV_WC_SUCCESS, 0),
+                       (700 + k, e.IBV_WC_LOC_LEN_ERR, 1024)], got
+    assert all(g[1] == e.IBV_WC_WR_FLUSH_ERR for g in got[3:]) and len(got) == 6, got
+    assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
+    assert res["hw_state"] == hwif.QpState.ERR
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_model_to_rtl_bad_rkey(dut):
+    """A WRITE with a wrong rkey into the RTL: NAK remote access, nothing written."""
+    await hostile_write(dut, "rkey", SEED + 6)
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_model_to_rtl_out_of_bounds(dut):
+    """A WRITE one byte past the end of the RTL host's MR: NAK remote access, nothing
+    written."""
+    await hostile_write(dut, "bounds", SEED + 7)
+
+
+@pytest.mark.parametrize("data_width", [64, 512])
 def test_cosim(data_width, tmp_path):
+    """Every co-simulation at 64 bits; at 512 bits the model -> RTL traffic test (the
+    responder's datapath at the other width; the 64-bit run covers the protocol cases)."""
     from hdl_tb.cocotb_run import run
 
     params = bench_params(data_width)
-    run("roce_nic", roce_nic_sources(), "test_cosim", params,
-        extra_env={PARAMS_ENV: json.dumps(params), "COSIM_PCAP_DIR": str(tmp_path)})
+    env = {PARAMS_ENV: json.dumps(params), "COSIM_PCAP_DIR": str(tmp_path)}
+    if data_width != 64:
+        env["COCOTB_TEST_FILTER"] = "test_model_to_rtl$|test_rtl_to_model$"
+    run("roce_nic", roce_nic_sources(), "test_cosim", params, extra_env=env)

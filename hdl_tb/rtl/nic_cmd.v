@@ -119,6 +119,9 @@
 //                            ERR in the table (a read-modify-write of word 0 between commands;
 //                            a QP in RESET or destroyed is left alone; a GO that comes
 //                            meanwhile is held and runs next)
+//   dp2_ctx_qpn, dp2_ctx_word, dp2_ctx_data   a third read port (the responder)
+//   rq_psn_set_valid, rq_psn_set_qpn   as sq_psn_set_* for rq_psn (the responder's expected
+//                            PSN)
 //   sq_psn_set_valid, sq_psn_set_qpn   a pulse when a command set the QP's sq_psn in the table
 //                            (CREATE_QP: 0; MODIFY_QP with SQ_PSN in attr_mask): the
 //                            requester, which keeps the running PSN, reloads it from word 6
@@ -224,8 +227,13 @@ module nic_cmd #(
     input  wire [QPN_WIDTH-1:0]          dp_ctx_qpn,
     input  wire [3:0]                    dp_ctx_word,
     output reg  [63:0]                   dp_ctx_data,
+    input  wire [QPN_WIDTH-1:0]          dp2_ctx_qpn,
+    input  wire [3:0]                    dp2_ctx_word,
+    output reg  [63:0]                   dp2_ctx_data,
     output reg                           sq_psn_set_valid,
     output reg  [QPN_WIDTH-1:0]          sq_psn_set_qpn,
+    output reg                           rq_psn_set_valid,
+    output reg  [QPN_WIDTH-1:0]          rq_psn_set_qpn,
     input  wire                          cq_overrun_valid,
     input  wire [CQN_WIDTH-1:0]          cq_overrun_cqn,
 
@@ -409,6 +417,10 @@ module nic_cmd #(
     wire [QW_AW-1:0] dp_ra = {dp_ctx_qpn[QP_AW-1:0], dp_ctx_word};
     always @(posedge clk)
         dp_ctx_data <= qram[dp_ra];
+    // and a third one (the responder)
+    wire [QW_AW-1:0] dp2_ra = {dp2_ctx_qpn[QP_AW-1:0], dp2_ctx_word};
+    always @(posedge clk)
+        dp2_ctx_data <= qram[dp2_ra];
 
     always @(posedge clk) begin
         if (cqt_we)
@@ -889,6 +901,9 @@ module nic_cmd #(
         sq_psn_set_valid <= !rst && qw[3:0] == 4'd6 &&
                             (state == S_CQP_WRITE || (state == S_QP_MOD && be[48]));
         sq_psn_set_qpn <= sel_qpn;
+        rq_psn_set_valid <= !rst && qw[3:0] == 4'd6 &&
+                            (state == S_CQP_WRITE || (state == S_QP_MOD && be[52]));
+        rq_psn_set_qpn <= sel_qpn;
     end
 
     // ================================================================ command FSM
@@ -1318,7 +1333,7 @@ module nic_cmd #(
     end
 
     /* verilator lint_off UNUSEDSIGNAL */
-    wire unused = &{1'b0, m_axi_rid, m_axi_rlast, m_axi_bid, dp_ctx_qpn, rd_s, wr_strb2[7:0], wr_pair[63:0],
+    wire unused = &{1'b0, m_axi_rid, m_axi_rlast, m_axi_bid, dp_ctx_qpn, dp2_ctx_qpn, rd_s, wr_strb2[7:0], wr_pair[63:0],
                     wq_beats[15:8], rd_pair[127:64], rq_beats[15:8], qpc_attr_mask,
                     sq_lstride[7:4], sq_lsize[7:5]};
     /* verilator lint_on UNUSEDSIGNAL */

@@ -50,6 +50,7 @@
 //   st_*        a WQE started by the requester: new (recorded) or a resend; its QP's send CQ,
 //               timeout, retry_cnt, rnr_retry
 //   lc_*        a completion the requester makes (local error: fails the QP; flush)
+//   xf_*        the QP fails elsewhere (the responder sent a fatal NAK): flush, ERR
 //   rw_*        go back: QP, WQE index, the WQE's first PSN, the PSN to resend from
 //   qp_full     QP q has OUT WQEs outstanding
 //   cfg_valid, cfg_qpn   the QP's SQ was configured (create, RESET, RTS, destroy): forget it
@@ -96,6 +97,10 @@ module roce_comp #(
     input  wire [7:0]             lc_opcode,
     input  wire [7:0]             lc_status,
     input  wire [7:0]             lc_vendor,
+
+    input  wire                   xf_valid,
+    output wire                   xf_ready,
+    input  wire [QPN_WIDTH-1:0]   xf_qpn,
 
     output reg                    rw_valid,
     input  wire                   rw_ready,
@@ -318,10 +323,12 @@ module roce_comp #(
 
     wire idle = fs == F_IDLE && !m_cqe_valid;
     assign lc_ready = idle;
-    assign s_rsp_ready = idle && !lc_valid;
+    assign xf_ready = idle && !lc_valid;
+    wire take_xf = xf_valid && xf_ready;
+    assign s_rsp_ready = idle && !lc_valid && !xf_valid;
     wire take_lc = lc_valid && lc_ready;
     wire take_rsp = s_rsp_valid && s_rsp_ready;
-    wire take_tmo = idle && !lc_valid && !s_rsp_valid && sc_hit;
+    wire take_tmo = idle && !lc_valid && !xf_valid && !s_rsp_valid && sc_hit;
 
     wire [15:0] h = head[q];
     wire [15:0] t = tail[q];
@@ -398,6 +405,13 @@ module roce_comp #(
                     end else begin
                         fs <= F_LOCAL;
                     end
+                end else if (take_xf) begin
+                    q <= xf_qpn[QP_AW-1:0];
+                    qpn <= xf_qpn;
+                    lc_pend <= 1'b0;
+                    rd_q <= xf_qpn[QP_AW-1:0];
+                    rd_i <= head[xf_qpn[QP_AW-1:0]];
+                    fs <= F_FLUSH_RD;
                 end else if (take_rsp) begin
                     q <= s_rsp_qpn[QP_AW-1:0];
                     qpn <= s_rsp_qpn;

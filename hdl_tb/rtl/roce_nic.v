@@ -12,13 +12,14 @@
 //                  |                 |  '--cq cfg--> cqe_write <-- roce_req | s_cqe_*
 //                  |--SQ doorbells-----------------> wqe_fetch      roce_req --> roce_tx
 //                  '--doorbell / arm events --> db_*, arm_*        roce_tx --> m_axis_tx_*
-//   DMA: reads  wqe_fetch (port 0), nic_cmd (port 1), roce_req payload (port 2)
-//               --> axi_rd_arb --> m_axi (AR/R)
-//        writes cqe_write (port 0), nic_cmd (port 1) --> axi_wr_arb --> m_axi (AW/W/B)
+//   DMA: reads  wqe_fetch (port 0), nic_cmd (port 1), roce_req payload (port 2), roce_resp
+//               receive WQEs (port 3) --> axi_rd_arb --> m_axi (AR/R)
+//        writes cqe_write (port 0), nic_cmd (port 1), roce_resp payload (port 2)
+//               --> axi_wr_arb --> m_axi (AW/W/B)
 //
 // AXI IDs: the units issue ID 0; the arbiters append the port index in the low bits, so
-// m_axi_arid = port (0: wqe_fetch, 1: nic_cmd, 2: roce_req) and m_axi_awid = port (0:
-// cqe_write, 1: nic_cmd). Each unit's requests are in order among themselves (one ID per
+// m_axi_arid = port (0: wqe_fetch, 1: nic_cmd, 2: roce_req, 3: roce_resp) and m_axi_awid =
+// port (0: cqe_write, 1: nic_cmd, 2: roce_resp). Each unit's requests are in order among themselves (one ID per
 // unit); the slave may reorder between units. Every unit that reads takes its read data
 // whenever it comes (it reserves room before it asks), so one unit's stalled consumer never
 // holds up another's data on an in-order interconnect.
@@ -69,8 +70,9 @@
 //   mac_addr                    the port's MAC address (frames to other addresses are dropped)
 //   cnt_req_wqes, cnt_req_pkts, cnt_req_bytes, cnt_req_errors, cnt_req_resent   requester
 //   cnt_rx_packets, cnt_rx_drops   RoCE packets received, and dropped (not for us, unknown QP,
-//                               any drop of roce_rx, requests: no responder yet)
+//                               other transports, any drop of roce_rx)
 //   cnt_comp_*                  completer counters (roce_comp.v)
+//   cnt_resp_*                  responder counters (roce_resp.v)
 module roce_nic #(
     parameter AXI_DATA_WIDTH = 64,
     parameter AXI_ADDR_WIDTH = 64,
@@ -230,7 +232,12 @@ module roce_nic #(
     output wire [31:0]                   cnt_comp_timeouts,
     output wire [31:0]                   cnt_comp_resends,
     output wire [31:0]                   cnt_comp_cqes,
-    output wire [31:0]                   cnt_comp_unexpected
+    output wire [31:0]                   cnt_comp_unexpected,
+    output wire [31:0]                   cnt_resp_requests,
+    output wire [31:0]                   cnt_resp_bytes,
+    output wire [31:0]                   cnt_resp_acks,
+    output wire [31:0]                   cnt_resp_naks,
+    output wire [31:0]                   cnt_resp_duplicates
 );
 
     localparam DW = AXI_DATA_WIDTH;
@@ -311,43 +318,44 @@ module roce_nic #(
     );
 
     // ---------------------------------------------------------------- DMA ports of the units
-    // read port 0: wqe_fetch, 1: nic_cmd, 2: roce_req; write port 0: cqe_write, 1: nic_cmd
-    wire [2:0]    rd_arid;
-    wire [3*AW-1:0] rd_araddr;
-    wire [23:0]   rd_arlen;
-    wire [8:0]    rd_arsize;
-    wire [5:0]    rd_arburst;
-    wire [2:0]    rd_arlock;
-    wire [11:0]   rd_arcache;
-    wire [8:0]    rd_arprot;
-    wire [2:0]    rd_arvalid;
-    wire [2:0]    rd_arready;
-    wire [2:0]    rd_rid;
-    wire [3*DW-1:0] rd_rdata;
-    wire [5:0]    rd_rresp;
-    wire [2:0]    rd_rlast;
-    wire [2:0]    rd_rvalid;
-    wire [2:0]    rd_rready;
+    // read port 0: wqe_fetch, 1: nic_cmd, 2: roce_req, 3: roce_resp (receive WQEs);
+    // write port 0: cqe_write, 1: nic_cmd, 2: roce_resp (payload)
+    wire [3:0]    rd_arid;
+    wire [4*AW-1:0] rd_araddr;
+    wire [31:0]   rd_arlen;
+    wire [11:0]   rd_arsize;
+    wire [7:0]    rd_arburst;
+    wire [3:0]    rd_arlock;
+    wire [15:0]   rd_arcache;
+    wire [11:0]   rd_arprot;
+    wire [3:0]    rd_arvalid;
+    wire [3:0]    rd_arready;
+    wire [3:0]    rd_rid;
+    wire [4*DW-1:0] rd_rdata;
+    wire [7:0]    rd_rresp;
+    wire [3:0]    rd_rlast;
+    wire [3:0]    rd_rvalid;
+    wire [3:0]    rd_rready;
 
-    wire [1:0]    wr_awid;
-    wire [2*AW-1:0] wr_awaddr;
-    wire [15:0]   wr_awlen;
-    wire [5:0]    wr_awsize;
-    wire [3:0]    wr_awburst;
-    wire [1:0]    wr_awlock;
-    wire [7:0]    wr_awcache;
-    wire [5:0]    wr_awprot;
-    wire [1:0]    wr_awvalid;
-    wire [1:0]    wr_awready;
-    wire [2*DW-1:0] wr_wdata;
-    wire [2*SW-1:0] wr_wstrb;
-    wire [1:0]    wr_wlast;
-    wire [1:0]    wr_wvalid;
-    wire [1:0]    wr_wready;
-    wire [1:0]    wr_bid;
-    wire [3:0]    wr_bresp;
-    wire [1:0]    wr_bvalid;
-    wire [1:0]    wr_bready;
+    wire [2:0]    wr_awid;
+    wire [3*AW-1:0] wr_awaddr;
+    wire [23:0]   wr_awlen;
+    wire [8:0]    wr_awsize;
+    wire [5:0]    wr_awburst;
+    wire [2:0]    wr_awlock;
+    wire [11:0]   wr_awcache;
+    wire [8:0]    wr_awprot;
+    wire [2:0]    wr_awvalid;
+    wire [2:0]    wr_awready;
+    wire [3*DW-1:0] wr_wdata;
+    wire [3*SW-1:0] wr_wstrb;
+    wire [2:0]    wr_wlast;
+    wire [2:0]    wr_wvalid;
+    wire [2:0]    wr_wready;
+    wire [2:0]    wr_bid;
+    wire [5:0]    wr_bresp;
+    wire [2:0]    wr_bvalid;
+    wire [2:0]    wr_bready;
     wire          dma_idle;
 
     // ---------------------------------------------------------------- command processor
@@ -366,6 +374,11 @@ module roce_nic #(
     wire         qp_err_valid;
     wire         qp_err_ready;
     wire [QPN_W-1:0] qp_err_qpn;
+    wire [QPN_W-1:0] dp2_ctx_qpn;
+    wire [3:0]   dp2_ctx_word;
+    wire [63:0]  dp2_ctx_data;
+    wire         rq_psn_set_valid;
+    wire [QPN_W-1:0] rq_psn_set_qpn;
     wire [QPN_W-1:0] dp_ctx_qpn;
     wire [3:0]   dp_ctx_word;
     wire [63:0]  dp_ctx_data;
@@ -468,8 +481,13 @@ module roce_nic #(
         .dp_ctx_qpn(dp_ctx_qpn),
         .dp_ctx_word(dp_ctx_word),
         .dp_ctx_data(dp_ctx_data),
+        .dp2_ctx_qpn(dp2_ctx_qpn),
+        .dp2_ctx_word(dp2_ctx_word),
+        .dp2_ctx_data(dp2_ctx_data),
         .sq_psn_set_valid(sq_psn_set_valid),
         .sq_psn_set_qpn(sq_psn_set_qpn),
+        .rq_psn_set_valid(rq_psn_set_valid),
+        .rq_psn_set_qpn(rq_psn_set_qpn),
         .cq_overrun_valid(cq_overrun_valid),
         .cq_overrun_cqn(cq_overrun_cqn),
         .cnt_cmds(cnt_cmds),
@@ -477,8 +495,9 @@ module roce_nic #(
     );
 
     // ---------------------------------------------------------------- translation
-    // lookup port shared by roce_req (source 0) and mr_req_* (source 1): the source with
-    // lookups in flight keeps the port until all are answered (responses come in order)
+    // lookup port shared by roce_req (source 0), roce_resp (source 1) and mr_req_* (source
+    // 2): the source with lookups in flight keeps the port until all are answered (responses
+    // come in order); otherwise the lowest source asking gets it
     wire         xl_req_valid;
     wire         xl_req_ready;
     wire [31:0]  xl_req_key;
@@ -498,26 +517,41 @@ module roce_nic #(
     wire [31:0]  q_req_len;
     wire [TAG_WIDTH-1:0] q_req_tag;
     wire         q_rsp_ready;
-    reg          xl_own;          // 0: roce_req, 1: mr_req_*
+    wire         r_req_valid;
+    wire         r_req_ready;
+    wire [31:0]  r_req_key;
+    wire [31:0]  r_req_pd;
+    wire [7:0]   r_req_access;
+    wire [63:0]  r_req_va;
+    wire [31:0]  r_req_len;
+    wire [TAG_WIDTH-1:0] r_req_tag;
+    wire         r_rsp_ready;
+    reg  [1:0]   xl_own;
     reg  [7:0]   xl_inflight;     // lookups of the owner not fully answered
-    wire         xl_sel = xl_inflight != 8'd0 ? xl_own : !q_req_valid && mr_req_valid;
-    assign xl_req_valid = xl_sel ? mr_req_valid : q_req_valid;
-    assign xl_req_key = xl_sel ? mr_req_key : q_req_key;
-    assign xl_req_pd = xl_sel ? mr_req_pd : q_req_pd;
-    assign xl_req_access = xl_sel ? mr_req_access : q_req_access;
-    assign xl_req_va = xl_sel ? mr_req_va : q_req_va;
-    assign xl_req_len = xl_sel ? mr_req_len : q_req_len;
-    assign xl_req_tag = xl_sel ? mr_req_tag : q_req_tag;
-    assign q_req_ready = !xl_sel && xl_req_ready;
-    assign mr_req_ready = xl_sel && xl_req_ready;
-    assign xl_rsp_ready = xl_own ? mr_rsp_ready : q_rsp_ready;
-    assign mr_rsp_valid = xl_own && xl_rsp_valid;
-    wire q_rsp_valid = !xl_own && xl_rsp_valid;
+    wire [1:0]   xl_pick = q_req_valid ? 2'd0 : r_req_valid ? 2'd1 : 2'd2;
+    wire [1:0]   xl_sel = xl_inflight != 8'd0 ? xl_own : xl_pick;
+    assign xl_req_valid = xl_sel == 2'd0 ? q_req_valid : xl_sel == 2'd1 ? r_req_valid :
+                          mr_req_valid;
+    assign xl_req_key = xl_sel == 2'd0 ? q_req_key : xl_sel == 2'd1 ? r_req_key : mr_req_key;
+    assign xl_req_pd = xl_sel == 2'd0 ? q_req_pd : xl_sel == 2'd1 ? r_req_pd : mr_req_pd;
+    assign xl_req_access = xl_sel == 2'd0 ? q_req_access : xl_sel == 2'd1 ? r_req_access :
+                           mr_req_access;
+    assign xl_req_va = xl_sel == 2'd0 ? q_req_va : xl_sel == 2'd1 ? r_req_va : mr_req_va;
+    assign xl_req_len = xl_sel == 2'd0 ? q_req_len : xl_sel == 2'd1 ? r_req_len : mr_req_len;
+    assign xl_req_tag = xl_sel == 2'd0 ? q_req_tag : xl_sel == 2'd1 ? r_req_tag : mr_req_tag;
+    assign q_req_ready = xl_sel == 2'd0 && xl_req_ready;
+    assign r_req_ready = xl_sel == 2'd1 && xl_req_ready;
+    assign mr_req_ready = xl_sel == 2'd2 && xl_req_ready;
+    assign xl_rsp_ready = xl_own == 2'd0 ? q_rsp_ready : xl_own == 2'd1 ? r_rsp_ready :
+                          mr_rsp_ready;
+    wire q_rsp_valid = xl_own == 2'd0 && xl_rsp_valid;
+    wire r_rsp_valid = xl_own == 2'd1 && xl_rsp_valid;
+    assign mr_rsp_valid = xl_own == 2'd2 && xl_rsp_valid;
     wire xl_req_fire = xl_req_valid && xl_req_ready;
     wire xl_done = xl_rsp_valid && xl_rsp_ready && mr_rsp_last;
     always @(posedge clk) begin
         if (rst) begin
-            xl_own <= 1'b0;
+            xl_own <= 2'd0;
             xl_inflight <= 8'd0;
         end else begin
             if (xl_req_fire)
@@ -846,36 +880,57 @@ module roce_nic #(
     assign rd_arprot[6 +: 3] = 3'b010;
 
     // ---------------------------------------------------------------- transmit framer + ICRC
+    // descriptors: the responder's ACKs (no payload) go between the requester's packets; the
+    // payload stream is the requester's alone, so its order is unchanged
+    wire         ak_valid;
+    wire         ak_ready;
+    wire [47:0]  ak_dmac;
+    wire [47:0]  ak_smac;
+    wire         ak_ipv6;
+    wire [127:0] ak_sip;
+    wire [127:0] ak_dip;
+    wire [7:0]   ak_tos;
+    wire [7:0]   ak_ttl;
+    wire [15:0]  ak_udp_sport;
+    wire [23:0]  ak_dqpn;
+    wire [23:0]  ak_psn;
+    wire [7:0]   ak_syndrome;
+    wire [23:0]  ak_msn;
+    wire         tx_ak = ak_valid;
+    wire         fr_hdr_ready;
+    assign ak_ready = fr_hdr_ready;
+    assign tx_hdr_ready = !tx_ak && fr_hdr_ready;
+
     roce_tx #(
         .DATA_WIDTH(DW)
     ) u_tx (
         .clk(clk),
         .rst(rst),
-        .s_hdr_valid(tx_hdr_valid),
-        .s_hdr_ready(tx_hdr_ready),
-        .s_hdr_dmac(tx_hdr_dmac),
-        .s_hdr_smac(tx_hdr_smac),
-        .s_hdr_ipv6(tx_hdr_ipv6),
-        .s_hdr_sip(tx_hdr_sip),
-        .s_hdr_dip(tx_hdr_dip),
-        .s_hdr_tos(tx_hdr_tos),
-        .s_hdr_ttl(tx_hdr_ttl),
+        .s_hdr_valid(tx_ak || tx_hdr_valid),
+        .s_hdr_ready(fr_hdr_ready),
+        .s_hdr_dmac(tx_ak ? ak_dmac : tx_hdr_dmac),
+        .s_hdr_smac(tx_ak ? ak_smac : tx_hdr_smac),
+        .s_hdr_ipv6(tx_ak ? ak_ipv6 : tx_hdr_ipv6),
+        .s_hdr_sip(tx_ak ? ak_sip : tx_hdr_sip),
+        .s_hdr_dip(tx_ak ? ak_dip : tx_hdr_dip),
+        .s_hdr_tos(tx_ak ? ak_tos : tx_hdr_tos),
+        .s_hdr_ttl(tx_ak ? ak_ttl : tx_hdr_ttl),
         .s_hdr_flow_label(20'd0),
-        .s_hdr_udp_sport(tx_hdr_udp_sport),
-        .s_hdr_opcode(tx_hdr_opcode),
-        .s_hdr_solicited(tx_hdr_solicited),
+        .s_hdr_udp_sport(tx_ak ? ak_udp_sport : tx_hdr_udp_sport),
+        .s_hdr_opcode(tx_ak ? 8'h11 : tx_hdr_opcode),
+        .s_hdr_solicited(!tx_ak && tx_hdr_solicited),
         .s_hdr_migreq(1'b1),
         .s_hdr_pkey(16'hffff),
         .s_hdr_fecn(1'b0),
         .s_hdr_becn(1'b0),
-        .s_hdr_dqpn(tx_hdr_dqpn),
-        .s_hdr_ackreq(tx_hdr_ackreq),
-        .s_hdr_psn(tx_hdr_psn),
+        .s_hdr_dqpn(tx_ak ? ak_dqpn : tx_hdr_dqpn),
+        .s_hdr_ackreq(!tx_ak && tx_hdr_ackreq),
+        .s_hdr_psn(tx_ak ? ak_psn : tx_hdr_psn),
         .s_hdr_reth_va(tx_hdr_reth_va),
         .s_hdr_reth_rkey(tx_hdr_reth_rkey),
         .s_hdr_reth_len(tx_hdr_reth_len),
-        .s_hdr_aeth_syndrome(8'd0),
-        .s_hdr_aeth_msn(24'd0),
+        .s_hdr_aeth_syndrome(ak_syndrome),
+        .s_hdr_aeth_msn(ak_msn),
         .s_hdr_imm(tx_hdr_imm),
         .s_hdr_ieth_rkey(32'd0),
         .s_hdr_atomic_va(64'd0),
@@ -885,7 +940,7 @@ module roce_nic #(
         .s_hdr_atomic_orig(64'd0),
         .s_hdr_deth_qkey(32'd0),
         .s_hdr_deth_src_qp(24'd0),
-        .s_hdr_payload_len(tx_hdr_payload_len),
+        .s_hdr_payload_len(tx_ak ? 16'd0 : tx_hdr_payload_len),
         .s_axis_tdata(tx_pay_tdata),
         .s_axis_tkeep(tx_pay_tkeep),
         .s_axis_tvalid(tx_pay_tvalid),
@@ -938,6 +993,9 @@ module roce_nic #(
         .lc_opcode(q_cqe_opcode),
         .lc_status(q_cqe_status),
         .lc_vendor(q_cqe_vendor_err),
+        .xf_valid(rs_fail_valid),
+        .xf_ready(rs_fail_ready),
+        .xf_qpn(rs_fail_qpn),
         .rw_valid(rw_valid),
         .rw_ready(rw_ready),
         .rw_qpn(rw_qpn),
@@ -968,8 +1026,9 @@ module roce_nic #(
     );
 
     // ---------------------------------------------------------------- receive
-    // roce_rx (ICRC check, parse) -> responses to the completer; requests, packets for
-    // another MAC or QP, and non-RoCE frames are dropped (no responder yet); payload drained
+    // roce_rx (ICRC check, parse) -> requests to the responder, responses to the completer;
+    // packets for another MAC or QP, other transports and non-RoCE frames are dropped. The
+    // payload of a packet goes where its metadata went (a small FIFO says whose it is).
     wire         rxm_valid;
     wire         rxm_ready;
     wire [47:0]  rxm_dmac;
@@ -977,21 +1036,64 @@ module roce_nic #(
     wire [23:0]  rxm_dqpn;
     wire [23:0]  rxm_psn;
     wire [7:0]   rxm_syndrome;
+    wire         rxm_ackreq;
+    wire [1:0]   rxm_padcount;
+    wire [15:0]  rxm_payload_len;
+    wire [63:0]  rxm_reth_va;
+    wire [31:0]  rxm_reth_rkey;
+    wire [31:0]  rxm_reth_len;
+    wire [31:0]  rxm_imm;
+    wire [31:0]  rxm_ieth;
+    wire [DW-1:0] rxp_tdata;
+    wire [SW-1:0] rxp_tkeep;
+    wire         rxp_tvalid;
+    wire         rxp_tready;
+    wire         rxp_tlast;
     wire [31:0]  rx_stat_packets;
     wire [31:0]  rx_stat_drops;
     wire         rx_is_rsp = rxm_opcode >= 8'h0d && rxm_opcode <= 8'h12;
+    wire         rx_is_req = rxm_opcode <= 8'h0c || rxm_opcode == 8'h13 ||
+                             rxm_opcode == 8'h14 || rxm_opcode == 8'h16 ||
+                             rxm_opcode == 8'h17;
     wire         rx_ours = rxm_dmac == mac_addr && {8'd0, rxm_dqpn} < NUM_QP;
-    assign rsp_valid = rxm_valid && rx_is_rsp && rx_ours;
+    wire         to_comp = rx_is_rsp && rx_ours;
+    wire         to_resp = rx_is_req && rx_ours;
+    wire         rq_valid;
+    wire         rq_ready;
+    wire         pr_ready;      // the payload owner FIFO has room
+    assign rsp_valid = rxm_valid && to_comp && pr_ready;
     assign rsp_qpn = rxm_dqpn;
     assign rsp_opcode = rxm_opcode;
     assign rsp_psn = rxm_psn;
     assign rsp_syndrome = rxm_syndrome;
-    assign rxm_ready = !(rx_is_rsp && rx_ours) || rsp_ready;
+    assign rq_valid = rxm_valid && to_resp && pr_ready;
+    assign rxm_ready = pr_ready && (to_comp ? rsp_ready : to_resp ? rq_ready : 1'b1);
+    wire rxm_take = rxm_valid && rxm_ready;
+    // payload owner of each packet with a payload: 1 the responder, 0 dropped
+    wire         pr_head;
+    wire         pr_valid;
+    wire [15:0]  pr_count;
+    fifo_fwft #(
+        .WIDTH(1),
+        .DEPTH(16)
+    ) u_pay_owner (
+        .clk(clk),
+        .rst(rst),
+        .s_data(to_resp),
+        .s_valid(rxm_take && rxm_payload_len != 16'd0),
+        .s_ready(pr_ready),
+        .m_data(pr_head),
+        .m_valid(pr_valid),
+        .m_ready(rxp_tvalid && rxp_tready && rxp_tlast),
+        .count(pr_count)
+    );
+    wire         rsp_pay_tready;
+    assign rxp_tready = pr_valid && (pr_head ? rsp_pay_tready : 1'b1);
     reg  [31:0]  rx_dropped;
     always @(posedge clk) begin
         if (rst)
             rx_dropped <= 32'd0;
-        else if (rxm_valid && rxm_ready && !(rx_is_rsp && rx_ours))
+        else if (rxm_take && !to_comp && !to_resp)
             rx_dropped <= rx_dropped + 32'd1;
     end
     assign cnt_rx_packets = rx_stat_packets;
@@ -1012,20 +1114,173 @@ module roce_nic #(
         .m_meta_ready(rxm_ready),
         .m_meta_dmac(rxm_dmac),
         .m_meta_opcode(rxm_opcode),
+        .m_meta_padcount(rxm_padcount),
         .m_meta_dqpn(rxm_dqpn),
+        .m_meta_ackreq(rxm_ackreq),
         .m_meta_psn(rxm_psn),
+        .m_meta_payload_len(rxm_payload_len),
+        .m_meta_reth_va(rxm_reth_va),
+        .m_meta_reth_rkey(rxm_reth_rkey),
+        .m_meta_reth_len(rxm_reth_len),
         .m_meta_aeth_syndrome(rxm_syndrome),
-        .m_axis_tready(1'b1),
+        .m_meta_imm(rxm_imm),
+        .m_meta_ieth_rkey(rxm_ieth),
+        .m_axis_tdata(rxp_tdata),
+        .m_axis_tkeep(rxp_tkeep),
+        .m_axis_tvalid(rxp_tvalid),
+        .m_axis_tready(rxp_tready),
+        .m_axis_tlast(rxp_tlast),
         .stat_packets(rx_stat_packets),
         .stat_drops(rx_stat_drops)
     );
 
+    // ---------------------------------------------------------------- responder
+    wire         rs_fail_valid;
+    wire         rs_fail_ready;
+    wire [QPN_W-1:0] rs_fail_qpn;
+    wire         r_cqe_valid;
+    wire         r_cqe_ready;
+    wire [CQN_W-1:0] r_cqe_cqn;
+    wire [31:0]  r_cqe_qpn;
+    wire [15:0]  r_cqe_wqe_index;
+    wire [7:0]   r_cqe_opcode;
+    wire [7:0]   r_cqe_status;
+    wire [31:0]  r_cqe_byte_len;
+    wire [31:0]  r_cqe_imm;
+    wire [7:0]   r_cqe_flags;
+    wire [7:0]   r_cqe_vendor_err;
+
+    roce_resp #(
+        .DATA_WIDTH(DW),
+        .ADDR_WIDTH(AW),
+        .NUM_QP(NUM_QP),
+        .QPN_WIDTH(QPN_W),
+        .CQN_WIDTH(CQN_W),
+        .TAG_WIDTH(TAG_WIDTH),
+        .MAX_RSGE(MAX_SGE)
+    ) u_resp (
+        .clk(clk),
+        .rst(rst),
+        .s_req_valid(rq_valid),
+        .s_req_ready(rq_ready),
+        .s_req_qpn(rxm_dqpn),
+        .s_req_opcode(rxm_opcode),
+        .s_req_psn(rxm_psn),
+        .s_req_ackreq(rxm_ackreq),
+        .s_req_padcount(rxm_padcount),
+        .s_req_payload_len(rxm_payload_len),
+        .s_req_reth_va(rxm_reth_va),
+        .s_req_reth_rkey(rxm_reth_rkey),
+        .s_req_reth_len(rxm_reth_len),
+        .s_req_imm(rxm_imm),
+        .s_req_ieth(rxm_ieth),
+        .s_pay_tdata(rxp_tdata),
+        .s_pay_tkeep(rxp_tkeep),
+        .s_pay_tvalid(rxp_tvalid && pr_valid && pr_head),
+        .s_pay_tready(rsp_pay_tready),
+        .s_pay_tlast(rxp_tlast),
+        .ctx_qpn(dp2_ctx_qpn),
+        .ctx_word(dp2_ctx_word),
+        .ctx_data(dp2_ctx_data),
+        .rq_psn_set_valid(rq_psn_set_valid),
+        .rq_psn_set_qpn(rq_psn_set_qpn),
+        .rq_db_valid(db_valid && db_rq),
+        .rq_db_qpn(db_qpn),
+        .rq_db_pi(db_pi),
+        .cfg_valid(wq_cfg_valid),
+        .cfg_qpn(wq_cfg_qpn),
+        .mr_req_valid(r_req_valid),
+        .mr_req_ready(r_req_ready),
+        .mr_req_key(r_req_key),
+        .mr_req_pd(r_req_pd),
+        .mr_req_access(r_req_access),
+        .mr_req_va(r_req_va),
+        .mr_req_len(r_req_len),
+        .mr_req_tag(r_req_tag),
+        .mr_rsp_valid(r_rsp_valid),
+        .mr_rsp_ready(r_rsp_ready),
+        .mr_rsp_status(mr_rsp_status),
+        .mr_rsp_pa(mr_rsp_pa),
+        .mr_rsp_len(mr_rsp_len),
+        .mr_rsp_last(mr_rsp_last),
+        .m_axi_araddr(rd_araddr[3*AW +: AW]),
+        .m_axi_arlen(rd_arlen[24 +: 8]),
+        .m_axi_arsize(rd_arsize[9 +: 3]),
+        .m_axi_arburst(rd_arburst[6 +: 2]),
+        .m_axi_arvalid(rd_arvalid[3]),
+        .m_axi_arready(rd_arready[3]),
+        .m_axi_rdata(rd_rdata[3*DW +: DW]),
+        .m_axi_rresp(rd_rresp[6 +: 2]),
+        .m_axi_rlast(rd_rlast[3]),
+        .m_axi_rvalid(rd_rvalid[3]),
+        .m_axi_rready(rd_rready[3]),
+        .m_axi_awaddr(wr_awaddr[2*AW +: AW]),
+        .m_axi_awlen(wr_awlen[16 +: 8]),
+        .m_axi_awsize(wr_awsize[6 +: 3]),
+        .m_axi_awburst(wr_awburst[4 +: 2]),
+        .m_axi_awvalid(wr_awvalid[2]),
+        .m_axi_awready(wr_awready[2]),
+        .m_axi_wdata(wr_wdata[2*DW +: DW]),
+        .m_axi_wstrb(wr_wstrb[2*SW +: SW]),
+        .m_axi_wlast(wr_wlast[2]),
+        .m_axi_wvalid(wr_wvalid[2]),
+        .m_axi_wready(wr_wready[2]),
+        .m_axi_bresp(wr_bresp[4 +: 2]),
+        .m_axi_bvalid(wr_bvalid[2]),
+        .m_axi_bready(wr_bready[2]),
+        .ack_valid(ak_valid),
+        .ack_ready(ak_ready),
+        .ack_dmac(ak_dmac),
+        .ack_smac(ak_smac),
+        .ack_ipv6(ak_ipv6),
+        .ack_sip(ak_sip),
+        .ack_dip(ak_dip),
+        .ack_tos(ak_tos),
+        .ack_ttl(ak_ttl),
+        .ack_udp_sport(ak_udp_sport),
+        .ack_dqpn(ak_dqpn),
+        .ack_psn(ak_psn),
+        .ack_syndrome(ak_syndrome),
+        .ack_msn(ak_msn),
+        .m_cqe_valid(r_cqe_valid),
+        .m_cqe_ready(r_cqe_ready),
+        .m_cqe_cqn(r_cqe_cqn),
+        .m_cqe_qpn(r_cqe_qpn),
+        .m_cqe_wqe_index(r_cqe_wqe_index),
+        .m_cqe_opcode(r_cqe_opcode),
+        .m_cqe_status(r_cqe_status),
+        .m_cqe_byte_len(r_cqe_byte_len),
+        .m_cqe_imm(r_cqe_imm),
+        .m_cqe_flags(r_cqe_flags),
+        .m_cqe_vendor_err(r_cqe_vendor_err),
+        .fail_valid(rs_fail_valid),
+        .fail_ready(rs_fail_ready),
+        .fail_qpn(rs_fail_qpn),
+        .cnt_requests(cnt_resp_requests),
+        .cnt_bytes(cnt_resp_bytes),
+        .cnt_acks(cnt_resp_acks),
+        .cnt_naks(cnt_resp_naks),
+        .cnt_duplicates(cnt_resp_duplicates)
+    );
+    assign rd_arid[3] = 1'b0;
+    assign rd_arlock[3] = 1'b0;
+    assign rd_arcache[12 +: 4] = 4'b0011;
+    assign rd_arprot[9 +: 3] = 3'b010;
+    assign wr_awid[2] = 1'b0;
+    assign wr_awlock[2] = 1'b0;
+    assign wr_awcache[8 +: 4] = 4'b0011;
+    assign wr_awprot[6 +: 3] = 3'b010;
+
     // ---------------------------------------------------------------- CQE writeback
     // completions from the completer first (the requester's go through it), then s_cqe_*
-    wire         c_sel = !k_cqe_valid;
-    wire         c_valid = k_cqe_valid || s_cqe_valid;
+    // (responder's receive completions next)
+    wire         c_k = k_cqe_valid;
+    wire         c_r = !k_cqe_valid && r_cqe_valid;
+    wire         c_sel = !k_cqe_valid && !r_cqe_valid;
+    wire         c_valid = k_cqe_valid || r_cqe_valid || s_cqe_valid;
     wire         c_ready;
     assign k_cqe_ready = c_ready;
+    assign r_cqe_ready = c_r && c_ready;
     assign s_cqe_ready = c_sel && c_ready;
 
     cqe_write #(
@@ -1045,16 +1300,16 @@ module roce_nic #(
         .cfg_log_size(cq_cfg_log_size),
         .s_cqe_valid(c_valid),
         .s_cqe_ready(c_ready),
-        .s_cqe_cqn(c_sel ? s_cqe_cqn : k_cqe_cqn),
-        .s_cqe_qpn(c_sel ? s_cqe_qpn : k_cqe_qpn),
-        .s_cqe_wqe_index(c_sel ? s_cqe_wqe_index : k_cqe_wqe_index),
-        .s_cqe_opcode(c_sel ? s_cqe_opcode : k_cqe_opcode),
-        .s_cqe_status(c_sel ? s_cqe_status : k_cqe_status),
-        .s_cqe_byte_len(c_sel ? s_cqe_byte_len : k_cqe_byte_len),
-        .s_cqe_imm_inv(c_sel ? s_cqe_imm_inv : 32'd0),
+        .s_cqe_cqn(c_k ? k_cqe_cqn : c_r ? r_cqe_cqn : s_cqe_cqn),
+        .s_cqe_qpn(c_k ? k_cqe_qpn : c_r ? r_cqe_qpn : s_cqe_qpn),
+        .s_cqe_wqe_index(c_k ? k_cqe_wqe_index : c_r ? r_cqe_wqe_index : s_cqe_wqe_index),
+        .s_cqe_opcode(c_k ? k_cqe_opcode : c_r ? r_cqe_opcode : s_cqe_opcode),
+        .s_cqe_status(c_k ? k_cqe_status : c_r ? r_cqe_status : s_cqe_status),
+        .s_cqe_byte_len(c_k ? k_cqe_byte_len : c_r ? r_cqe_byte_len : s_cqe_byte_len),
+        .s_cqe_imm_inv(c_k ? 32'd0 : c_r ? r_cqe_imm : s_cqe_imm_inv),
         .s_cqe_src_qp(c_sel ? s_cqe_src_qp : 32'd0),
-        .s_cqe_flags(c_sel ? s_cqe_flags : 8'd0),
-        .s_cqe_vendor_err(c_sel ? s_cqe_vendor_err : k_cqe_vendor_err),
+        .s_cqe_flags(c_k ? 8'd0 : c_r ? r_cqe_flags : s_cqe_flags),
+        .s_cqe_vendor_err(c_k ? k_cqe_vendor_err : c_r ? r_cqe_vendor_err : s_cqe_vendor_err),
         .cq_pi(cq_pi),
         .wr_error(cqe_wr_error),
         .m_axi_awid(wr_awid[0]),
@@ -1080,7 +1335,7 @@ module roce_nic #(
 
     // ---------------------------------------------------------------- DMA arbitration
     axi_rd_arb #(
-        .PORTS(3),
+        .PORTS(4),
         .DATA_WIDTH(DW),
         .ADDR_WIDTH(AW),
         .S_ID_WIDTH(1),
@@ -1123,7 +1378,7 @@ module roce_nic #(
     );
 
     axi_wr_arb #(
-        .PORTS(2),
+        .PORTS(3),
         .DATA_WIDTH(DW),
         .ADDR_WIDTH(AW),
         .S_ID_WIDTH(1),

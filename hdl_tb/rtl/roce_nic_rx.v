@@ -47,6 +47,7 @@ module roce_nic_rx #(
     output wire [7:0]              m_meta_aeth_syndrome,
     output wire [23:0]             m_meta_aeth_msn,
     output wire [31:0]             m_meta_imm,
+    output wire [31:0]             m_meta_ieth_rkey,
 
     output wire [DATA_WIDTH-1:0]   m_axis_tdata,
     output wire [DATA_WIDTH/8-1:0] m_axis_tkeep,
@@ -119,7 +120,7 @@ module roce_nic_rx #(
         .m_meta_aeth_syndrome(m_meta_aeth_syndrome),
         .m_meta_aeth_msn(m_meta_aeth_msn),
         .m_meta_imm(m_meta_imm),
-        .m_meta_ieth_rkey(),
+        .m_meta_ieth_rkey(m_meta_ieth_rkey),
         .m_meta_atomic_va(),
         .m_meta_atomic_rkey(),
         .m_meta_atomic_swap_add(),

@@ -310,35 +310,30 @@ module roce_req #(
     assign ctx_word = ctx_word_of(ci);
 
     // ---------------------------------------------------------------- the path
-    // byte k of the Qpc (64 <= k < 120)
-    reg [47:0]  p_dmac;
-    reg [47:0]  p_smac;
-    reg [127:0] p_sgid;
-    reg [127:0] p_dgid;
-    reg [31:0]  p_tc;
-    integer     bi;
-    always @* begin
-        for (bi = 0; bi < 6; bi = bi + 1) begin
-            p_dmac[8*(5-bi) +: 8] = c_b[8*(bi + 0) +: 8];
-            p_smac[8*(5-bi) +: 8] = c_b[8*(bi + 6) +: 8];
-        end
-        for (bi = 0; bi < 16; bi = bi + 1) begin
-            p_sgid[8*(15-bi) +: 8] = c_b[8*(bi + 12) +: 8];
-            p_dgid[8*(15-bi) +: 8] = c_b[8*(bi + 28) +: 8];
-        end
-        p_tc = c_b[8*48 +: 32];
-    end
-    wire s_mapped = p_sgid[127:32] == 96'h0000_0000_0000_0000_0000_ffff;
-    wire d_mapped = p_dgid[127:32] == 96'h0000_0000_0000_0000_0000_ffff;
-    wire [1:0] ecn = ECN_CAPABLE ? 2'b10 : 2'b00;
-
-    // UDP source port: nicsim.wire.roce_udp_sport(qpn, dest_qpn)
-    /* verilator lint_off UNUSEDSIGNAL */
-    wire [55:0] sp_v = {32'd0, w_qpn} * {24'd0, c_dqpn};
-    wire [55:0] sp_v1 = sp_v ^ (sp_v >> 20);
-    wire [55:0] sp_v2 = sp_v1 ^ (sp_v1 >> 40);
-    /* verilator lint_on UNUSEDSIGNAL */
-    wire [13:0] sp_low = sp_v2[13:0] ^ {8'd0, sp_v2[19:14]};
+    wire [47:0]  p_dmac;
+    wire [47:0]  p_smac;
+    wire         p_ipv6;
+    wire [127:0] p_sgid;
+    wire [127:0] p_dgid;
+    wire [7:0]   p_tos;
+    wire [7:0]   p_ttl;
+    wire [13:0]  sp_low;
+    roce_path #(
+        .QPN_WIDTH(QPN_WIDTH),
+        .ECN_CAPABLE(ECN_CAPABLE)
+    ) u_path (
+        .path(c_b),
+        .qpn(w_qpn),
+        .dqpn(c_dqpn[23:0]),
+        .dmac(p_dmac),
+        .smac(p_smac),
+        .ipv6(p_ipv6),
+        .sip(p_sgid),
+        .dip(p_dgid),
+        .tos(p_tos),
+        .ttl(p_ttl),
+        .sport_low(sp_low)
+    );
 
     // ---------------------------------------------------------------- the message
     wire [3:0]  mtu_log = (c_pmtu >= 8'd1 && c_pmtu <= 8'd5) ? c_pmtu[3:0] + 4'd7 : 4'd10;
@@ -464,11 +459,11 @@ module roce_req #(
     assign tx_hdr_valid = hg_on;
     assign tx_hdr_dmac = p_dmac;
     assign tx_hdr_smac = p_smac;
-    assign tx_hdr_ipv6 = !(s_mapped && d_mapped);
+    assign tx_hdr_ipv6 = p_ipv6;
     assign tx_hdr_sip = p_sgid;
     assign tx_hdr_dip = p_dgid;
-    assign tx_hdr_tos = {p_tc[7:2], ecn};
-    assign tx_hdr_ttl = p_tc[15:8] == 8'd0 ? 8'd64 : p_tc[15:8];
+    assign tx_hdr_tos = p_tos;
+    assign tx_hdr_ttl = p_ttl;
     assign tx_hdr_udp_sport = c_sport;
     assign tx_hdr_opcode = hg_opc;
     assign tx_hdr_solicited = hg_last && w_flags[2];
@@ -910,7 +905,7 @@ module roce_req #(
 
     /* verilator lint_off UNUSEDSIGNAL */
     wire unused = &{1'b0, meta_count, pf_count, c_scqn[31:CQN_WIDTH], w_total[33:32], to_burst[31:13],
-                    c_dqpn[31:24], hg_rem[31:16], w_pkts[33:24], p_tc[31:16]};
+                    c_dqpn[31:24], hg_rem[31:16], w_pkts[33:24]};
     /* verilator lint_on UNUSEDSIGNAL */
 
 endmodule

@@ -24,19 +24,18 @@ from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
 from nicsim.cosim.clock import TimeCoupler
 from nicsim.cosim.dma import PcieDmaSlave
 from nicsim.cosim.mac import EthMac
+from nicsim.cosim.peer import link_window_ns
 from nicsim.fabric.link import LinkConfig
 from nicsim.host.host import advance
 from nicsim.host.memory import PhysMem
 from nicsim.host.pcie import MmioDevice, PcieConfig
-from nicsim.wire.packet import ETH_FCS, ETH_MIN_FRAME, ETH_PREAMBLE
 
 
 def window_ns(link: LinkConfig, pcie: PcieConfig) -> float:
     """The coupling window: the shortest latency of anything crossing between SimPy and the
     RTL (see nicsim.cosim.clock): a frame's propagation plus the shortest frame's time on the
     wire up to its last bit, and PCIe's one-way latency."""
-    shortest = (ETH_PREAMBLE + ETH_MIN_FRAME + ETH_FCS) * 8.0 / link.rate_gbps
-    return min(link.prop_ns + shortest, pcie.latency_ns)
+    return min(link_window_ns(link), pcie.latency_ns)
 
 
 class RtlNic(MmioDevice):

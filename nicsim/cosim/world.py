@@ -7,12 +7,12 @@ kernel must boot in the driver thread (its probe is MMIO to the RTL): `boot_rtl_
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
+from nicsim.cosim.peer import ModelPeer
 from nicsim.cosim.rtl_nic import RtlNic
 from nicsim.fabric.faults import FaultConfig
-from nicsim.fabric.link import Link, LinkConfig
+from nicsim.fabric.link import LinkConfig
 from nicsim.host.host import Host, NetDev
 from nicsim.host.pcie import Pcie, PcieConfig
 from nicsim.nic.config import NicConfig
@@ -38,24 +38,11 @@ def cosim_world(dut, *, seed: int = 0, nic: NicConfig | None = None,  # noqa: AN
                  window=window)
     host_a.plug("0000:01:00.0", rtl, Pcie(w.env, pcie_cfg), NetDev("eth0", MAC_A, IP_A))
     w.hosts["a"] = host_a
-    w.add_host("b", replace(nic or NicConfig(), mac=MAC_B, ip=IP_B, pcie=pcie_cfg), mem_size)
-    cable = Link(w.env, link_cfg, "a-b", faults)
-    rtl.mac.connect(cable)
-    w.nics["b"].port.connect(cable)
-    w.ports["a.eth0"], w.ports["b.eth0"] = (cable, 0), (cable, 1)
     host_a.neighbours[IP_B] = MAC_B
-    w.hosts["b"].neighbours[IP_A] = MAC_A
-    if pcap is not None:
-        from nicsim.fabric.pcap import PcapTap
-
-        Path(pcap).parent.mkdir(parents=True, exist_ok=True)
-        tap = PcapTap(pcap)
-        cable.taps.append(tap)
-        w.taps.append(tap)
-    w.links.append(cable)
-    from nicsim.driver.kernel.ib_core import Kernel
-
-    Kernel(w.hosts["b"])
+    # host b, the model, is nicsim's peer for the RTL on the other end of the cable
+    ModelPeer(eth=rtl.mac, clock=rtl.clock, world=w, name="b", dut_name="a", mac=MAC_B,
+              ip=IP_B, dut_mac=MAC_A, dut_ip=IP_A, nic=nic, pcie=pcie_cfg, link=link_cfg,
+              faults=faults, pcap=pcap, mem_size=mem_size)
     return w, rtl
 
 
