@@ -129,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
     pcap = _pcap_path(args, sc, out)
     base = Path(args.scenario).resolve().parent if args.scenario else None
     progress = Progress(enabled=False if args.quiet else None)
-    runner = Runner(sc, pcap, out, progress, base)
+    runner = Runner(sc, pcap, out, progress, base, breakdown=args.breakdown)
     try:
         runner.memory()
     except ScenarioError as e:
@@ -208,6 +208,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--out", metavar="DIR", help="write flows.csv, time series, summary.json, "
                                                  "plots and report.html into DIR")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--breakdown", action="store_true",
+                     help="stamp every WR of the first host to the second at each stage "
+                          "(post, doorbell, WQE fetch, ... CQE, poll): mean and p99 per stage "
+                          "in the report and the JSON")
     run.set_defaults(fn=_run)
     sw = sub.add_parser("sweep", help="run a scenario over a grid of parameters and seeds")
     sw.add_argument("sweep", help="sweep YAML file")

@@ -162,6 +162,9 @@ def test_read_and_atomic_headers_show_outstanding_reads() -> None:
     (["ib_write_bw", "--bogus"], ["ib_write_bw: unrecognized option '--bogus'",
                                   " Invalid Command or flag."]),
     (["ib_read_lat", "-Z"], ["ib_read_lat: invalid option -- 'Z'"]),
+    (["ib_write_bw", "-D", "0"], [" Duration period must be positive"]),
+    (["ib_write_bw", "-D", "2", "-a"], ["Duration mode currently doesn't support running on "
+                                        "all sizes."]),
     (["ib_write_bw", "-n", "3"], [" Iteration num should be between 5 and 4294967296"]),
     (["ib_write_bw", "-s", "x"], [" Message Size should be between 1 and 2147483647"]),
     (["ib_read_bw", "-c", "UC"], [" UC connection not possible in READ/ATOMIC verbs"]),
@@ -219,3 +222,90 @@ def test_cli_dispatches_perftest(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["perftest", "ib_atomic_bw", "-n", "10", "-A", "CMP_AND_SWAP"]) == 0
     assert "Atomic CMP_AND_SWAP BW Test" in capsys.readouterr().out
     assert cli_main(["perftest", "ib_write_bw", "--nope"]) == 1
+
+
+def test_breakdown_stamps_every_stage_in_causal_order(tmp_path: Path) -> None:
+    png = tmp_path / "wf.png"
+    js = tmp_path / "r.json"
+    code, out, err = run("ib_write_lat", "-s", "64", "-n", "50", f"--waterfall={png}",
+                         "--out_json", f"--out_json_file={js}")
+    assert code == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    stages = json.loads(js.read_text())["nicsim"]["breakdown"]["stages"]
+    names = [s["stage"] for s in stages]
+    assert names == ["post", "doorbell", "wqe_fetched", "translated", "first_out", "last_out",
+                     "arrived", "placed", "ack_sent", "ack_received", "cqe_written", "polled"]
+    assert all(s["wrs"] == 50 for s in stages)
+    t = {s["stage"]: s["since_post_mean_ns"] for s in stages}
+    chain = ["post", "doorbell", "wqe_fetched", "translated", "first_out", "last_out",
+             "arrived", "ack_sent", "ack_received", "cqe_written", "polled"]
+    assert all(t[x] <= t[y] for x, y in zip(chain, chain[1:], strict=False))
+    assert t["placed"] > t["arrived"]
+    # From the last bit out to its arrival: the default link's 50 ns of propagation.
+    assert t["arrived"] - t["last_out"] == pytest.approx(50.0)
+    assert "Breakdown of 50 WRs" in out
+
+
+def test_breakdown_counts_only_signalled_completions_in_bandwidth_runs() -> None:
+    code, out, _ = run("ib_write_bw", "-s", "1024", "-n", "300", "-Q", "100", "--breakdown")
+    assert code == 0
+    lines = {ln.split()[0]: ln.split() for ln in out.splitlines()[-14:] if ln.strip()}
+    assert lines["post"][1] == "300" and lines["ack_received"][1] == "300"
+    assert lines["cqe_written"][1] == "3" and lines["polled"][1] == "3"
+
+
+def test_run_breakdown_in_report_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["run", "--breakdown", "--no-pcap", "--quiet", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)["breakdown"]
+    by = {s["stage"]: s for s in d["stages"]}
+    assert d["wrs"] == 14 and by["post"]["wrs"] == 14 and by["polled"]["wrs"] == 14
+    # READs and atomics place nothing at the responder: 10 of the default's 14 WRs do.
+    assert by["placed"]["wrs"] == 10
+    assert by["polled"]["since_post_mean_ns"] >= by["cqe_written"]["since_post_mean_ns"]
+
+
+def test_run_breakdown_needs_two_hosts(capsys: pytest.CaptureFixture[str]) -> None:
+    root = Path(__file__).resolve().parents[1]
+    assert cli_main(["run", str(root / "examples/incast.yaml"), "--breakdown", "--no-pcap",
+                     "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --breakdown: needs the two-host topology") and \
+        len(err.splitlines()) == 1
+
+
+def _slow(tmp_path: Path) -> str:
+    """The default NIC on a 100 Mb/s link: a second of simulated traffic is quick to run."""
+    prof = tmp_path / "slow.yaml"
+    prof.write_text("name: slow\ntitle: default NIC, 0.1 Gb/s link\nlink: {rate_gbps: 0.1}\n")
+    return str(prof)
+
+
+def test_duration_bandwidth_counts_the_window(tmp_path: Path) -> None:
+    code, out, _ = run("ib_write_bw", "-D", "1", "-s", "4096", "--report_gbits",
+                       "--profile", _slow(tmp_path))
+    assert code == 0
+    assert " WARNING: BW peak won't be measured in this run." in out.splitlines()
+    (row,) = rows(out)
+    iters, peak, avg = int(row[1]), float(row[2]), float(row[3])
+    # One second at 0.1 Gb/s: under the wire's bound for 4 KiB, and most of it.
+    assert peak == 0 and 0.9 * _bound_gbps(0.1, 4096, 4096) < avg <= _bound_gbps(0.1, 4096, 4096)
+    assert iters == pytest.approx(avg * 1e9 / 8 / 4096, rel=0.01)
+
+
+def test_duration_latency_reports_average_and_rate(tmp_path: Path) -> None:
+    code, out, _ = run("ib_send_lat", "-D", "1", "-s", "4096", "--profile", _slow(tmp_path))
+    assert code == 0
+    assert " #bytes        #iterations       t_avg[usec]    tps average" in out
+    (row,) = rows(out)
+    iters, t_avg, tps = int(row[1]), float(row[2]), float(row[3])
+    assert tps == pytest.approx(iters, rel=0.01)  # exchanges in a one-second window
+    assert t_avg == pytest.approx(1e6 / iters / 2, rel=0.01)  # half of each exchange
+
+
+def test_invalid_mtu_runs_at_the_ports_mtu_with_perftests_lines() -> None:
+    code, out, err = run("ib_write_bw", "-m", "9000", "-n", "10")
+    assert code == 0
+    assert err.splitlines()[:3] == [" Invalid MTU - 9000 ",
+                                    " Please choose mtu from {256,512,1024,2048,4096}",
+                                    " Will run with the port active mtu - 5"]
+    assert " Mtu             : 4096[B]" in out

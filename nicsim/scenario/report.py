@@ -124,6 +124,10 @@ def text_report(r: RunResult) -> str:
         w = c.first_bad
         out.append(f"integrity: FAILED at WR {w.index} ({w.msg.op.value}, {w.nbytes} "
                    f"bytes): {w.integrity}")
+    if r.breakdown is not None:
+        from nicsim.results.breakdown import text
+
+        out += ["", *text(r.breakdown)]
     if r.out is not None:
         out.append(f"results: {r.out}/ ({', '.join(r.files)})")
     return "\n".join(out)
@@ -162,4 +166,6 @@ def _fabric(r: RunResult) -> list[str]:
 def json_report(r: RunResult) -> dict[str, Any]:
     d = summary(r)
     d["wrs_detail"] = wr_rows(r)
+    if r.breakdown is not None:
+        d["breakdown"] = r.breakdown
     return d

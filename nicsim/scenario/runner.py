@@ -27,6 +27,7 @@ import numpy as np
 from driver.user import enums as e
 from driver.user.verbs import SGE, QPCap, RecvWR, SendWR
 from nicsim.nic.requester import transport_timeout_ns
+from nicsim.results.breakdown import Tracer
 from nicsim.results.collect import KEEP_WRS, Collector, FlowWriter
 from nicsim.results.ideal import Ideal, IdealConfig
 from nicsim.results.timeseries import Probe, Sampler
@@ -35,7 +36,7 @@ from nicsim.scenario.buffers import POOL, Arena, DataPool
 from nicsim.scenario.endpoint import Process, connect_qp, open_process
 from nicsim.scenario.plan import KERNEL_MEM, MAX_REGISTERED, SLOTS, Plan, cq_size, plan
 from nicsim.scenario.progress import Progress
-from nicsim.scenario.schema import ATOMICS, OpKind, Scenario
+from nicsim.scenario.schema import ATOMICS, OpKind, Scenario, ScenarioError
 from nicsim.scenario.traffic import (
     OUTSTANDING,
     UNKNOWN,
@@ -111,6 +112,7 @@ class RunResult:
     probes: list[Probe] = field(default_factory=list)  # what the time series sampled
     pcaps: list[str] = field(default_factory=list)  # the captures written (one per tap)
     switches: dict[str, dict[str, int]] = field(default_factory=dict)  # counters by switch
+    breakdown: dict | None = None  # --breakdown: stages of the first host's WRs to the second
 
     @property
     def verified_bytes(self) -> int:
@@ -146,8 +148,10 @@ def events_created(env: object) -> int:
 
 class Runner:
     def __init__(self, sc: Scenario, pcap: str | None = None, out: Path | None = None,
-                 progress: Progress | None = None, base: Path | None = None) -> None:
+                 progress: Progress | None = None, base: Path | None = None,
+                 breakdown: bool = False) -> None:
         self.sc = sc
+        self.breakdown = breakdown
         self.pcap = pcap
         self.out = out
         self.progress = progress
@@ -271,6 +275,11 @@ class Runner:
         wall0 = time.perf_counter()
         world = build.build_world(sc, self.pcap, pl.mem_size)
         self._setup(world, pl)
+        try:
+            tracer = self._tracer(world) if self.breakdown else None
+        except ScenarioError:
+            world.close()
+            raise
         env = world.env
         self.t0 = t0 = env.now
         self.sources = self._sources(pl, t0)
@@ -321,7 +330,23 @@ class Runner:
             time.perf_counter() - wall0, events_created(env), self.out,
             probes=self.sampler.probes if self.sampler is not None else [],
             pcaps=[str(t.path) for t in world.taps],  # type: ignore[attr-defined]
-            switches={n: sw.counters() for n, sw in world.switches.items()})
+            switches={n: sw.counters() for n, sw in world.switches.items()},
+            breakdown=tracer.summary() if tracer is not None else None)
+
+    def _tracer(self, world: World) -> Tracer:
+        """Stamps of every WR the first host sends to the second (nicsim.results.breakdown);
+        only a two-host scenario has one cable for it to tap."""
+        hosts = list(world.hosts)
+        if len(hosts) != 2 or world.switches:
+            raise ScenarioError("--breakdown: needs the two-host topology (back_to_back); "
+                                f"this world has {len(hosts)} hosts")
+        a, b = hosts
+        tracer = Tracer(world, a, b)
+        for c in self.pools.get((a, b), []):
+            tracer.watch_qp(c.qp._p)
+        if a in self.procs:
+            tracer.watch_cq(self.procs[a].scq._p)
+        return tracer
 
     def _stall_ns(self) -> float:
         sc = self.sc

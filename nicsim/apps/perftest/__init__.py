@@ -32,7 +32,7 @@ USAGE = """Usage: nicsim perftest TOOL [options]
  -s, --size=<size>        Size of message to exchange (K and M suffixes)
  -a, --all                Run sizes from 2 till 2^23
  -n, --iters=<iters>      Number of exchanges (at least 5)
- -D, --duration=<sec>     Run for a fixed duration (simulated seconds)
+ -D, --duration=<sec>     Run for a fixed duration (seconds of simulated time; margin D/4)
  -q, --qp=<num>           Num of qp's
  -t, --tx-depth=<dep>     Size of tx queue
  -I, --inline_size=<size> Max size of message to be sent in inline
@@ -51,6 +51,7 @@ USAGE = """Usage: nicsim perftest TOOL [options]
  --profile=<name|file>    The NIC, PCIe, link and host CPU (nicsim profiles lists them)
  --seed=<n>               Seed of the host CPU cost variation and the PSNs (default 1)
  --breakdown              Print where each WR's time goes, stage by stage (mean and p99)
+ --waterfall=<file.png>   Plot one WR's stages (the median one) as a waterfall
 """
 
 
@@ -111,7 +112,13 @@ def run(p: Params, stdout: TextIO, stderr: TextIO) -> dict[str, Any]:
     notes: list[str] = []
     inline = _inline_default(p, device, notes)
     bench = Bench(p, w, inline)
-    for line in [*p.warnings, *bench.mtu_warning, *notes]:
+    # perftest prints its warnings on stdout, and the dashed line before an inline note too;
+    # the MTU complaint and the inline note themselves go to stderr.
+    for line in p.warnings:
+        print(line, file=stdout)
+    for line in bench.mtu_warning:
+        print(line, file=stderr)
+    for line in notes:
         print(line, file=stderr if "Device not recognized" in line else stdout)
     s = bench.setup
     lines = report.header(p, s)
@@ -119,12 +126,16 @@ def run(p: Params, stdout: TextIO, stderr: TextIO) -> dict[str, Any]:
         lines += report.dest_lines(p, "local", bench.dest(bench.client, q))
     for q in range(p.num_qps):
         lines += report.dest_lines(p, "remote", bench.dest(bench.server, q))
-    lines += report.bw_columns(p) if p.kind is TestKind.BW else report.lat_columns()
+    lines += report.bw_columns(p) if p.kind is TestKind.BW else report.lat_columns(p)
     print("\n".join(lines), file=stdout, flush=True)
     results: list[Any] = []
     for size in p.sizes:
         posted, completed = bench.run(size)
-        if p.kind is TestKind.BW:
+        win = bench.window
+        if win is not None:
+            timed = report.bw_timed if p.kind is TestKind.BW else report.lat_timed
+            r = timed(p, size, win.sample, win.stop, win.iters)
+        elif p.kind is TestKind.BW:
             r = report.bw_result(p, size, posted, completed, p.iters * p.num_qps)
         else:
             r = report.lat_result(p, size, posted)
@@ -133,6 +144,19 @@ def run(p: Params, stdout: TextIO, stderr: TextIO) -> dict[str, Any]:
     print(report.LINE, file=stdout, flush=True)
     extra: dict[str, Any] = {"profile": p.profile, "seed": p.seed,
                              "simulated_ns": w.env.now}
+    if bench.tracer is not None:
+        from nicsim.results import breakdown
+
+        summary = bench.tracer.summary()
+        extra["breakdown"] = summary
+        print("\n".join([*breakdown.text(summary), report.LINE]), file=stdout, flush=True)
+        if p.waterfall:
+            wr = bench.tracer.typical()
+            if wr is None:
+                raise PerftestError("nicsim perftest: --waterfall: no WR went through every "
+                                    "stage", code=2)
+            breakdown.waterfall(wr, p.waterfall, f"{p.tool} {max(p.sizes)} B, "
+                                                 f"{p.profile or 'default hardware'}: one WR")
     if p.out_json:
         Path(p.out_json_file).write_text(report.out_json(p, s, results, extra) + "\n")
     w.close()

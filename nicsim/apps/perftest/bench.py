@@ -37,6 +37,7 @@ from driver.user.verbs import (
 from nicsim.apps.perftest.params import Conn, Params, PerftestError, TestKind, Verb
 from nicsim.apps.perftest.report import Dest, Setup
 from nicsim.host.cpus import Cpus
+from nicsim.results.breakdown import Tracer
 from nicsim.world import World
 
 DEVICE = "nsnic0"
@@ -47,6 +48,24 @@ _ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_R
 _MTU_ENUM = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 _OPCODE = {Verb.WRITE: e.IBV_WR_RDMA_WRITE, Verb.READ: e.IBV_WR_RDMA_READ,
            Verb.SEND: e.IBV_WR_SEND}
+
+
+@dataclass
+class Window:
+    """A duration run's clock (perftest's catch_alarm states on the simulated clock): warm-up
+    until `sample`, counted until `stop`, then the margin until `end`."""
+
+    sample: float
+    stop: float
+    end: float
+    iters: int = 0  # completions (or exchanges) counted between sample and stop
+
+    @staticmethod
+    def start(now: float, duration: int, margin: int) -> Window:
+        return Window(now + margin * 1e9, now + (duration - margin) * 1e9, now + duration * 1e9)
+
+    def sampling(self, now: float) -> bool:
+        return self.sample <= now < self.stop
 
 
 @dataclass
@@ -154,6 +173,13 @@ class Bench:
             raise PerftestError(f" Couldn't create IB resources ({ex})") from None
         _connect(self.client, self.server, p, mtu, out_reads, gid_index)
         _connect(self.server, self.client, p, mtu, out_reads, gid_index)
+        self.window: Window | None = None  # set at the start of a duration run
+        self.tracer: Tracer | None = None
+        if p.breakdown:
+            self.tracer = Tracer(world)
+            for qp in self.client.qps:
+                self.tracer.watch_qp(qp._p)
+            self.tracer.watch_cq(self.client.scq._p)
 
     # -- address lines ------------------------------------------------------------------------
 
@@ -206,6 +232,8 @@ class Bench:
         return res
 
     def _bw_client(self, size: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.window is not None:
+            return self._bw_client_timed(size, self.window)
         p = self.p
         c, s = self.client, self.server
         env = self.w.env
@@ -243,20 +271,49 @@ class Bench:
                     completed[min(tot_c, total) - 1] = env.now
         return posted, completed
 
+    def _bw_client_timed(self, size: int, win: Window) -> tuple[np.ndarray, np.ndarray]:
+        """run_iter_bw in duration mode: keep TX depth WRs in flight until the end; the WRs
+        completed inside the sampled window count, over the window's length."""
+        p = self.p
+        c, s = self.client, self.server
+        env = self.w.env
+        nq, depth, mod = p.num_qps, p.tx_depth, p.cq_mod
+        wrs = [self._wr(c, s, q, size) for q in range(nq)]
+        inline = self._inline(size)
+        scnt = [0] * nq
+        ccnt = [0] * nq
+        while env.now < win.end:
+            for q in range(nq):
+                qp, wr = c.qps[q], wrs[q]
+                while scnt[q] < depth + ccnt[q] and env.now < win.end:
+                    sig = scnt[q] % mod == mod - 1
+                    wr.send_flags = (e.IBV_SEND_SIGNALED if sig else 0) | inline
+                    qp.post_send(wr)
+                    scnt[q] += 1
+            _, wcs = c.scq.poll(16)
+            for wc in wcs:
+                _check(wc, "send", sum(scnt), sum(ccnt))
+                ccnt[wc.wr_id] += mod
+                if win.sampling(env.now):
+                    win.iters += mod
+        return np.array([win.sample]), np.array([win.stop])
+
     def _bw_server(self, size: int) -> None:
         p = self.p
         s = self.server
+        env = self.w.env
+        win = self.window
         total = p.iters * p.num_qps
         rcnt = 0
         per_q = [0] * p.num_qps
-        while rcnt < total:
+        while (rcnt < total) if win is None else (env.now < win.end):
             _, wcs = s.rcq.poll(16)
             for wc in wcs:
                 _check(wc, "recv", rcnt, rcnt)
                 q = wc.wr_id
                 rcnt += 1
                 per_q[q] += 1
-                if per_q[q] + p.rx_depth <= p.iters:
+                if win is not None or per_q[q] + p.rx_depth <= p.iters:
                     self._post_recvs(s, size, 1, q)
 
     # -- latency ----------------------------------------------------------------------------------
@@ -279,57 +336,77 @@ class Bench:
             ("server", self.server.host, lambda: body(self.server, self.client, size, False))])
         return posted  # type: ignore[no-any-return]
 
+    # (In a duration run (-D) the loops go on until the window's end instead of for a count
+    # of iterations, and a wait gives up at the end: perftest's END_STATE.)
+
+    def _going(self, done: int) -> bool:
+        win = self.window
+        return done < self.p.iters if win is None else self.w.env.now < win.end
+
+    def _await(self, cq: CQ, what: str, scnt: int, ccnt: int) -> bool:
+        """Poll `cq` until one completion (True) or the end of a duration run (False)."""
+        win = self.window
+        env = self.w.env
+        while win is None or env.now < win.end:
+            _, wcs = cq.poll(1)
+            if wcs:
+                _check(wcs[0], what, scnt, ccnt)
+                return True
+        return False
+
+    def _counted(self) -> None:
+        """A duration run counts what completes inside its sampled window."""
+        win = self.window
+        if win is not None and win.sampling(self.w.env.now):
+            win.iters += 1
+
     def _lat_alone(self, size: int) -> np.ndarray:
-        p = self.p
         c = self.client
         env = self.w.env
         wr = self._wr(c, self.server, 0, size)
         wr.send_flags = e.IBV_SEND_SIGNALED
-        posted = np.zeros(p.iters)
-        for i in range(p.iters):
-            posted[i] = env.now
+        posted: list[float] = []
+        while self._going(len(posted)):
+            posted.append(env.now)
             c.qps[0].post_send(wr)
-            while True:
-                _, wcs = c.scq.poll(1)
-                if wcs:
-                    _check(wcs[0], "send", i + 1, i)
-                    break
-        return posted
+            if self._await(c.scq, "send", len(posted), len(posted) - 1):
+                self._counted()
+        return np.array(posted)
 
     def _lat_write(self, me: End, peer: End, size: int, client: bool) -> np.ndarray:
         """perftest's run_iter_lat_write: wait for the peer's count in the last byte of my
         receive half, write mine into the peer's, wait for my WRITE's completion."""
-        p = self.p
         env = self.w.env
         host = me.host
         aspace = me.ctx.aspace
+        win = self.window
         wr = self._wr(me, peer, 0, size)
         wr.send_flags = e.IBV_SEND_SIGNALED | self._inline(size)
         post_at = me.buf(0) + size - 1
         poll_va = me.rbuf(0) + size - 1
         poll_pa = aspace.translate(poll_va)
-        posted = np.zeros(p.iters)
+        posted: list[float] = []
         scnt = rcnt = ccnt = 0
-        iters = p.iters
-        while scnt < iters or ccnt < iters or rcnt < iters:
-            if rcnt < iters and not (scnt < 1 and not client):
+        while self._going(min(scnt, rcnt, ccnt)):
+            if self._going(rcnt) and not (scnt < 1 and not client):
                 rcnt += 1
                 want = rcnt & 0xFF
                 while aspace.read(poll_va, 1)[0] != want:
+                    if win is not None and env.now >= win.end:
+                        return np.array(posted)
                     host.poll_wait(host.costs.poll_empty, poll_pa, poll_pa + 1)
-            if scnt < iters:
-                posted[scnt] = env.now
+            if self._going(scnt):
+                posted.append(env.now)
                 scnt += 1
                 aspace.write(post_at, bytes([scnt & 0xFF]))
                 me.qps[0].post_send(wr)
-            if ccnt < iters:
-                while True:
-                    _, wcs = me.scq.poll(1)
-                    if wcs:
-                        _check(wcs[0], "send", scnt, ccnt)
-                        break
+            if self._going(ccnt):
+                if not self._await(me.scq, "send", scnt, ccnt):
+                    break
                 ccnt += 1
-        return posted
+                if client:
+                    self._counted()
+        return np.array(posted)
 
     def _lat_send(self, me: End, peer: End, size: int, client: bool) -> np.ndarray:
         """perftest's run_iter_lat_send: wait for a receive (reposting it), then send; every
@@ -338,32 +415,30 @@ class Bench:
         env = self.w.env
         wr = self._wr(me, peer, 0, size)
         wr.send_flags = e.IBV_SEND_SIGNALED | self._inline(size)
-        posted = np.zeros(p.iters)
+        posted: list[float] = []
         scnt = rcnt = 0
-        iters = p.iters
-        while scnt < iters or rcnt < iters:
-            if rcnt < iters and not (scnt < 1 and client):
-                while True:
-                    _, wcs = me.rcq.poll(1)
-                    if wcs:
-                        _check(wcs[0], "recv", rcnt, rcnt)
-                        break
+        while self._going(min(scnt, rcnt)):
+            if self._going(rcnt) and not (scnt < 1 and client):
+                if not self._await(me.rcq, "recv", rcnt, rcnt):
+                    break
                 rcnt += 1
-                if rcnt + p.rx_depth <= iters:
+                if client:
+                    self._counted()
+                if self.window is not None or rcnt + p.rx_depth <= p.iters:
                     self._post_recvs(me, size, 1, 0)
-            if scnt < iters:
-                posted[scnt] = env.now
+            if self._going(scnt):
+                posted.append(env.now)
                 scnt += 1
                 me.qps[0].post_send(wr)
-                while True:
-                    _, wcs = me.scq.poll(1)
-                    if wcs:
-                        _check(wcs[0], "send", scnt, scnt)
-                        break
-        return posted
+                if not self._await(me.scq, "send", scnt, scnt):
+                    break
+        return np.array(posted)
 
     def run(self, size: int) -> tuple[np.ndarray, np.ndarray | None]:
-        if self.p.kind is TestKind.BW:
+        p = self.p
+        if p.duration is not None:
+            self.window = Window.start(self.w.env.now, p.duration, p.margin)
+        if p.kind is TestKind.BW:
             return self.run_bw(size)
         return self.run_lat(size), None
 

@@ -85,7 +85,8 @@ class Params:
     rx_depth: int
     cq_mod: int
     all_sizes: bool = False
-    duration: int | None = None
+    duration: int | None = None  # -D: seconds of simulated time
+    margin: int = 0  # seconds before and after the sampled window of a duration run
     num_qps: int = 1
     inline: int = -1  # -1: the device's default for this test (perftest's DEF_INLINE)
     mtu: int = 0  # 0: the port's active MTU
@@ -104,6 +105,7 @@ class Params:
     # nicsim's own options
     profile: str | None = None
     breakdown: bool = False
+    waterfall: str | None = None  # a PNG of one WR's stages (implies breakdown)
     seed: int = 1
     size_cap: int | None = None  # UD: no message beyond the path MTU
     warnings: list[str] = field(default_factory=list)  # stdout lines perftest prints first
@@ -123,7 +125,7 @@ _SHORT = "hs:an:D:q:t:I:m:FRx:c:Q:NA:o:r:p:d:i:u:"
 _LONG = ["help", "size=", "all", "iters=", "duration=", "qp=", "tx-depth=", "inline_size=",
          "mtu=", "CPU-freq", "report_gbits", "rdma_cm", "gid-index=", "connection=",
          "cq-mod=", "noPeak", "atomic_type=", "outs=", "rx-depth=", "port=", "ib-dev=",
-         "ib-port=", "out_json", "out_json_file=", "profile=", "breakdown", "seed="]
+         "ib-port=", "out_json", "out_json_file=", "profile=", "breakdown", "seed=", "waterfall="]
 
 
 def _int(opt: str, text: str, name: str, lo: int | None = None, hi: int | None = None,
@@ -249,6 +251,8 @@ def parse(tool: str, argv: list[str]) -> Params:
                 p.profile = a
             elif o == "--breakdown":
                 p.breakdown = True
+            elif o == "--waterfall":
+                p.breakdown, p.waterfall = True, a
             elif o == "--seed":
                 p.seed = _int(o, a, "Seed")
     except PerftestError as e:
@@ -309,6 +313,8 @@ def _dependencies(p: Params, size_given: bool) -> None:
         if p.all_sizes:
             raise PerftestError("Duration mode currently doesn't support running on all "
                                 "sizes.", stdout=dash)
+    if p.duration is not None:
+        p.margin = p.duration // 4  # perftest's default margin (DEF_INIT_MARGIN)
     if p.duration is None and p.iters > 20000 and not p.no_peak and p.kind is TestKind.BW:
         p.warnings.append(" WARNING: BW peak won't be measured in this run.")
         p.no_peak = True

@@ -65,8 +65,7 @@ def header(p: Params, s: Setup) -> list[str]:
            " PCIe relax order: ON\t\tLock-free      : OFF",
            " ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF",
            f" TX depth        : {p.tx_depth}"]
-    if p.verb is Verb.SEND and p.kind is TestKind.LAT:
-        out.append(f" RX depth        : {p.rx_depth}")
+    # (RX depth is the server's line, or both ends' in a bidirectional run: not the client's)
     if p.kind is TestKind.BW:
         out += [f" CQ Moderation   : {p.cq_mod}", " CQE Poll Batch  : Dynamic"]
     out += [f" Mtu             : {_MTU_BYTES[s.mtu_enum]}[B]", " Link type       : Ethernet",
@@ -104,7 +103,9 @@ def bw_columns(p: Params) -> list[str]:
     return [LINE, head]
 
 
-def lat_columns() -> list[str]:
+def lat_columns(p: Params) -> list[str]:
+    if p.duration is not None:
+        return [LINE, " #bytes        #iterations       t_avg[usec]    tps average"]
     return [LINE, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
                   "t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% "
                   "percentile[usec] "]
@@ -156,6 +157,40 @@ def bw_result(p: Params, size: int, posted: np.ndarray, completed: np.ndarray,
     return BwResult(size, iters, peak, avg, rate, p.report_gbits)
 
 
+def bw_timed(p: Params, size: int, start: float, stop: float, iters: int) -> BwResult:
+    """A duration run's bandwidth: the WRs completed in the sampled window over its length
+    (no peak: perftest measures none in duration mode)."""
+    unit = 125_000_000 if p.report_gbits else 0x100000
+    span = (stop - start) * 1e-9
+    return BwResult(size, iters, 0.0, size * iters / span / unit, iters / span / 1e6,
+                    p.report_gbits)
+
+
+@dataclass
+class LatTimed:
+    """A duration run's latency (print_report_lat_duration): the sampled window over the
+    exchanges in it, halved for WRITE and SEND; and exchanges per second."""
+
+    size: int
+    iters: int
+    t_avg: float
+    tps: float
+
+    def line(self) -> str:
+        return f" {self.size:<7}       {self.iters}            {self.t_avg:<7.2f}        " \
+               f"{self.tps:<7.2f}"
+
+    def json(self) -> dict[str, Any]:
+        return {"MsgSize": self.size, "n_iterations": self.iters,
+                "t_avg": round(self.t_avg, 2), "tps_average": round(self.tps, 2)}
+
+
+def lat_timed(p: Params, size: int, start: float, stop: float, iters: int) -> LatTimed:
+    factor = 1 if p.verb in (Verb.READ, Verb.ATOMIC) else 2
+    span_us = (stop - start) / 1000.0
+    return LatTimed(size, iters, span_us / factor / max(iters, 1), iters / (span_us * 1e-6))
+
+
 @dataclass
 class LatResult:
     size: int
@@ -205,8 +240,6 @@ def test_info_json(p: Params, s: Setup) -> dict[str, Any]:
                             "Connection_type": p.conn.value, "Using_SRQ": "OFF",
                             "PCIe_relax_order": "ON", "ibv_wr_API": "ON",
                             "TX_depth": p.tx_depth}
-    if p.verb is Verb.SEND and p.kind is TestKind.LAT:
-        info["RX_depth"] = p.rx_depth
     if p.kind is TestKind.BW:
         info["CQ_Moderation"] = p.cq_mod
     info.update({"Mtu": _MTU_BYTES[s.mtu_enum], "Link_type": "Ethernet",
