@@ -122,6 +122,15 @@ class CpuSpec(Strict):
     mmio_write_ns: NsFloat = 20.0
     spread: Annotated[float, Field(ge=0, le=10, description="each CPU cost varies in "
                                    "[c, c*(1+spread)], seeded")] = 0.0
+    # The socket path's cost model (nicsim.apps.echo): what a send() and a receive cost the
+    # host beyond the wire. Assumed orders of magnitude for a current x86 server kernel, not
+    # fitted to a measurement: a profile that knows better sets them.
+    sock_syscall_ns: NsFloat = 300.0  # send()/recv() entry and exit
+    sock_copy_gbps: Annotated[float, Field(gt=0)] = 80.0  # copy in/out of the kernel, ~10 GB/s
+    tcp_tx_seg_ns: NsFloat = 700.0  # tcp_sendmsg .. driver xmit, per segment
+    tcp_rx_seg_ns: NsFloat = 900.0  # NAPI poll, IP and TCP receive, socket queue, per segment
+    irq_ns: NsFloat = 1000.0  # interrupt delivery, handler, softirq raise, per burst
+    wakeup_ns: NsFloat = 2500.0  # waking the blocked reader: scheduler and context switch
 
 
 class HostSpec(Strict):
