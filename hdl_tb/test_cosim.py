@@ -268,17 +268,19 @@ async def test_remote_access_nak(dut):
     assert res["hw_state"] == hwif.QpState.ERR, res["qpc"]
 
 
-def model_to_rtl(w, seed: int, bad: str = "") -> dict:  # noqa: ANN001
+def model_to_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa: ANN001
     """Driver program: RDMA WRITEs, WRITE with immediate and SENDs from b (model) to a (RTL).
     `bad`: "rkey" (job 1 with a wrong rkey) or "bounds" (job 1 one byte past a's MR): the
     RTL must NAK it (remote access error) and write nothing; "short" (the first SEND's receive
-    buffer 10 bytes short): NAK invalid request, the receive WQE completes LOC_LEN_ERR."""
+    buffer 10 bytes short): NAK invalid request, the receive WQE completes LOC_LEN_ERR.
+    `rtl` False: host a is the model too (the reference run)."""
     from nicsim.driver.user import enums as e
     from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
     from nicsim.cosim import boot_rtl_host
 
-    boot_rtl_host(w)
+    if rtl:
+        boot_rtl_host(w)
     ha, hb = w.hosts["a"], w.hosts["b"]
     rng = random.Random(seed)
     size = 16 * 4096
@@ -383,6 +385,7 @@ async def run_model_to_rtl(dut, what: str, seed: int, bad: str = "",  # noqa: AN
     from nicsim.cosim import cosim_world
 
     w, rtl = cosim_world(dut, seed=seed, faults=faults, pcap=pcap)
+    rtl.mac.keep_sent = True
     await rtl.reset()
     rtl.clock.couple(w.env)
     t0 = time.perf_counter()
@@ -392,6 +395,7 @@ async def run_model_to_rtl(dut, what: str, seed: int, bad: str = "",  # noqa: AN
     speed_line(dut, rtl, what, res, wall)
     res["faults"] = w.links[0].fault_counters() if faults is not None else {}
     res["late"] = rtl.clock.late
+    res["rtl_sent"] = list(rtl.mac.sent)
     return res
 
 
@@ -401,7 +405,8 @@ async def test_model_to_rtl(dut):
     byte-exact (nothing else changes; SENDs scattered over the receive WQE's buffers), the
     RTL's responder ACKs them (b's completions all SUCCESS), WRITE with immediate and SEND
     consume receive WQEs in order with the right opcode, length and immediate in the CQE,
-    every frame in the pcap has a valid ICRC."""
+    every frame in the pcap has a valid ICRC, and the RTL's ACKs are byte for byte those the
+    model sends for the same traffic."""
     from nicsim.driver.user import enums as e
 
     pcap = os.path.join(os.environ.get("COSIM_PCAP_DIR", "."), "cosim_model_to_rtl.pcap")
@@ -420,6 +425,19 @@ async def test_model_to_rtl(dut):
     frames = [bytes(p) for p in rdpcap(pcap)]
     ops = [parse(f).opcode for f in frames]  # raises WireError on a bad ICRC or header
     assert 0x11 in ops and 0x0A in ops, ops  # the RTL's ACKs, the model's WRITE ONLYs
+    # The same program with the model as host a's NIC: a's ACKs byte for byte the same
+    # (headers, PSNs, MSNs, credit counts, coalescing points, ICRC)
+    from nicsim.cosim.world import MAC_A
+    from nicsim.world import World
+
+    mpcap = os.path.join(os.path.dirname(pcap), "model_model_to_rtl.pcap")
+    mw = World.two_hosts(SEED + 4, pcap=mpcap)
+    ref = model_to_rtl(mw, SEED + 4, rtl=False)
+    mw.close()
+    assert not ref["bad_at"] and ref["got"] == res["got"], (ref["got"], res["got"])
+    mac_a = bytes.fromhex(MAC_A.replace(":", ""))
+    model_acks = [bytes(p) for p in rdpcap(mpcap) if bytes(p)[6:12] == mac_a]
+    assert model_acks and res["rtl_sent"] == model_acks, (len(res["rtl_sent"]), len(model_acks))
     dut._log.info("%d bytes in %d messages model -> RTL, byte-exact; %d frames",
                   res["bytes"], res["n_jobs"], len(frames))
 

@@ -55,7 +55,8 @@ class ModelPeer:
     """A nicsim host `name` (MAC `mac`, IP `ip`) with the model NIC, cabled to a design.
 
     Either give the design (`dut`, `clk`, `rst` and the prefixes of its transmit and receive
-    AXI-Stream ports; the clock is started here at `clk_ns` unless `start_clock` is False), or
+    AXI-Stream ports, rx None for a design that only sends; the clock is started here at
+    `clk_ns` unless `start_clock` is False), or
     an `eth` EthMac and `clock` TimeCoupler that already serve it (RtlNic has both), and
     optionally the `world` to add the host to. `dut_mac`, `dut_ip`: the design's addresses
     (the peer host's neighbour entry); `dut_name`: its name in the world's ports and the
@@ -63,7 +64,7 @@ class ModelPeer:
     """
 
     def __init__(self, dut: Any = None, clk: Any = None, rst: Any = None, *,  # noqa: ANN401
-                 tx: str = "m_axis_tx", rx: str = "s_axis_rx",
+                 tx: str = "m_axis_tx", rx: str | None = "s_axis_rx",
                  eth: EthMac | None = None, clock: TimeCoupler | None = None,
                  world: World | None = None, name: str = "b", dut_name: str = "dut",
                  mac: str = "02:00:00:00:00:0b", ip: str = "10.0.0.2",
