@@ -272,7 +272,8 @@ def model_to_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa
     """Driver program: RDMA WRITEs, WRITE with immediate and SENDs from b (model) to a (RTL).
     `bad`: "rkey" (job 1 with a wrong rkey) or "bounds" (job 1 one byte past a's MR): the
     RTL must NAK it (remote access error) and write nothing; "short" (the first SEND's receive
-    buffer 10 bytes short): NAK invalid request, the receive WQE completes LOC_LEN_ERR.
+    buffer 10 bytes short): NAK invalid request, the receive WQE completes LOC_LEN_ERR; "rnr":
+    a posts its receive WQEs 30 us after b's WRs (RNR NAKs, b retries after the timer).
     `rtl` False: host a is the model too (the reference run)."""
     from nicsim.driver.user import enums as e
     from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
@@ -313,6 +314,7 @@ def model_to_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa
         (S, [], [(13 * pg + 3000, 8)]),             # an empty SEND
     ]
     first_send = next(i for i, j in enumerate(jobs) if j[0] in (S, SI))
+    late_recvs: list = []  # "rnr": posted only once the SENDs have been NAKed RNR
     expect = bytearray(before)
     recvs: list[tuple[int, int, int, int]] = []  # (wr_id, status, byte_len, imm)
     for i, (op, sges, tgt) in enumerate(jobs):
@@ -323,12 +325,16 @@ def model_to_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa
                 bufs[-1] = (bufs[-1][0], bufs[-1][1] - (sum(ln for _o, ln in bufs) - len(data))
                             - 10)
             sg = [SGE(a.mr.buf + o, ln, a.mr.lkey) for o, ln in bufs]
-            a.qp.post_recv(RecvWR(wr_id=700 + i, num_sge=len(sg), sg=sg))
+            late_recvs.append(RecvWR(wr_id=700 + i, num_sge=len(sg), sg=sg))
         elif op == WI:
-            a.qp.post_recv(RecvWR(wr_id=700 + i, num_sge=0, sg=[]))
+            late_recvs.append(RecvWR(wr_id=700 + i, num_sge=0, sg=[]))
+        if bad != "rnr":
+            for r in late_recvs:
+                a.qp.post_recv(r)
+            late_recvs.clear()
         if bad == "short" and i == first_send:  # its first packet lands, the second fails
             expect[tgt[0][0]:tgt[0][0] + 1024] = data[:1024]
-        if bad and i >= (1 if bad != "short" else first_send):
+        if bad in ("rkey", "bounds", "short") and i >= (1 if bad != "short" else first_send):
             continue
         if op in (S, SI):
             rest = data
@@ -352,6 +358,10 @@ def model_to_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa
                 addr = a.mr.buf + size - n + 1
             wr.set_wr_rdma(rkey, addr)
         b.qp.post_send(wr)
+    if late_recvs:
+        ha.spend(30_000.0)  # the WRITE with immediate meets an empty RQ: RNR NAK, retries
+        for r in late_recvs:
+            a.qp.post_recv(r)
     sent = []
     for _ in range(400):
         _n, wcs = b.cq.poll(16)
@@ -456,6 +466,21 @@ async def test_model_to_rtl_loss(dut):
     assert res["sent"] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(res["n_jobs"])], res["sent"]
     assert [g[:4] for g in res["got"]] == res["recvs"], (res["got"], res["recvs"])
     assert res["faults"]["lost"] + res["faults"]["corrupted"] > 0, res["faults"]
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_model_to_rtl_rnr(dut):
+    """The RTL host posts its receive WQEs late: the RTL answers the WRITE with immediate with
+    RNR NAKs (its min_rnr_timer) until they are there, the model retries after the timer, and
+    everything completes as on a clean run."""
+    from nicsim.driver.user import enums as e
+
+    res = await run_model_to_rtl(dut, "model -> RTL, RNR", SEED + 9, bad="rnr")
+    assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
+    assert res["sent"] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(res["n_jobs"])], res["sent"]
+    assert [g[:4] for g in res["got"]] == res["recvs"], (res["got"], res["recvs"])
+    c = counters(dut)
+    assert c["resp_naks"] > 0 and c["resp_duplicates"] == 0, c
 
 
 async def hostile_write(dut, bad: str, seed: int) -> None:  # noqa: ANN001
