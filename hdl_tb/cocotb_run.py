@@ -44,9 +44,10 @@ def simulator_available(sim: str) -> bool:
 
 def run(toplevel: str, sources: list[str], test_module: str,
         parameters: Mapping[str, object] | None = None, sim: str | None = None,
-        extra_env: Mapping[str, str] | None = None) -> None:
+        extra_env: Mapping[str, str] | None = None, test_filter: str | None = None) -> None:
     """Build `sources` (file names under rtl/) with `toplevel` and run the cocotb tests in
-    `test_module`; fail the calling pytest test if any cocotb test failed."""
+    `test_module` (those whose name matches the regular expression `test_filter`, if given);
+    fail the calling pytest test if any cocotb test failed."""
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
 
@@ -57,7 +58,9 @@ def run(toplevel: str, sources: list[str], test_module: str,
     tag = "_".join(f"{k}{v}" for k, v in sorted(parameters.items()))
     # one build directory per test module: benches of the same top and parameters run in
     # parallel under pytest-xdist and must not rebuild each other's simulator
-    build_dir = HDL_TB / "sim_build" / sim / f"{toplevel}_{test_module}_{tag}"
+    # (and per test filter: parts of one module run as separate pytest tests)
+    part = "".join(c for c in test_filter if c.isalnum() or c == "_")[:40] if test_filter else ""
+    build_dir = HDL_TB / "sim_build" / sim / f"{toplevel}_{test_module}{part}_{tag}"
     waves = os.environ.get("WAVES") == "1"
     runner = get_runner(sim)
     build_args: list[str] = []
@@ -92,6 +95,7 @@ def run(toplevel: str, sources: list[str], test_module: str,
         test_dir=build_dir,
         waves=waves,
         extra_env=dict(extra_env or {}),
+        test_filter=test_filter,
     )
     _, failed = get_results(xml)
     assert failed == 0, f"{failed} cocotb test(s) failed in {test_module} ({sim}, {parameters})"

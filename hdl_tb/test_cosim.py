@@ -534,14 +534,21 @@ async def test_model_to_rtl_out_of_bounds(dut):
     await hostile_write(dut, "bounds", SEED + 7)
 
 
-@pytest.mark.parametrize("data_width", [64, 512])
-def test_cosim(data_width, tmp_path):
-    """Every co-simulation at 64 bits; at 512 bits the model -> RTL traffic test (the
-    responder's datapath at the other width; the 64-bit run covers the protocol cases)."""
+# (data width, the cocotb tests): separate pytest tests, so pytest-xdist runs them side by side
+PARTS = [
+    (64, "test_rtl_to_model$|test_loss_recovery$|test_retry_exhausted$|test_remote_access_nak$"),
+    (64, "test_model_to_rtl"),
+    # the other width: both directions' traffic (the 64-bit parts cover the protocol cases)
+    (512, "test_model_to_rtl$|test_rtl_to_model$"),
+]
+
+
+@pytest.mark.parametrize(("data_width", "tests"), PARTS,
+                         ids=["rtl_to_model-64", "model_to_rtl-64", "traffic-512"])
+def test_cosim(data_width, tests, tmp_path):
     from hdl_tb.cocotb_run import run
 
     params = bench_params(data_width)
-    env = {PARAMS_ENV: json.dumps(params), "COSIM_PCAP_DIR": str(tmp_path)}
-    if data_width != 64:
-        env["COCOTB_TEST_FILTER"] = "test_model_to_rtl$|test_rtl_to_model$"
-    run("roce_nic", roce_nic_sources(), "test_cosim", params, extra_env=env)
+    run("roce_nic", roce_nic_sources(), "test_cosim", params,
+        extra_env={PARAMS_ENV: json.dumps(params), "COSIM_PCAP_DIR": str(tmp_path)},
+        test_filter=tests)
