@@ -192,6 +192,8 @@ def test_nicsim_options_fail_with_one_line() -> None:
     assert len(err.splitlines()) == 1 and "unknown profile 'nosuch'" in err
     code, _, err = run("ib_nosuch_bw")
     assert code == 2 and "unknown tool" in err
+    code, out, err = run()
+    assert code == 2 and out == "" and err.startswith("Usage: nicsim perftest TOOL")
 
 
 def test_out_json_has_perftests_sections(tmp_path: Path) -> None:

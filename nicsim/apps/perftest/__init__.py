@@ -45,6 +45,7 @@ USAGE = """Usage: nicsim perftest TOOL [options]
  -N, --noPeak             Skip the peak bandwidth calculation
  -A, --atomic_type=<type> CMP_AND_SWAP or FETCH_AND_ADD (atomic tests)
  -o, --outs=<num>         Outstanding reads/atomics (default: the device's maximum)
+ -r, --rx-depth=<dep>     Size of receive queue (SEND tests)
  --report_gbits           Report bandwidth in Gb/sec instead of MiB/sec
  --out_json               Write the results as JSON (--out_json_file=<path>)
  nicsim options:
@@ -167,7 +168,8 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE.format(tools=", ".join(TOOLS)), file=stdout)
+        # (no tool at all is a usage error: the text goes to stderr, exit status 2)
+        print(USAGE.format(tools=", ".join(TOOLS)), file=stdout if argv else stderr)
         return 0 if argv else 2
     try:
         p = parse(argv[0], argv[1:])
