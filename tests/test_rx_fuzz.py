@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from driver.user import enums as e
@@ -15,6 +15,7 @@ from tests.fuzz_frames import builder_to, fuzz_frame, revive, still_works, victi
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1))
+@example(seed=59828)  # a malformed MAC Control frame: counted by the port, not a parse drop
 def test_random_frames_never_escape(seed):
     w, a, b, a2, b2, canary, nb, bld = victims()
     rng = random.Random(seed)

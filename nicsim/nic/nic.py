@@ -317,14 +317,15 @@ class Nic(MmioDevice):
 
     def _mac_control(self, frame: bytes) -> None:
         """A MAC Control frame: PFC pauses the port's priorities (802.1Qbb); an 802.3x
-        PAUSE is counted and ignored (RoCE fabrics use PFC)."""
+        PAUSE is counted and ignored (RoCE fabrics use PFC). A malformed one is a port
+        counter, not a parse drop: rx_drop counts RoCEv2 parse errors only."""
         try:
             pf = parse_pfc(frame)
         except PfcFormatError:
             if len(frame) >= 16 and frame[14:16] == PAUSE_OPCODE.to_bytes(2, "big"):
                 self.port.counters["pause_ignored"] += 1
             else:
-                self.drops.bump("bad_mac_control")
+                self.port.counters["mac_control_malformed"] += 1
             return
         self.port.pause(pf)
 
