@@ -32,6 +32,7 @@ from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, TOPLEVEL, bench_params, roce_ni
 from nicsim import hwif
 
 SEED = 11
+SPOOF_AT = 15 * 4096 + 3000   # a's MR: no job writes here
 
 
 class Side:
@@ -184,7 +185,8 @@ def counters(dut) -> dict[str, int]:  # noqa: ANN001
     return {k: int(getattr(dut, f"cnt_{k}").value)
             for k in ("req_pkts", "req_resent", "comp_acks", "comp_naks", "comp_timeouts",
                       "comp_resends", "comp_cqes", "rx_packets", "rx_drops", "resp_requests",
-                      "resp_bytes", "resp_acks", "resp_naks", "resp_duplicates")}
+                      "resp_bytes", "resp_acks", "resp_naks", "resp_duplicates",
+                      "resp_dropped")}
 
 
 def speed_line(dut, rtl, what: str, res: dict, wall: float) -> None:  # noqa: ANN001
@@ -273,7 +275,9 @@ def model_to_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa
     `bad`: "rkey" (job 1 with a wrong rkey) or "bounds" (job 1 one byte past a's MR): the
     RTL must NAK it (remote access error) and write nothing; "short" (the first SEND's receive
     buffer 10 bytes short): NAK invalid request, the receive WQE completes LOC_LEN_ERR; "rnr":
-    a posts its receive WQEs 30 us after b's WRs (RNR NAKs, b retries after the timer).
+    a posts its receive WQEs 30 us after b's WRs (RNR NAKs, b retries after the timer);
+    "spoof": before b's WRs, a WRITE at the expected PSN with a valid ICRC and rkey but from
+    another IP address (the RTL must drop it: nothing written, nothing answered).
     `rtl` False: host a is the model too (the reference run)."""
     from nicsim.driver.user import enums as e
     from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
@@ -346,6 +350,17 @@ def model_to_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa
         if op != W:
             recvs.append((700 + i, e.IBV_WC_SUCCESS, len(data),
                           0x2000 + i if op in (WI, SI) else -1))
+    if bad == "spoof":
+        from nicsim.wire import FrameBuilder, Opcode, Path, reth, roce_udp_sport
+
+        cable, end_b = w.ports["b.eth0"]
+        fb = FrameBuilder(Path(bytes.fromhex("02000000000b"), bytes.fromhex("02000000000a"),
+                               bytes([10, 0, 0, 99]), bytes([10, 0, 0, 1]),
+                               roce_udp_sport(b.qp.qp_num, a.qp.qp_num)))
+        frame = fb.build(Opcode.RC_RDMA_WRITE_ONLY, a.qp.qp_num, 0xFFFFFA,
+                         reth(a.mr.buf + SPOOF_AT, a.mr.rkey, 64), b"\xee" * 64, ackreq=True)
+        cable.carry(frame, end_b, w.env.now)
+        hb.spend(5_000.0)
     for i, (op, sges, tgt) in enumerate(jobs):
         sg = [SGE(b.mr.buf + o, ln, b.mr.lkey) for o, ln in sges]
         wr = SendWR(wr_id=i, opcode=op, num_sge=len(sg), sg=sg or None, imm_data=0x2000 + i)
@@ -466,6 +481,27 @@ async def test_model_to_rtl_loss(dut):
     assert res["sent"] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(res["n_jobs"])], res["sent"]
     assert [g[:4] for g in res["got"]] == res["recvs"], (res["got"], res["recvs"])
     assert res["faults"]["lost"] + res["faults"]["corrupted"] > 0, res["faults"]
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_model_to_rtl_spoofed_source(dut):
+    """A WRITE with a valid ICRC, rkey and PSN from an IP address that is not the QP's peer:
+    the RTL drops it without a word (nothing written, no ACK, the expected PSN unchanged), and
+    the peer's own traffic then completes as on a clean run."""
+    from nicsim.driver.user import enums as e
+
+    res = await run_model_to_rtl(dut, "model -> RTL, spoofed source", SEED + 10, bad="spoof")
+    assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
+    assert res["sent"] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(res["n_jobs"])], res["sent"]
+    c = counters(dut)
+    assert c["resp_dropped"] == 1 and c["resp_naks"] == 0, c
+    assert res["rtl_sent"] and all(f[6:12] == bytes.fromhex("02000000000a")
+                                   for f in res["rtl_sent"])
+    # the first frame the RTL sent acknowledges b's first WRITE
+    from nicsim.wire.packet import parse
+
+    first = parse(res["rtl_sent"][0])
+    assert first.opcode == 0x11 and first.psn == 0xFFFFFA and first.aeth_msn == 1, first
 
 
 @cocotb.test(skip=TOPLEVEL != "roce_nic")

@@ -237,7 +237,8 @@ module roce_nic #(
     output wire [31:0]                   cnt_resp_bytes,
     output wire [31:0]                   cnt_resp_acks,
     output wire [31:0]                   cnt_resp_naks,
-    output wire [31:0]                   cnt_resp_duplicates
+    output wire [31:0]                   cnt_resp_duplicates,
+    output wire [31:0]                   cnt_resp_dropped
 );
 
     localparam DW = AXI_DATA_WIDTH;
@@ -1044,6 +1045,10 @@ module roce_nic #(
     wire [31:0]  rxm_reth_len;
     wire [31:0]  rxm_imm;
     wire [31:0]  rxm_ieth;
+    wire         rxm_ipv6;
+    wire [127:0] rxm_sip;
+    wire [127:0] rxm_dip;
+    wire [15:0]  rxm_pkey;
     wire [DW-1:0] rxp_tdata;
     wire [SW-1:0] rxp_tkeep;
     wire         rxp_tvalid;
@@ -1125,6 +1130,10 @@ module roce_nic #(
         .m_meta_aeth_syndrome(rxm_syndrome),
         .m_meta_imm(rxm_imm),
         .m_meta_ieth_rkey(rxm_ieth),
+        .m_meta_ipv6(rxm_ipv6),
+        .m_meta_sip(rxm_sip),
+        .m_meta_dip(rxm_dip),
+        .m_meta_pkey(rxm_pkey),
         .m_axis_tdata(rxp_tdata),
         .m_axis_tkeep(rxp_tkeep),
         .m_axis_tvalid(rxp_tvalid),
@@ -1174,6 +1183,10 @@ module roce_nic #(
         .s_req_reth_len(rxm_reth_len),
         .s_req_imm(rxm_imm),
         .s_req_ieth(rxm_ieth),
+        .s_req_ipv6(rxm_ipv6),
+        .s_req_sip(rxm_sip),
+        .s_req_dip(rxm_dip),
+        .s_req_pkey(rxm_pkey),
         .s_pay_tdata(rxp_tdata),
         .s_pay_tkeep(rxp_tkeep),
         .s_pay_tvalid(rxp_tvalid && pr_valid && pr_head),
@@ -1260,7 +1273,8 @@ module roce_nic #(
         .cnt_bytes(cnt_resp_bytes),
         .cnt_acks(cnt_resp_acks),
         .cnt_naks(cnt_resp_naks),
-        .cnt_duplicates(cnt_resp_duplicates)
+        .cnt_duplicates(cnt_resp_duplicates),
+        .cnt_dropped(cnt_resp_dropped)
     );
     assign rd_arid[3] = 1'b0;
     assign rd_arlock[3] = 1'b0;

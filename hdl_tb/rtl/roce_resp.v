@@ -43,8 +43,7 @@
 // LOC_PROT_ERR); bytes of that packet already written stay (the model checks before it
 // places any).
 // READ and atomic requests are not executed: NAK invalid request (the QP fails).
-// Not checked (the model checks them): the packet's source address against the QP's path, the
-// P_Key.
+// Requests from another address than the QP's path, or with another P_Key, are dropped.
 //
 // Per-QP state (expected PSN, MSN, message in progress, RQ indexes) is in flip-flops.
 //
@@ -65,7 +64,8 @@
 //   ack_*       ACK / NAK descriptors for the framer (opcode ACKNOWLEDGE, no payload)
 //   m_cqe_*     receive completions
 //   fail_*      a QP fails (to the completer: flush the send queue, ERR)
-//   cnt_*       request packets, bytes placed, ACKs, NAKs, duplicates
+//   cnt_*       request packets, bytes placed, ACKs, NAKs, duplicates, dropped (QP not
+//               receiving, or not from its path)
 module roce_resp #(
     parameter DATA_WIDTH = 64,
     parameter ADDR_WIDTH = 64,
@@ -93,6 +93,10 @@ module roce_resp #(
     input  wire [31:0]                   s_req_reth_len,
     input  wire [31:0]                   s_req_imm,
     input  wire [31:0]                   s_req_ieth,
+    input  wire                          s_req_ipv6,
+    input  wire [127:0]                  s_req_sip,
+    input  wire [127:0]                  s_req_dip,
+    input  wire [15:0]                   s_req_pkey,
 
     input  wire [DATA_WIDTH-1:0]         s_pay_tdata,
     input  wire [DATA_WIDTH/8-1:0]       s_pay_tkeep,
@@ -188,7 +192,8 @@ module roce_resp #(
     output reg  [31:0]                   cnt_bytes,
     output reg  [31:0]                   cnt_acks,
     output reg  [31:0]                   cnt_naks,
-    output reg  [31:0]                   cnt_duplicates
+    output reg  [31:0]                   cnt_duplicates,
+    output reg  [31:0]                   cnt_dropped
 );
 
     function integer clog2;
@@ -282,6 +287,10 @@ module roce_resp #(
     reg [31:0]          p_dlen;
     reg [31:0]          p_imm;
     reg [31:0]          p_ieth;
+    reg                 p_ipv6;
+    reg [127:0]         p_sip;
+    reg [127:0]         p_dip;
+    reg [15:0]          p_pkey;
 
     // context
     reg [7:0]   c_state;
@@ -361,6 +370,14 @@ module roce_resp #(
         .ttl(ack_ttl),
         .sport_low(sp_low)
     );
+    // A connected QP takes requests only from its path (IBA 9.6 header validation; the IP
+    // addresses stand for the GRH's GIDs, Annex A17): the source is the peer, the destination
+    // this QP's address, the same IP version, the QP's P_Key; else dropped silently (the model's
+    // bad_src_ip / bad_dst_ip / bad_pkey)
+    wire [15:0] c_pkey = c_b[8*44 +: 16];
+    wire path_ok = p_ipv6 == ack_ipv6 && p_pkey == c_pkey &&
+                   (p_ipv6 ? (p_sip == ack_dip && p_dip == ack_sip)
+                           : (p_sip[31:0] == ack_dip[31:0] && p_dip[31:0] == ack_sip[31:0]));
     assign ack_udp_sport = c_sport;
     assign ack_dqpn = c_dqpn[23:0];
 
@@ -697,6 +714,10 @@ module roce_resp #(
                     p_dlen <= s_req_reth_len;
                     p_imm <= s_req_imm;
                     p_ieth <= s_req_ieth;
+                    p_ipv6 <= s_req_ipv6;
+                    p_sip <= s_req_sip;
+                    p_dip <= s_req_dip;
+                    p_pkey <= s_req_pkey;
                     cnt_requests <= cnt_requests + 32'd1;
                     ci <= 4'd0;
                     ps <= P_CTX;
@@ -721,8 +742,10 @@ module roce_resp #(
                         epsn[q] <= c_rqpsn;
                         epsn_stale[q] <= 1'b0;
                     end
-                    if (c_state != QPS_RTR && c_state != QPS_RTS && c_state != QPS_SQD) begin
-                        ps <= P_DRAIN;                     // not receiving: dropped
+                    if (c_state != QPS_RTR && c_state != QPS_RTS && c_state != QPS_SQD ||
+                        !path_ok) begin
+                        cnt_dropped <= cnt_dropped + 32'd1;
+                        ps <= P_DRAIN;                     // not receiving, not its path: dropped
                     end else if (pd_ != 24'd0 && !pd_[23]) begin   // ahead: sequence error
                         if (!nak_sent[q]) begin
                             nak_sent[q] <= 1'b1;
@@ -1172,6 +1195,7 @@ module roce_resp #(
             cnt_acks <= 32'd0;
             cnt_naks <= 32'd0;
             cnt_duplicates <= 32'd0;
+            cnt_dropped <= 32'd0;
             for (k = 0; k < NUM_QP; k = k + 1) begin
                 rq_pi[k] <= 16'd0;
                 rq_ci[k] <= 16'd0;
