@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from heapq import heappop
+from typing import Protocol
 
 import simpy
+from simpy.core import StopSimulation
+from simpy.events import EventPriority
 
 from nicsim.host.cpus import Cpus
 from nicsim.host.memory import AddressSpace, PhysMem
@@ -19,18 +23,47 @@ from nicsim.host.pcie import Bar, MmioDevice, Pcie
 _NONE = (float("-inf"), False)  # no horizon: a link delivers one frame per event
 
 
+class Woken(Protocol):
+    woke: bool
+
+
+def run_events(env: simpy.Environment, t: float, inclusive: bool,
+               stop: Woken | None = None) -> None:
+    """Process the events due before `t` (and at `t` if `inclusive`), in order, until
+    `stop.woke` is set: what a loop of env.step() does (the same events in the same order,
+    a failed event that nobody defused raises, StopSimulation leaves the rest of the event's
+    callbacks for later), without a call to step and peek per event. Every fabric event
+    passes through here, so the loop is Environment.step inline."""
+    q = env._queue
+    while q:
+        ev_t = q[0][0]
+        if ev_t > t or ev_t == t and not inclusive or stop is not None and stop.woke:
+            return
+        env._now, _, _, event = heappop(q)
+        callbacks, event.callbacks = event.callbacks, None
+        try:
+            for callback in callbacks:
+                callback(event)
+        except StopSimulation:
+            event.callbacks = callbacks[callbacks.index(callback) + 1:]
+            env.schedule(event, EventPriority(-1))
+            raise
+        if not event._ok and not hasattr(event, "_defused"):
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
+
+
 def advance(env: simpy.Environment, t: float) -> None:
     """Run the world until time `t` (what env.run(until=t) does, without its per-call cost:
     this is called several times per verbs call). `env.horizon` tells links how far they may
     deliver frames without an event each (nicsim.fabric.link): before `t`, then at `t` too
     once the end of the run is itself an event."""
     step = env.step
-    peek = env.peek
     saved = getattr(env, "horizon", _NONE)
     env.horizon = (t, False)
     try:
-        while peek() < t:
-            step()
+        run_events(env, t, False)
         if env.now < t:
             ev = env.timeout(t - env.now)
             env.horizon = (t, True)
@@ -38,6 +71,13 @@ def advance(env: simpy.Environment, t: float) -> None:
                 step()
     finally:
         env.horizon = saved
+
+
+class _Flag:
+    __slots__ = ("woke",)
+
+    def __init__(self) -> None:
+        self.woke = False
 
 
 @dataclass(frozen=True)
@@ -111,25 +151,22 @@ class Host:
             return self.cpu.wait_write(self.mem, lo, hi, cost, cap_ns)
         env = self.env
         start = env.now
-        woke = [False]
+        flag = _Flag()
 
         def wake() -> None:
-            woke[0] = True
+            flag.woke = True
 
         entry = self.mem.watch(lo, hi, wake)
         deadline = start + cap_ns
-        step = env.step
-        peek = env.peek
         saved = getattr(env, "horizon", _NONE)
         env.horizon = (deadline, True)
         try:
-            while not woke[0] and peek() <= deadline:
-                step()
+            run_events(env, deadline, True, flag)
         finally:
             env.horizon = saved
         self.mem.unwatch(entry)
-        advance(env, max(start + cost, env.now) if woke[0] else deadline)
-        return woke[0]
+        advance(env, max(start + cost, env.now) if flag.woke else deadline)
+        return flag.woke
 
     def plug(self, name: str, device: MmioDevice, pcie: Pcie, netdev: NetDev) -> None:
         """Plug a PCIe device in: the host gets a BAR mapping of it."""

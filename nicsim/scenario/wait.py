@@ -15,7 +15,7 @@ from __future__ import annotations
 import simpy
 
 from driver.user.verbs import CQ
-from nicsim.host.host import advance
+from nicsim.host.host import advance, run_events
 from nicsim.hwif import CQE_OWNER_OFFSET, CQE_SIZE
 
 _NONE = (float("-inf"), False)
@@ -31,12 +31,10 @@ class Waiter:
         env = self.env
         if self.woke or deadline <= env.now:
             return
-        step, peek = env.step, env.peek
         saved = getattr(env, "horizon", _NONE)
         env.horizon = (deadline, True)
         try:
-            while not self.woke and peek() <= deadline:
-                step()
+            run_events(env, deadline, True, self)
         finally:
             env.horizon = saved
         if not self.woke:
