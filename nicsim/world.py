@@ -110,7 +110,8 @@ class World:
             w.links.append(link)
             for end, node in enumerate((c.a, c.b)):
                 if node in w.nics:
-                    w.nics[node].port.connect(link)
+                    # A host's frames interleave with the whole fabric's: one entry each.
+                    w.nics[node].port.connect(link, direct=True)
                     mac_on[node, ci] = w.nics[node].mac
                     w.ports[f"{node}.eth0"] = (link, end)
                 else:

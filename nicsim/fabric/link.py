@@ -113,17 +113,18 @@ class Link:
         """Attach a receiver; returns the end index that the sender passes to `carry`.
 
         `direct`: frames to this end, when the link has no faults and the direction no
-        taps, get an entry each in SimPy's queue that hands them straight to `receive`,
-        at the frame's place in the event order (the place of one event per frame). That
-        skips the bookkeeping of delivering several frames per entry, which pays between
-        the ports of one stream (a NIC's receive side) but seldom at a switch, whose
-        ingress ports' frames interleave with everything else in a fabric."""
+        taps, get an entry each in SimPy's queue that hands them straight to the end's
+        receiver (`ends[end]`, looked up per frame), at the frame's place in the event order
+        (the place of one event per frame). That skips the bookkeeping of delivering several
+        frames per entry, which pays between the ports of one stream (two hosts on a cable)
+        but seldom in a fabric, where every port's frames interleave with everything else."""
         if len(self.ends) == 2:
             raise ValueError(f"{self.name} already has two ends")
-        self.ends.append(receive)
-        end = len(self.ends) - 1
+        ends = self.ends
+        ends.append(receive)
+        end = len(ends) - 1
         if direct:
-            self._direct[end] = lambda ev: receive(ev._value)
+            self._direct[end] = lambda ev: ends[end](ev._value)
         return end
 
     def carry(self, frame: bytes, from_end: int, t_last_bit_out: float) -> None:

@@ -506,7 +506,8 @@ class Switch:
         tag = zlib.crc32(name.encode())
         self._salt = int(np.random.default_rng([seed, tag, 1]).integers(1 << 32))
         self._rng = np.random.default_rng([seed, tag, 0])
-        self._u = self._rng.random(_RAND_BATCH)
+        # As Python floats (the same values): a numpy scalar per coin costs more than the coin.
+        self._u: list[float] = self._rng.random(_RAND_BATCH).tolist()
         self._ui = 0
         self._drops = [0] * len(_DROPS)
         self._lossless = tuple(c in cfg.pfc.lossless for c in range(NUM_CLASSES))
@@ -731,7 +732,7 @@ class Switch:
                 else:
                     i = self._ui
                     if i == _RAND_BATCH:
-                        self._u = self._rng.random(_RAND_BATCH)
+                        self._u = self._rng.random(_RAND_BATCH).tolist()
                         i = 0
                     self._ui = i + 1
                     if self._u[i] < (depth - red[0]) * red[2]:

@@ -72,10 +72,11 @@ class Port:
         self._loop_free = 0.0
         self._looping: list[tuple[bytes, int]] = []  # (frame, start of frame) in flight
 
-    def connect(self, link: Link) -> None:
+    def connect(self, link: Link, direct: bool = False) -> None:
+        """`direct`: an entry in SimPy's queue per frame received (Link.attach)."""
         self.link = link
         # Frames go straight to the NIC's receive path, which counts them (rx.packets).
-        self._end = link.attach(self._receive)
+        self._end = link.attach(self._receive, direct)
         self._ns_per_byte = 8.0 / link.cfg.rate_gbps
 
     @property
