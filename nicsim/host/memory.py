@@ -252,10 +252,11 @@ class PhysMem:
                     self._wake_watchers(t, parts)
                     break
 
-    def overlay(self, pa: int, data: bytes) -> bytes:
+    def overlay(self, pa: int, data: bytes | memoryview) -> bytes | memoryview:
         """`data` read at [pa, pa+len) by the device, with the device's own posted writes
         that have not landed yet patched in: a read request does not pass a posted write
-        (PCIe ordering), so the device sees them though the CPU does not yet."""
+        (PCIe ordering), so the device sees them though the CPU does not yet. `data` itself
+        when none of them overlaps it, else a patched copy."""
         end = pa + len(data)
         out = None
         for _t, parts in self.posted:

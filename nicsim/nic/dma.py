@@ -50,7 +50,7 @@ class Dma:
         if so + n <= ln:
             data: bytes | memoryview = buf[pa + so:pa + so + n]
             if mem.posted:  # this NIC's own writes still in flight (PCIe ordering)
-                data = mem.overlay(pa + so, data.tobytes())
+                data = mem.overlay(pa + so, data)  # a copy only if they overlap it
             so += n
         else:
             parts, left = [], n

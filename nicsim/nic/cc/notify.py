@@ -31,6 +31,11 @@ class NotificationPoint:
         self.builder = builder
         self.send = send
         self.counters = Counters("ce_marked", "cnp_sent", "cnp_suppressed")
+        # Per QP number: the QP's own frame builder when the CNP builder was made, and the
+        # CNP builder. A modify that changes the path (AV, destination QP) or a reset gives
+        # the QP a new builder (nicsim.nic.command), so the CNP builder follows it; the
+        # entry holds the old builder, so `is` cannot match a new object at its address.
+        self._builders: dict[int, tuple[FrameBuilder | None, FrameBuilder]] = {}
 
     def marked(self, qp: QpCtx) -> None:
         """A CE-marked request for `qp` was accepted by the receive path."""
@@ -43,7 +48,12 @@ class NotificationPoint:
             c["cnp_suppressed"] += 1
             return
         qp.cnp_at = now
-        b = self.builder(qp, self.cfg.dscp)
+        cached = self._builders.get(qp.qpn)
+        if cached is not None and cached[0] is qp.builder and qp.builder is not None:
+            b = cached[1]
+        else:
+            b = self.builder(qp, self.cfg.dscp)
+            self._builders[qp.qpn] = (qp.builder, b)
         frame = b.build(Opcode.CNP, qp.dest_qpn, 0, CNP_PAD, becn=True, migreq=False,
                         pkey=qp.pkey)
         c["cnp_sent"] += 1
