@@ -5,7 +5,8 @@ times, the same counters (DESIGN.md, "fast paths are explicit").
   `attach(direct=True)`); the general path keeps frames in the link's own queue and delivers
   them from its entries. Both must deliver each frame at its place in the event order.
 - Timers without a Timeout object (`Tick`, `_Wake`: the NIC's queued port, pacing holds,
-  switch transmitters) must fire where the Timeout they stand for would have fired.
+  switch transmitters, DCQCN's increase timers) must fire where the Timeout they stand for
+  would have fired, also when they wait in a queue per QP with one entry in SimPy's queue.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from nicsim.fabric.link import _NORMAL, Tick, _Wake
 from nicsim.fabric.switch import PfcConfig, SwitchConfig
 from nicsim.fabric.topology import Shape, TopologySpec
 from nicsim.nic.cc import cc_from_dict
+from nicsim.nic.cc.dcqcn import Dcqcn
 from nicsim.nic.config import NicConfig
+from nicsim.nic.qp import QpCtx
+from nicsim.nic.scheduler import SendEngine
 from nicsim.world import World
 from tests.test_switch import World as Tiny
 from tests.test_switch import small_cfg, write
@@ -183,3 +187,57 @@ def test_bare_entries_fire_where_timeouts_would():
     env.run()
     assert fired == ["tick@2", "c@2", "a@5", "tick@5", "w@5", "b@5", "tick@5"]
     assert tick.callbacks == (on_tick,)  # ready to be pushed again
+
+
+def reference_timers(monkeypatch, voided: list[int]) -> None:  # noqa: ANN001
+    """DCQCN's increase timers and the send engine's pacing holds as one Timeout each, the
+    obvious way; counts the timers that fire voided (restarted or re-held since)."""
+
+    def arm(self: Dcqcn, qp: QpCtx, s: object) -> None:
+        gen = s.gen  # type: ignore[attr-defined]
+        self.env.timeout(self.t_ns).callbacks.append(lambda _e: fire(self, qp, gen))
+
+    def fire(self: Dcqcn, qp: QpCtx, gen: int) -> None:
+        if qp.ccs is None or qp.ccs.gen != gen:
+            voided[0] += 1
+        self._timer(qp, gen)
+
+    def hold(self: SendEngine, qp: QpCtx) -> None:
+        qp.held = True
+        qp.pace_gen += 1
+        gen = qp.pace_gen
+        self.env.timeout(qp.next_tx - self.env.now).callbacks.append(
+            lambda _e: unhold(self, qp, gen))
+
+    def unhold(self: SendEngine, qp: QpCtx, gen: int) -> None:
+        if qp.pace_gen == gen and qp.held:
+            qp.held = False
+            self.kick(qp)
+        else:
+            voided[1] += 1
+
+    monkeypatch.setattr(Dcqcn, "_arm_timer", arm)
+    monkeypatch.setattr(SendEngine, "hold", hold)
+
+
+def congested_leaf_spine() -> tuple:
+    """Six streams on a 2:1 oversubscribed leaf-spine (one spine) with DCQCN: rates are cut
+    and raised all the time, so timers are restarted and holds renewed."""
+    spec = TopologySpec(Shape.LEAF_SPINE, leaves=2, spines=1, hosts_per_leaf=3)
+    w = World.from_topology(spec, nic=NicConfig(cc=cc_from_dict("dcqcn_mlx")))
+    d = Digest(w)
+    pairs = [(f"h{i}", f"h{(i + 3) % 6}") for i in range(6)]
+    r = run_streams(w, pairs, msgs=8, bin_ns=20_000, dscp=26)
+    assert r.ok, r.errors
+    return d.result() + (r.times, r.sent, r.goodput, r.queue)
+
+
+def test_timer_queues_per_qp_fire_where_timeouts_would(monkeypatch):  # noqa: ANN001
+    """DCQCN's increase timers and pacing holds keep one entry per QP in SimPy's queue (the
+    others wait in the QP's own queue, each with the key its Timeout would have): the same
+    run as with a Timeout per timer, in a fabric where many of them are voided."""
+    fast = congested_leaf_spine()
+    voided = [0, 0]
+    reference_timers(monkeypatch, voided)
+    assert congested_leaf_spine() == fast
+    assert voided[0] > 0 and voided[1] > 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Generator
-from heapq import heappush
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
 import simpy
@@ -51,6 +51,9 @@ class SendEngine:
         # see nicsim.nic.cc.config.CcConfig.pacing_jitter.
         self.jitter = jitter
         self._rng = random.Random(seed)
+        # Pacing holds per QP number (see hold): a heap of (time, sequence number, hold
+        # generation, QP), and the sequence numbers of those with an entry in SimPy's queue.
+        self._holds: dict[int, tuple[list[tuple[float, int, int, QpCtx]], set[int]]] = {}
 
     def start(self, requester: Requester, fetch: WqeFetch) -> None:
         self.requester = requester
@@ -115,18 +118,37 @@ class SendEngine:
     def hold(self, qp: QpCtx) -> None:
         """`qp` may not send before qp.next_tx: give it a turn then.
 
-        The timer is a bare entry in SimPy's queue (nicsim.fabric.link._Wake, one per paced
-        packet), pushed where `env.timeout(qp.next_tx - now)` would push it: the same time,
-        computed the same way, and one sequence number drawn here."""
+        The timer has the key `env.timeout(qp.next_tx - now)` would have: the same time,
+        computed the same way, and one sequence number drawn here. A rate change holds the
+        QP anew and voids the timer before, which would wait in SimPy's queue until its time
+        (hundreds of them in a congested fabric, making every event dearer): so a QP's
+        timers wait in a heap of their own, and only the earliest has an entry in SimPy's
+        queue (a bare one, nicsim.fabric.link._Wake); each is pushed with its own key when
+        the one before it comes due, so every timer fires, and is checked, where its
+        Timeout would."""
         qp.held = True
         qp.pace_gen += 1
         env = self.env
         now = env._now
-        heappush(env._queue, (now + (qp.next_tx - now), _NORMAL, next(env._eid),
-                              _Wake(self._unhold, (qp, qp.pace_gen))))
+        t, seq = now + (qp.next_tx - now), next(env._eid)
+        h = self._holds.get(qp.qpn)
+        if h is None:
+            h = self._holds[qp.qpn] = ([], set())
+        pend, queued = h
+        heappush(pend, (t, seq, qp.pace_gen, qp))
+        if pend[0][1] == seq:  # the QP's earliest timer: it needs its entry now
+            queued.add(seq)
+            heappush(env._queue, (t, _NORMAL, seq, _Wake(self._unhold, h)))
 
     def _unhold(self, ev: _Wake) -> None:
-        qp, gen = ev._value
+        pend, queued = ev._value
+        # The entry that came due is the QP's earliest timer (the earliest always has one).
+        _t, seq, gen, qp = heappop(pend)
+        queued.discard(seq)
+        if pend and pend[0][1] not in queued:
+            t, seq = pend[0][0], pend[0][1]
+            queued.add(seq)
+            heappush(self.env._queue, (t, _NORMAL, seq, _Wake(self._unhold, ev._value)))
         if qp.pace_gen == gen and qp.held:
             qp.held = False
             self.kick(qp)

@@ -20,14 +20,25 @@ path is. A QP is unlimited (qp.rate None, line rate) until its first CNP.
   Rates never exceed the line rate. When Rt is the line rate and Rc is within one R_AI of
   it, the QP is released (unlimited again, its state forgotten), as firmware frees the rate
   limiter of a recovered flow.
+
+Increase timers wait in a queue per QP (they come due in the order they were set: each is T
+after its start), and only the first of each QP has an entry in SimPy's queue: every cut
+restarts the timer, and the timers it voids would otherwise crowd SimPy's queue until their
+time (hundreds of them in a congested fabric, making every event of the world dearer). Each
+timer keeps the time and sequence number a Timeout made when it was set would have, and its
+entry is pushed with exactly that key when the one before it comes due: every timer fires,
+and is checked, at the same place in the event order as a Timeout.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
+from heapq import heappush
 
 import simpy
 
+from nicsim.fabric.link import _NORMAL, _Wake
 from nicsim.nic.cc.config import AlphaUpdate, CcConfig
 from nicsim.nic.cc.control import RateControl
 from nicsim.nic.qp import QpCtx
@@ -66,6 +77,9 @@ class Dcqcn(RateControl):
         self.counters.update({k: 0 for k in (
             "rate_cuts", "cuts_deferred", "fast_recovery", "additive_increase",
             "hyper_increase", "timer_events", "byte_events", "released")})
+        # Per QP number: its increase timers as (time, sequence number, generation, QP), in
+        # the order they come due; the first has an entry in SimPy's queue (see the module).
+        self._timers: dict[int, deque[tuple[float, int, int, QpCtx]]] = {}
 
     # -- alpha ------------------------------------------------------------------------------
 
@@ -128,9 +142,24 @@ class Dcqcn(RateControl):
         self._set(qp, s)
 
     def _arm_timer(self, qp: QpCtx, s: DcqcnState) -> None:
-        gen = s.gen
-        self.env.timeout(self.t_ns).callbacks.append(
-            lambda _e, q=qp, g=gen: self._timer(q, g))
+        """Start an increase timer for generation s.gen, T from now (a Timeout's key)."""
+        env = self.env
+        t, seq = env._now + self.t_ns, next(env._eid)
+        q = self._timers.get(qp.qpn)
+        if q is None:
+            q = self._timers[qp.qpn] = deque()
+        q.append((t, seq, s.gen, qp))
+        if len(q) == 1:
+            heappush(env._queue, (t, _NORMAL, seq, _Wake(self._due, q)))
+
+    def _due(self, ev: _Wake) -> None:
+        """The first timer of a QP's queue came due: its successor gets the entry."""
+        q = ev._value
+        _t, _seq, gen, qp = q.popleft()
+        if q:
+            nxt = q[0]
+            heappush(self.env._queue, (nxt[0], _NORMAL, nxt[1], _Wake(self._due, q)))
+        self._timer(qp, gen)
 
     def _timer(self, qp: QpCtx, gen: int) -> None:
         s = qp.ccs
