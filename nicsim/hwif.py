@@ -14,6 +14,9 @@ device's control registers, for the kernel driver only:
     0x028 CMD_GO        WO  write 1: run the command
     0x030 CMD_STATUS    RO  bit 63 busy; bits 7:0 CmdStatus of the last command
     0x058 INT_STATUS    RC  bit n set: EQ n has new entries
+    0x060 EQ_DB         WO  (eqn << 32) | (arm << 31) | consumer index (31 bits): software
+                            has taken the EQEs before the index; arm: the next EQE raises
+                            the EQ's interrupt (its MSI-X write)
 
 Pages 1 to max_uar are the doorbell pages (UARs, user access regions), one per process that
 opened the device, at uar_offset(uar, reg):
@@ -54,6 +57,7 @@ class Reg(IntEnum):
     CMD_GO = 0x028
     CMD_STATUS = 0x030
     INT_STATUS = 0x058
+    EQ_DB = 0x060
 
 
 class UarReg(IntEnum):
@@ -89,6 +93,8 @@ class CmdOpcode(IntEnum):
     WRITE_MPT = 0x30  # CMD_MOD = MPT index; input: an Mpt
     INVALIDATE_MPT = 0x31  # CMD_MOD = MPT index
     WRITE_MTT = 0x32  # CMD_MOD = first MTT index; input: count u32, pad u32, count x u64 PA
+    CREATE_EQ = 0x40  # input: an Eqc
+    DESTROY_EQ = 0x41  # CMD_MOD = EQN
 
 
 class CmdStatus(IntEnum):
@@ -618,3 +624,58 @@ def unpack_mtt(buf: bytes | memoryview) -> list[int]:
 
 
 WQE_INDEX_MASK = 0xFFFF
+
+
+# --- event queues ---------------------------------------------------------------------------
+
+
+class EqeType(IntEnum):
+    """What an event queue entry reports. COMPLETION is a CQ's completion event (IBA 11.4.2.2:
+    an armed CQ got a CQE); the others are asynchronous events (IBA 11.6.3) and carry the
+    value of ibv_event_type."""
+
+    CQ_ERR = 0  # a CQ overran (IBA 11.6.2); obj = CQN
+    QP_FATAL = 1  # a QP went to ERR through a local error; obj = QPN
+    PORT_ACTIVE = 9
+    PORT_ERR = 10
+    SRQ_LIMIT_REACHED = 15  # an SRQ's WQE count fell below its armed limit; obj = SRQN
+    COMPLETION = 0x80  # obj = CQN
+
+
+@dataclass(slots=True)
+class Eqe(Record):
+    """Event queue entry, 16 bytes. The owner bit flips on every pass over the ring, as in a CQE.
+
+    offset size field
+      0     1   type (EqeType)
+      1     3   reserved
+      4     4   obj (CQN, QPN, SRQN or port number, by type)
+      8     7   reserved
+     15     1   owner: bit 0 is 1 on the ring's first pass, 0 on the second, ...
+    """
+
+    FMT = struct.Struct("<B3xI7xB")
+    type: int
+    obj: int
+    owner: int = 0
+
+
+EQE_SIZE = Eqe.FMT.size  # 16
+EQE_OWNER_OFFSET = 15
+
+
+@dataclass(slots=True)
+class Eqc(Record):
+    """EQ context, 32 bytes: the input of CREATE_EQ. Every CQ reports to the EQ its Cqc names;
+    asynchronous events go to EQ 0. The interrupt is an MSI-X message: a 4-byte DMA write of
+    msi_data to msi_addr (PCIe MSI-X is a posted memory write), raised for the first EQE after
+    the EQ is armed (EQ_DB) and at most once per `moderation_ns` (interrupt moderation)."""
+
+    FMT = struct.Struct("<IBxxxQQII")
+    eqn: int
+    log_size: int
+    base: int  # physical address of the EQ ring (physically contiguous)
+    msi_addr: int
+    msi_data: int
+    moderation_ns: int = 0
+

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from nicsim.hwif import MPT_SIZE, MTT_ENTRY_SIZE, PAGE_SHIFT, PAGE_SIZE
+from nicsim.hwif import EQE_SIZE, MPT_SIZE, MTT_ENTRY_SIZE, PAGE_SHIFT, PAGE_SIZE
 from nicsim.world import World
 
 
@@ -56,7 +56,7 @@ class DmaAudit:
 
         def allowed() -> set[int]:
             sig = (tuple((i, m.key) for i, m in drv.mrs.items()), tuple(drv.qps),
-                   tuple(drv.cqs))
+                   tuple(drv.cqs), tuple(drv.eqs))
             if sig != cache["sig"]:
                 pfns = set(fixed)
                 for m in drv.mrs.values():
@@ -67,6 +67,9 @@ class DmaAudit:
                 for c in drv.cqs.values():
                     pfns.update(_pfns(c.ring_pa, c.ring_bytes))
                     pfns.update(_pfns(c.dbrec_pa, 64))
+                for eq in drv.eqs.values():  # the EQ ring and its MSI-X word
+                    pfns.update(_pfns(eq.ring_pa, EQE_SIZE << eq.log_size))
+                    pfns.update(_pfns(eq.msi_pa, 4))
                 cache["sig"], cache["pfns"] = sig, pfns
             return cache["pfns"]
 

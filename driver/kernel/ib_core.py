@@ -9,9 +9,12 @@ is closed (process exit). The vendor driver (hw/) does what the device needs.
 from __future__ import annotations
 
 import errno
+import itertools
+from collections import deque
 from dataclasses import dataclass, field, replace
 from enum import IntEnum, IntFlag
 
+from nicsim.driver.kernel.events import CompChannel, EventError, EventQueue
 from nicsim.driver.kernel.hw.nsnic import HwCq, HwError, HwMr, HwQp, NsnicDriver, RingPool
 from nicsim.driver.kernel.query import (
     PKEY_DEFAULT,
@@ -185,6 +188,7 @@ class IbCq:
     handle: int
     hw: HwCq
     users: int = 0
+    channel: CompChannel | None = None
 
 
 @dataclass
@@ -210,6 +214,7 @@ class Ucontext:
     objects: dict[int, object] = field(default_factory=dict)
     next_handle: int = 1
     closed: bool = False
+    async_events: deque = field(default_factory=deque)  # the async event file's queue
 
     def add(self, obj: object) -> int:
         h = self.next_handle
@@ -235,6 +240,7 @@ class IbDevice:
         self.name = name
         self.hw = hw
         self._pdns = 1
+        self.events = EventQueue(hw)
 
     # -- queries (ib_query_device, ib_query_port, the GID and P_Key tables) ------------------
 
@@ -291,12 +297,38 @@ class IbDevice:
         mr.pd.users -= 1
         del uctx.objects[mr.handle]
 
-    def create_cq(self, uctx: Ucontext, cqe: int) -> IbCq:
+    def create_cq(self, uctx: Ucontext, cqe: int, channel: CompChannel | None = None) -> IbCq:
         _check_ints(cqe=cqe)
         hw = _hw(lambda: self.hw.create_cq(cqe, uctx.uar, uctx.rings))
-        cq = IbCq(0, hw)
+        cq = IbCq(0, hw, channel=channel)
         cq.handle = uctx.add(cq)
+        if channel is not None:
+            channel.users += 1
+        self.events.cqs[hw.cqn] = (cq, channel, uctx.async_events)
         return cq
+
+    # -- events (ib_uverbs' completion event files and async event file) --------------------
+
+    def create_comp_channel(self, uctx: Ucontext) -> CompChannel:
+        _ev(self.events.start)
+        ch = CompChannel(0, next(_event_fds))
+        ch.handle = uctx.add(ch)
+        return ch
+
+    def destroy_comp_channel(self, uctx: Ucontext, ch: CompChannel) -> None:
+        if ch.users:
+            raise KernelError("completion channel still has CQs", errno.EBUSY)
+        del uctx.objects[ch.handle]
+
+    def get_cq_event(self, ch: CompChannel) -> IbCq:
+        """Read the channel: the CQ of its oldest completion event, waiting for one."""
+        _ev(lambda: self.events.wait(lambda: bool(ch.events)))
+        return ch.events.popleft()
+
+    def get_async_event(self, uctx: Ucontext) -> object:
+        _ev(self.events.start)
+        _ev(lambda: self.events.wait(lambda: bool(uctx.async_events)))
+        return uctx.async_events.popleft()
 
     def query_cq(self, cq: IbCq) -> Cqc:
         return _hw(lambda: self.hw.query_cq(cq.hw.cqn))
@@ -306,6 +338,11 @@ class IbDevice:
             raise KernelError("CQ still in use", errno.EBUSY)
         _hw(lambda: self.hw.destroy_cq(cq.hw))
         del uctx.objects[cq.handle]
+        self.events.cqs.pop(cq.hw.cqn, None)
+        ch = cq.channel
+        if ch is not None:  # its events go with it (ib_uverbs_release_ucq)
+            ch.users -= 1
+            ch.events = deque(c for c in ch.events if c is not cq)
         # The NIC has stopped (a fenced command): the ring and its mapping can go.
         self.hw.free_cq(cq.hw, uctx.rings)
 
@@ -442,7 +479,8 @@ class IbDevice:
         (ib_uverbs_cleanup_ucontext's order), so the NIC keeps no working QP or key."""
         for kind, destroy in ((IbQp, self.destroy_qp), (IbAh, self.destroy_ah),
                               (IbMr, self.dereg_mr),
-                              (IbCq, self.destroy_cq), (IbPd, self.dealloc_pd)):
+                              (IbCq, self.destroy_cq), (CompChannel, self.destroy_comp_channel),
+                              (IbPd, self.dealloc_pd)):
             for obj in [o for o in uctx.objects.values() if isinstance(o, kind)]:
                 destroy(uctx, obj)  # type: ignore[operator]
         uctx.closed = True
@@ -481,6 +519,16 @@ def _hw(fn):  # noqa: ANN001, ANN202
         raise KernelError(str(e), e.errno) from None
 
 
+def _ev(fn):  # noqa: ANN001, ANN202
+    try:
+        return fn()
+    except EventError as e:
+        raise KernelError(str(e), e.errno) from None
+
+
+_event_fds = itertools.count(1000)  # the numbers a program sees for its event files
+
+
 def _query(fn):  # noqa: ANN001, ANN202
     try:
         return fn()
@@ -488,8 +536,8 @@ def _query(fn):  # noqa: ANN001, ANN202
         raise KernelError(str(e), e.errno) from None
 
 
-# Completion vectors (interrupt vectors for CQ events): nsnic has no event queues yet, so
-# every CQ has the one vector 0 (ibv_context.num_comp_vectors is at least 1).
+# Completion vectors (interrupt vectors for CQ events): nsnic has one event queue, so every
+# CQ has the one vector 0.
 NUM_COMP_VECTORS = 1
 
 

@@ -13,6 +13,7 @@ import itertools
 from dataclasses import dataclass
 from enum import IntEnum
 
+from nicsim.driver.kernel.events import CompChannel
 from nicsim.driver.kernel.ib_core import IbAh, IbCq, IbMr, IbPd, IbQp, Kernel, KernelError
 
 from nicsim.host.host import Host
@@ -32,6 +33,7 @@ class Cmd(IntEnum):
     DESTROY_AH = 8
     REG_MR = 9
     DEREG_MR = 13
+    CREATE_COMP_CHANNEL = 17
     CREATE_CQ = 18
     DESTROY_CQ = 20
     CREATE_QP = 24
@@ -44,6 +46,10 @@ class Cmd(IntEnum):
     # nsnic's own: a CQ's state. It stands in for the CQ_ERR asynchronous event (ib_uverbs'
     # async event file) until the device's event queues exist.
     QUERY_CQ = 0x1000
+    # Reads and closes of event files (ib_uverbs' event file operations).
+    GET_CQ_EVENT = 0x1003  # read a completion channel: the CQ handle of its next event
+    GET_ASYNC_EVENT = 0x1004  # read the async event file
+    DESTROY_COMP_CHANNEL = 0x1005  # close a completion channel
 
 
 @dataclass
@@ -155,8 +161,20 @@ class UverbsFile:
         if cmd is Cmd.DEREG_MR:
             dev.dereg_mr(u, u.get(a["mr"], IbMr))  # type: ignore[arg-type]
             return None
+        if cmd is Cmd.CREATE_COMP_CHANNEL:
+            ch = dev.create_comp_channel(u)
+            return ch.handle, ch.fd
+        if cmd is Cmd.DESTROY_COMP_CHANNEL:
+            dev.destroy_comp_channel(u, u.get(a["channel"], CompChannel))  # type: ignore
+            return None
+        if cmd is Cmd.GET_CQ_EVENT:
+            return dev.get_cq_event(u.get(a["channel"], CompChannel)).handle  # type: ignore
+        if cmd is Cmd.GET_ASYNC_EVENT:
+            return dev.get_async_event(u)
         if cmd is Cmd.CREATE_CQ:
-            cq = dev.create_cq(u, a["cqe"])  # type: ignore[arg-type]
+            ch = a.get("channel")
+            cq = dev.create_cq(u, a["cqe"],  # type: ignore[arg-type]
+                               None if ch is None else u.get(ch, CompChannel))  # type: ignore
             hw = cq.hw
             return CreateCqResp(cq.handle, hw.cqn, u.rings.va(hw.ring_pa), hw.log_size,
                                 u.rings.va(hw.dbrec_pa))

@@ -255,11 +255,19 @@ def _gid_str(raw: bytes) -> str:
 
 
 class AsyncEvent(PyverbsObject):
-    def __init__(self, event_type: int = 0) -> None:
+    """An asynchronous event (ibv_async_event): its type and the object it is about
+    (`element`: the CQ, QP or SRQ). ack() is ibv_ack_async_event, which has nothing to
+    release here."""
+
+    def __init__(self, event_type: int = 0, element: object = None) -> None:
         self.event_type = event_type
+        self.element = element
 
     def ack(self) -> None:
-        pass
+        """Nothing to release: the event holds no reference the kernel waits on."""
+
+    def __str__(self) -> str:
+        return f"{'Event Type':<24}: {translate_event_type(self.event_type):<20}\n"
 
 
 class FdArr(PyverbsObject):

@@ -144,10 +144,8 @@ TcpUdpSpec = attrs("TcpUdpSpec", ("spec_type", 0), ("dst_port", None), ("dst_por
 
 # -- verbs nsnic lacks ------------------------------------------------------------------------
 
-_NO_EQ = "nsnic has no event queues (completion channels) yet"
 DM = verb("DM", "Failed to allocate device memory", "nsnic has no on-device memory")
 DMMR = verb("DMMR", "Failed to register a DM MR", "nsnic has no on-device memory")
-CompChannel = verb("CompChannel", "Failed to create a completion channel", _NO_EQ)
 CQEX = verb("CQEX", "Failed to create extended CQ", "nsnic has no extended CQs yet")
 QPEx = verb("QPEx", "Failed to create QP", "nsnic has no extended QPs (ibv_wr_*) yet")
 SRQ = verb("SRQ", "Failed to create SRQ", "nsnic has no shared receive queues yet")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from nicsim.driver.kernel.uverbs import Cmd, UverbsError, UverbsFile, open_device
 from nicsim.driver.user import errors
 from nicsim.driver.user.base import PyverbsCM, PyverbsObject
-from nicsim.driver.user.device import DeviceAttr, DeviceAttrEx, GIDEntry, PortAttr
+from nicsim.driver.user.device import AsyncEvent, DeviceAttr, DeviceAttrEx, GIDEntry, PortAttr
 from nicsim.driver.user.enums import (
     ibv_qp_attr_mask,
     ibv_qp_init_attr_mask,
@@ -40,7 +40,7 @@ from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace, MemoryError_
 from nicsim.hwif import CqState, Qpc, UarReg, blank_qpc
 
-__all__ = ["AH", "CQ", "GID", "MR", "PD", "QP", "SGE", "WC", "AHAttr", "Context",
+__all__ = ["AH", "CQ", "GID", "CompChannel", "MR", "PD", "QP", "SGE", "WC", "AHAttr", "Context",
            "GlobalRoute", "PyverbsError", "PyverbsRDMAError", "PyverbsUserError", "QPAttr",
            "QPCap", "QPInitAttr", "QPInitAttrEx", "RecvWR", "SendWR"]
 
@@ -552,8 +552,28 @@ class Context(_Resource):
         raise _unsupported("Failed to query real time values",
                            "nsnic has no hardware clock a program can read")
 
-    def get_async_event(self) -> object:
-        raise _unsupported("Failed to get async event", "nsnic has no event queues yet")
+    def get_async_event(self) -> AsyncEvent:
+        """ibv_get_async_event: the next asynchronous event of this context (CQ overrun, SRQ
+        limit, ...), waiting for it in simulated time."""
+        ev = self._q("Failed to get async event", Cmd.GET_ASYNC_EVENT)
+        return AsyncEvent(ev.event_type, self._element(ev.obj))  # type: ignore[attr-defined]
+
+    def _element(self, kernel_obj: object) -> object:
+        """The verbs object a kernel object belongs to (the event's element)."""
+        for child in self._all():
+            if getattr(child, "handle", None) == getattr(kernel_obj, "handle", -1) and \
+                    not isinstance(child, (PD, MR, AH)):
+                return child
+        return None
+
+    def _all(self) -> list[_Resource]:
+        out, todo = [], list(self._children)
+        while todo:
+            c = todo.pop()
+            if c not in out:
+                out.append(c)
+                todo.extend(c._children)
+        return out
 
     def query_comp_cntr_caps(self) -> object:
         raise _unsupported("Failed to query comp_cntr caps", "nsnic has no completion counters")
@@ -717,16 +737,47 @@ class MREx(MR):
             raise PyverbsRDMAError(what, e.error_code) from e
 
 
+class CompChannel(_Resource):
+    """ibv_create_comp_channel: CompChannel(ctx). CQs created with it queue a completion event
+    on it each time they are armed (CQ.req_notify) and get a CQE; get_cq_event(cq) waits for
+    one (in simulated time: the interrupt wakes the process) and counts it on the CQ, which
+    acknowledges it with ack_events. Closing the channel closes its CQs first."""
+
+    def __init__(self, context: Context) -> None:
+        super().__init__(context)
+        self.ctx = context
+        self.handle, self.fd = _call("Failed to create a completion channel",
+                                     context.file.write, Cmd.CREATE_COMP_CHANNEL)
+        self._created()
+
+    def get_cq_event(self, expected_cq: CQ) -> None:
+        """ibv_get_cq_event: the next completion event, which must be `expected_cq`'s."""
+        self._check()
+        h = _call("Failed to get CQ event", self.ctx.file.write, Cmd.GET_CQ_EVENT,
+                  channel=self.handle)
+        if h != expected_cq.handle:
+            errors.last_errno = errno.EINVAL
+            raise PyverbsRDMAError("Received event on an unexpected CQ", errno.EINVAL)
+        expected_cq.num_events += 1
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self._close_children()
+        _call("Failed to destroy a completion channel", self.ctx.file.write,
+              Cmd.DESTROY_COMP_CHANNEL, channel=self.handle)
+        self._closed_now()
+
+
 class CQ(_Resource):
     """ibv_create_cq: CQ(ctx, cqe, cq_context=None, channel=None, comp_vector=0)."""
 
     def __init__(self, context: Context, cqe: int, cq_context: object = None,
-                 channel: object = None, comp_vector: int = 0) -> None:
-        super().__init__(context)
+                 channel: CompChannel | None = None, comp_vector: int = 0) -> None:
+        if channel is not None and not isinstance(channel, CompChannel):
+            raise PyverbsUserError(f"channel must be a CompChannel, not {type(channel)}")
+        super().__init__(*((context,) if channel is None else (context, channel)))
         self.ctx = context
-        if channel is not None:
-            raise _unsupported("Failed to create a CQ",
-                               "nsnic has no completion channels (event queues) yet")
         if not isinstance(comp_vector, int) or \
                 not 0 <= comp_vector < context.num_comp_vectors:
             errors.last_errno = errno.EINVAL
@@ -735,11 +786,12 @@ class CQ(_Resource):
                                    errno.EINVAL)
         if isinstance(cqe, float) and cqe.is_integer():
             cqe = int(cqe)  # a C int parameter: pyverbs converts a whole float silently
-        r = _call("Failed to create a CQ", context.file.write, Cmd.CREATE_CQ, cqe=cqe)
+        r = _call("Failed to create a CQ", context.file.write, Cmd.CREATE_CQ, cqe=cqe,
+                  channel=None if channel is None else channel.handle)
         self.handle = r.handle
         self.cqn = r.cqn
         self.cq_context = cq_context
-        self.channel = None
+        self.channel = channel
         self.num_events = 0
         self._p = ProviderCq(context.host, context.aspace, r, context.qps)
         self._created()
@@ -757,8 +809,8 @@ class CQ(_Resource):
         """Polls for up to `num_entries` completions. An empty poll lets simulated time run
         until the NIC writes the CQ (or 100 us pass). When a whole window passes with no
         CQE, the CQ's state is checked: a CQ that overran is in error and will never complete
-        anything again, which the device reports by an asynchronous event (IBV_EVENT_CQ_ERR);
-        until nicsim has event queues, this facade raises instead of letting the caller wait
+        anything again, which the device reports by an asynchronous event (IBV_EVENT_CQ_ERR,
+        Context.get_async_event); a polling caller gets an error too rather than waiting
         forever."""
         self._check()
         p = self._p
@@ -774,14 +826,14 @@ class CQ(_Resource):
         return len(wcs), wcs
 
     def req_notify(self, solicited_only: bool = False) -> None:
-        """ibv_req_notify_cq: arm the CQ for one completion event (a doorbell write). nsnic
-        has no event queues yet, so an armed CQ has no one to tell: a CQ with a channel
-        cannot be created."""
+        """ibv_req_notify_cq: arm the CQ for one completion event (a doorbell write, no
+        system call); with solicited_only, for its next solicited or failed completion."""
         self._check()
         self.ctx.file.doorbells.write64(
             UarReg.CQ_ARM, (self.cqn << 32) | (int(bool(solicited_only)) << 31))
 
     def ack_events(self, num_events: int) -> None:
+        """ibv_ack_cq_events: the events taken by get_cq_event are acknowledged."""
         self._check()
         self.num_events -= num_events
 
@@ -793,6 +845,8 @@ class CQ(_Resource):
         if self.closed:
             return
         self._close_children()  # the QPs that use it
+        if self.num_events:
+            self.ack_events(self.num_events)  # as pyverbs does before ibv_destroy_cq
         _call("Failed to close CQ", self.ctx.file.write, Cmd.DESTROY_CQ, cq=self.handle)
         self._closed_now()
 

@@ -90,6 +90,8 @@ class CpuCosts:
     poll_cqe: float = 40.0
     syscall: float = 700.0  # a uverbs command's user/kernel crossing
     mmio_write: float = 20.0
+    # An interrupt: entry, the handler taking EQEs, waking the thread blocked on the event.
+    interrupt: float = 2000.0
     # Variation of every CPU cost: each is drawn from [c, c * (1 + spread)] by the host's
     # seeded generator (cache and TLB misses, branch mispredictions, frequency steps make the
     # same call cost more some of the time). 0: every call costs exactly its figure.

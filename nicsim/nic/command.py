@@ -29,6 +29,7 @@ from nicsim.hwif import (
     Cqc,
     CqState,
     DeviceCaps,
+    Eqc,
     HcaInit,
     Mpt,
     PathMtu,
@@ -55,10 +56,13 @@ _IN_SIZE = {
     CmdOpcode.CREATE_QP: QPC_SIZE,
     CmdOpcode.MODIFY_QP: QPC_SIZE,
     CmdOpcode.WRITE_MPT: MPT_SIZE,
+    CmdOpcode.CREATE_EQ: Eqc.size(),
 }
 
 # Commands whose completion the driver takes as "the NIC no longer reaches this memory".
-_FENCED = (CmdOpcode.INVALIDATE_MPT, CmdOpcode.DESTROY_QP, CmdOpcode.DESTROY_CQ)
+_FENCED = (CmdOpcode.INVALIDATE_MPT, CmdOpcode.DESTROY_QP, CmdOpcode.DESTROY_CQ,
+           CmdOpcode.DESTROY_EQ)
+MAX_EQ = 64  # event queues the device has (EQNs 0..63)
 
 # Transitions the hardware accepts (IBA 10.3.1, figure 124); the kernel checks attributes.
 _LEGAL = {
@@ -196,6 +200,16 @@ class CommandProcessor:
             if cq.refs:
                 raise CommandError(CmdStatus.BUSY)
             del nic.cq.cqs[mod]
+            return b""
+        if op is CmdOpcode.CREATE_EQ:
+            e = Eqc.unpack(raw)
+            if e.eqn in nic.eq.eqs or e.eqn >= MAX_EQ or not 0 < e.log_size <= 16:
+                raise CommandError(CmdStatus.BAD_PARAM)
+            nic.eq.create(e)
+            return b""
+        if op is CmdOpcode.DESTROY_EQ:
+            if nic.eq.eqs.pop(mod, None) is None:
+                raise CommandError(CmdStatus.BAD_RESOURCE)
             return b""
         if op is CmdOpcode.CREATE_QP:
             return self._create_qp(Qpc.unpack(raw))

@@ -75,9 +75,10 @@ class Completer:
             self.counters["error_completions"] += 1
 
     def post_recv(self, qp: QpCtx, index: int, opcode: CqeOpcode, status: CqeStatus,
-                  byte_len: int, flags: int, imm: int, t: float) -> None:
+                  byte_len: int, flags: int, imm: int, t: float,
+                  solicited: bool = False) -> None:
         self.nic.cq.post(qp.recv_cqn, qp.qpn, index, opcode, status, byte_len, imm,
-                         flags=flags, not_before=t)
+                         flags=flags, not_before=t, solicited=solicited)
 
     def local_error(self, qp: QpCtx, index: int, op: WqeOpcode, status: CqeStatus,
                     vendor: VendorErr) -> None:

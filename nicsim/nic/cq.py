@@ -5,8 +5,9 @@ without the NIC ever reading the ring. The NIC tracks software's consumer index 
 when its own producer count says the ring may be full does it read the doorbell record (one
 small DMA read). A CQ that is really full overruns: the CQE is dropped and counted, the CQ goes
 to its error state and stays there (IBA 11.6.2: CQ overrun is an affiliated asynchronous
-error), and `on_overrun` tells the NIC, which moves the QPs that use the CQ to ERR: their work
-can no longer complete.
+error, reported by a CQ_ERR event), and `on_overrun` tells the NIC, which moves the QPs that
+use the CQ to ERR: their work can no longer complete. An armed CQ gives a completion event
+(nicsim.nic.eq) for its next CQE, or with solicited-only for its next solicited or failed one.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nicsim.hwif import CQE_SIZE, WQE_INDEX_MASK, Cqe, cqe_owner
+from nicsim.hwif import CQE_SIZE, WQE_INDEX_MASK, Cqe, EqeType, cqe_owner
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import Dma
+from nicsim.nic.eq import ASYNC_EQN, EventQueues
 
 _CQE = Cqe.FMT
 
@@ -33,6 +35,7 @@ class CqCtx:
     ci_seen: int = 0  # last consumer index read from the doorbell record
     overrun: bool = False
     armed: bool = False
+    solicited_only: bool = False  # the arm asks for solicited (or failed) completions only
     refs: int = 0  # QPs using this CQ
     uar: int = 0  # the doorbell page CQ_ARM must come through
 
@@ -42,15 +45,16 @@ class CqCtx:
 
 
 class CqWriter:
-    def __init__(self, dma: Dma) -> None:
+    def __init__(self, dma: Dma, eqs: EventQueues) -> None:
         self.dma = dma
+        self.eqs = eqs
         self.cqs: dict[int, CqCtx] = {}
         self.counters = Counters("cqes", "cqe_errors", "dbrec_reads", "overruns", "no_cq")
         self.on_overrun: Callable[[CqCtx], None] = lambda cq: None
 
     def post(self, cqn: int, qpn: int, wqe_index: int, opcode: int, status: int,
              byte_len: int = 0, imm_inv: int = 0, src_qp: int = 0, flags: int = 0,
-             vendor_err: int = 0, not_before: float = 0.0) -> float:
+             vendor_err: int = 0, not_before: float = 0.0, solicited: bool = False) -> float:
         """Write one CQE (hwif.Cqe layout); returns when it lands in host memory (or now if
         it was dropped)."""
         cq = self.cqs.get(cqn)
@@ -67,6 +71,7 @@ class CqWriter:
             if cq.pi - cq.ci_seen >= cq.size:
                 cq.overrun = True
                 c["overruns"] += 1
+                self.eqs.post(ASYNC_EQN, EqeType.CQ_ERR, cqn)
                 self.on_overrun(cq)
                 return self.dma.env.now
         owner = cqe_owner(cq.pi, cq.log_size)
@@ -77,4 +82,14 @@ class CqWriter:
             c["cqe_errors"] += 1
         raw = _CQE.pack(qpn, wqe_index & WQE_INDEX_MASK, opcode, status, byte_len, imm_inv, src_qp,
                         flags, vendor_err, owner)
-        return self.dma.write(pa, raw, not_before)
+        landed = self.dma.write(pa, raw, not_before)
+        if cq.armed and (solicited or status or not cq.solicited_only):
+            cq.armed = False
+            self.eqs.post(cq.eqn, EqeType.COMPLETION, cqn, landed)
+        return landed
+
+    def arm(self, cq: CqCtx, solicited_only: bool) -> None:
+        """CQ_ARM: one completion event for the next (solicited) CQE. Arming an armed CQ
+        for solicited-only does not narrow an arm for any completion (IBA 11.4.2.2)."""
+        cq.solicited_only = solicited_only and (cq.solicited_only or not cq.armed)
+        cq.armed = True

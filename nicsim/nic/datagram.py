@@ -194,4 +194,5 @@ class Datagram:
         c.bump("received")
         c.bump("received_bytes", p.payload_len)
         nic.cq.post(qp.recv_cqn, qp.qpn, index, CqeOpcode.RECV, CqeStatus.SUCCESS, n,
-                    p.imm or 0, src_qp=p.deth_src_qp or 0, flags=flags, not_before=done)
+                    p.imm or 0, src_qp=p.deth_src_qp or 0, flags=flags, not_before=done,
+                    solicited=p.solicited)

@@ -38,6 +38,7 @@ from nicsim.nic.counters import Counters
 from nicsim.nic.cq import CqCtx, CqWriter
 from nicsim.nic.datagram import Datagram
 from nicsim.nic.dma import Dma
+from nicsim.nic.eq import EventQueues
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
 from nicsim.nic.requester import Requester
@@ -87,7 +88,8 @@ class Nic(MmioDevice):
         self.mpt_entries = 0
         self.mtt_entries = 0
         self.qps: dict[int, QpCtx] = {}
-        self.cq = CqWriter(self.dma)
+        self.eq = EventQueues(self.dma)
+        self.cq = CqWriter(self.dma, self.eq)
         self.cq.on_overrun = self._cq_overrun
         self.engine = SendEngine(env, self.port, cfg.tx_readahead, cfg.tx_quantum,
                                  cfg.cc.pacing_jitter, crc32(name.encode()))
@@ -121,6 +123,8 @@ class Nic(MmioDevice):
     def mmio_write(self, offset: int, value: int) -> None:
         if offset >= UAR_BASE:
             self._doorbell(offset >> PAGE_SHIFT, offset & (PAGE_SIZE - 1), value)
+        elif offset == Reg.EQ_DB:
+            self.eq.doorbell(value)
         elif offset == Reg.CMD_GO:
             r = self.regs
             self.commands.go(r.get(Reg.CMD_OPCODE, 0), r.get(Reg.CMD_IN, 0),
@@ -137,7 +141,7 @@ class Nic(MmioDevice):
             if cq is None or cq.uar != uar:
                 c["doorbell_bad_target"] += 1
                 return
-            cq.armed = True
+            self.cq.arm(cq, bool(value & (1 << 31)))
             return
         qp = self.qps.get(value >> 32)
         if qp is None or qp.uar != uar or reg not in (UarReg.SQ_DB, UarReg.RQ_DB):

@@ -277,7 +277,7 @@ class Responder:
                 # model has neither yet, so the key is reported and left valid.
                 flags, imm = CqeFlags.WITH_INV, p.ieth_rkey
                 self.counters.bump("invalidate_not_modelled")
-            self._complete_recv(qp, CqeOpcode.RECV, flags, imm, t)
+            self._complete_recv(qp, CqeOpcode.RECV, flags, imm, t, p.solicited)
         else:
             r.state = RespState.IN_SEND
         self._advance(qp, p.psn, p.ackreq, t)
@@ -306,10 +306,12 @@ class Responder:
         r.data_ready_at = ready
 
     def _complete_recv(self, qp: QpCtx, opcode: CqeOpcode, flags: int, imm: int,
-                       t: float) -> None:
+                       t: float, solicited: bool) -> None:
+        """The message's last packet arrived; `solicited`: its BTH SE bit (IBA 9.2.3), which
+        a CQ armed for solicited completions waits for."""
         r = qp.resp
         self.nic.completer.post_recv(qp, r.rq_index, opcode, CqeStatus.SUCCESS, r.msg_len,
-                                     flags, imm, max(t, r.last_done_at))
+                                     flags, imm, max(t, r.last_done_at), solicited)
         self.counters["recv_completions"] += 1
         qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
         qp.msn = (qp.msn + 1) & 0xFFFFFF
@@ -374,7 +376,7 @@ class Responder:
                 r.rq_index = qp.rq_ci
                 self.nic.fetch.counters["rq_wqes"] += 1
                 self._complete_recv(qp, CqeOpcode.RECV_RDMA_WITH_IMM, CqeFlags.WITH_IMM, p.imm,
-                                    t)
+                                    t, p.solicited)
             else:
                 qp.msn = (qp.msn + 1) & 0xFFFFFF
                 r.state = RespState.IDLE

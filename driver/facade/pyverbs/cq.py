@@ -1,6 +1,6 @@
 """pyverbs.cq."""
 
-from nicsim.driver.user.unsupported import CQEX, CompChannel, CqInitAttrEx, PollCqAttr, WcTmInfo
-from nicsim.driver.user.verbs import CQ, WC
+from nicsim.driver.user.unsupported import CQEX, CqInitAttrEx, PollCqAttr, WcTmInfo
+from nicsim.driver.user.verbs import CQ, WC, CompChannel
 
 __all__ = ["CQ", "CQEX", "WC", "CompChannel", "CqInitAttrEx", "PollCqAttr", "WcTmInfo"]

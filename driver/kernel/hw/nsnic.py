@@ -20,6 +20,8 @@ from nicsim.hwif import (
     CMD_BUSY,
     CQE_SIZE,
     DEV_ID,
+    EQE_OWNER_OFFSET,
+    EQE_SIZE,
     MPT_SIZE,
     MTT_ENTRY_SIZE,
     PAGE_SHIFT,
@@ -29,6 +31,8 @@ from nicsim.hwif import (
     Cqc,
     CqState,
     DeviceCaps,
+    Eqc,
+    Eqe,
     HcaInit,
     Mpt,
     MptFlags,
@@ -183,6 +187,27 @@ class HwQp:
 
 
 @dataclass
+class HwEq:
+    """An event queue: its ring, and the word its MSI-X message writes (the interrupt)."""
+
+    eqn: int
+    log_size: int
+    ring_pa: int
+    msi_pa: int
+    ci: int = 0  # EQEs taken by the interrupt handler (not wrapped)
+
+    @property
+    def size(self) -> int:
+        return 1 << self.log_size
+
+
+EQ_LOG_SIZE = 10  # 1024 EQEs: a CQ has at most one completion event outstanding
+# Interrupt moderation: at most one interrupt per EQ per this many ns (mlx5's default EQ
+# period is a few microseconds).
+EQ_MODERATION_NS = 2000
+
+
+@dataclass
 class Limits:
     log_mpt: int = 0  # table sizes the driver gave the NIC at INIT_HCA
     log_mtt: int = 0
@@ -226,6 +251,7 @@ class NsnicDriver:
         self.mrs: dict[int, HwMr] = {}
         self.qps: dict[int, HwQp] = {}
         self.cqs: dict[int, HwCq] = {}
+        self.eqs: dict[int, HwEq] = {}
 
     # -- command mailbox --------------------------------------------------------------------
 
@@ -292,6 +318,43 @@ class NsnicDriver:
         self.mtt.free(mr.mtt_start, mr.npages)
         self.mpts.free(mr.index)
         self.host.mem.unpin(mr.pages)
+
+    # -- event queues -----------------------------------------------------------------------
+
+    def create_eq(self, eqn: int = 0) -> HwEq:
+        """The device's event queue, made the first time a process asks for events. A device
+        without event queues (an older RTL build) answers BAD_OPCODE: EOPNOTSUPP."""
+        mem = self.host.mem
+        ring = mem.alloc_contig(EQE_SIZE << EQ_LOG_SIZE)
+        msi = mem.alloc_contig(PAGE_SIZE)
+        try:
+            self.cmd(CmdOpcode.CREATE_EQ, Eqc(eqn, EQ_LOG_SIZE, ring, msi, 1 + eqn,
+                                              EQ_MODERATION_NS).pack())
+        except HwError as e:
+            mem.free_contig(ring, EQE_SIZE << EQ_LOG_SIZE)
+            mem.free_contig(msi, PAGE_SIZE)
+            if "BAD_OPCODE" in str(e):
+                raise HwError(f"{self.name}: the device has no event queues",
+                              errno.EOPNOTSUPP) from None
+            raise
+        eq = HwEq(eqn, EQ_LOG_SIZE, ring, msi)
+        self.eqs[eqn] = eq
+        self.bar.write64(Reg.EQ_DB, (eqn << 32) | (1 << 31))  # armed: interrupt on an EQE
+        return eq
+
+    def take_eqes(self, eq: HwEq) -> list[Eqe]:
+        """The interrupt handler's loop: the EQEs the device wrote since the last call (by
+        their owner bit), then the consumer index reported and the EQ re-armed (EQ_DB)."""
+        mem = self.host.mem
+        out = []
+        while True:
+            raw = mem.read(eq.ring_pa + (eq.ci & (eq.size - 1)) * EQE_SIZE, EQE_SIZE)
+            if raw[EQE_OWNER_OFFSET] & 1 != ((eq.ci >> eq.log_size) & 1) ^ 1:
+                break
+            out.append(Eqe.unpack(raw))
+            eq.ci += 1
+        self.bar.write64(Reg.EQ_DB, (eq.eqn << 32) | (1 << 31) | (eq.ci & 0x7FFFFFFF))
+        return out
 
     # -- CQ ---------------------------------------------------------------------------------
 
