@@ -24,6 +24,7 @@ opened the device, at uar_offset(uar, reg):
     0x000 SQ_DB         WO  (qpn << 32) | sq producer index (16 bits, wraps)
     0x008 RQ_DB         WO  (qpn << 32) | rq producer index
     0x010 CQ_ARM        WO  (cqn << 32) | (solicited_only << 31): request one completion event
+    0x018 SRQ_DB        WO  (srqn << 32) | srq producer index (16 bits, wraps)
 
 Every QP and CQ is created with the UAR of the process that owns it (Qpc.uar, Cqc.uar), and
 the device takes a doorbell for it only through that page: another process, which can map
@@ -66,6 +67,7 @@ class UarReg(IntEnum):
     SQ_DB = 0x000
     RQ_DB = 0x008
     CQ_ARM = 0x010
+    SRQ_DB = 0x018
 
 
 UAR_BASE = PAGE_SIZE  # UAR n (n >= 1) is BAR0 page n
@@ -86,7 +88,7 @@ class CmdOpcode(IntEnum):
     CREATE_CQ = 0x10
     DESTROY_CQ = 0x11
     QUERY_CQ = 0x12  # CMD_MOD = CQN; output: the Cqc, with its state
-    CREATE_QP = 0x20
+    CREATE_QP = 0x20  # CMD_MOD = the SRQN the QP receives from (0: its own RQ)
     MODIFY_QP = 0x21
     QUERY_QP = 0x22
     DESTROY_QP = 0x23
@@ -95,6 +97,10 @@ class CmdOpcode(IntEnum):
     WRITE_MTT = 0x32  # CMD_MOD = first MTT index; input: count u32, pad u32, count x u64 PA
     CREATE_EQ = 0x40  # input: an Eqc
     DESTROY_EQ = 0x41  # CMD_MOD = EQN
+    CREATE_SRQ = 0x50  # input: an Srqc
+    MODIFY_SRQ = 0x51  # CMD_MOD = SRQN; input: an Srqc, of which only `limit` is applied
+    QUERY_SRQ = 0x52  # CMD_MOD = SRQN; output: the Srqc, `wqes` filled in
+    DESTROY_SRQ = 0x53  # CMD_MOD = SRQN
 
 
 class CmdStatus(IntEnum):
@@ -624,6 +630,25 @@ def unpack_mtt(buf: bytes | memoryview) -> list[int]:
 
 
 WQE_INDEX_MASK = 0xFFFF
+
+
+@dataclass(slots=True)
+class Srqc(Record):
+    """SRQ context, 32 bytes: the input of CREATE_SRQ and MODIFY_SRQ, the output of QUERY_SRQ.
+    An SRQ is a receive ring (receive WQEs as in an RQ) that several QPs take WQEs from in
+    ring order (IBA 10.2.9). Its L_Keys are checked against the SRQ's PD. `limit` arms the
+    SRQ limit: when a WQE taken leaves fewer than `limit` WQEs, the device reports
+    SRQ_LIMIT_REACHED (an asynchronous event on EQ 0) and disarms it (limit 0)."""
+
+    FMT = struct.Struct("<IIQBBxxIII")
+    srqn: int
+    pd: int
+    base: int  # physical address of the ring (physically contiguous)
+    log_size: int
+    log_stride: int
+    limit: int
+    uar: int  # the doorbell page SRQ_DB for this SRQ must come through
+    wqes: int = 0  # QUERY_SRQ: WQEs posted and not yet taken
 
 
 # --- event queues ---------------------------------------------------------------------------

@@ -56,7 +56,7 @@ class DmaAudit:
 
         def allowed() -> set[int]:
             sig = (tuple((i, m.key) for i, m in drv.mrs.items()), tuple(drv.qps),
-                   tuple(drv.cqs), tuple(drv.eqs))
+                   tuple(drv.cqs), tuple(drv.eqs), tuple(drv.srqs))
             if sig != cache["sig"]:
                 pfns = set(fixed)
                 for m in drv.mrs.values():
@@ -67,6 +67,8 @@ class DmaAudit:
                 for c in drv.cqs.values():
                     pfns.update(_pfns(c.ring_pa, c.ring_bytes))
                     pfns.update(_pfns(c.dbrec_pa, 64))
+                for srq in drv.srqs.values():
+                    pfns.update(_pfns(srq.ring_pa, srq.ring_bytes))
                 for eq in drv.eqs.values():  # the EQ ring and its MSI-X word
                     pfns.update(_pfns(eq.ring_pa, EQE_SIZE << eq.log_size))
                     pfns.update(_pfns(eq.msi_pa, 4))

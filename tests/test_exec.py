@@ -53,14 +53,16 @@ qps[0].post_send(wr)
 n, wcs = 0, []
 while not n:
     n, wcs = cq.poll()
+srq = SRQ(pd, SrqInitAttr(SrqAttr())).get_srq_num() > 0
 try:
-    SRQ(pd, SrqInitAttr(SrqAttr()))
-    srq = "created"
+    d.DM(ctx, d.AllocDmAttr(4096))
+    dm = "created"
 except PyverbsRDMAError as e:
-    srq = "EOPNOTSUPP" if e.error_code == errno.EOPNOTSUPP else e.error_code
+    dm = "EOPNOTSUPP" if e.error_code == errno.EOPNOTSUPP else e.error_code
 print(json.dumps({"devices": [x.name.decode() for x in d.get_device_list()],
                   "state": port.state, "status": wcs[0].status,
-                  "same": dst.read(1200, 0) == src.read(1200, 0), "srq": srq}))
+                  "same": dst.read(1200, 0) == src.read(1200, 0), "srq": srq,
+                  "dm": dm}))
 ctx.close()
 """
 
@@ -82,7 +84,7 @@ def test_an_unmodified_pyverbs_program_runs(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out == {"devices": ["nsnic0", "nsnic1"], "state": 4, "status": 0, "same": True,
-                   "srq": "EOPNOTSUPP"}
+                   "srq": True, "dm": "EOPNOTSUPP"}
     (cap,) = [p for p in (tmp_path / "caps").iterdir() if p.name.endswith("-a.pcap")]
     frames = [bytes(f) for f, _ in RawPcapReader(str(cap))]
     assert len(frames) == 3 and not check_pcap(cap).bad  # 2 WRITE packets and an ACK

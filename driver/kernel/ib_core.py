@@ -8,6 +8,7 @@ is closed (process exit). The vendor driver (hw/) does what the device needs.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 from collections import deque
@@ -15,7 +16,15 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum, IntFlag
 
 from nicsim.driver.kernel.events import CompChannel, EventError, EventQueue
-from nicsim.driver.kernel.hw.nsnic import HwCq, HwError, HwMr, HwQp, NsnicDriver, RingPool
+from nicsim.driver.kernel.hw.nsnic import (
+    HwCq,
+    HwError,
+    HwMr,
+    HwQp,
+    HwSrq,
+    NsnicDriver,
+    RingPool,
+)
 from nicsim.driver.kernel.query import (
     PKEY_DEFAULT,
     DeviceAttrs,
@@ -29,7 +38,7 @@ from nicsim.driver.kernel.query import (
 
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
-from nicsim.hwif import Access, Cqc, QpAttrMask, Qpc, QpState, QpType, blank_qpc
+from nicsim.hwif import Access, Cqc, QpAttrMask, Qpc, QpState, QpType, Srqc, blank_qpc
 
 
 class KernelError(Exception):
@@ -192,6 +201,16 @@ class IbCq:
 
 
 @dataclass
+class IbSrq:
+    handle: int
+    pd: IbPd
+    hw: HwSrq
+    max_wr: int
+    max_sge: int
+    users: int = 0
+
+
+@dataclass
 class IbQp:
     handle: int
     pd: IbPd
@@ -201,6 +220,7 @@ class IbQp:
     qp_type: QpType
     state: QpState = QpState.RESET
     attrs: Qpc = field(default_factory=blank_qpc)
+    srq: IbSrq | None = None
 
 
 @dataclass
@@ -346,8 +366,50 @@ class IbDevice:
         # The NIC has stopped (a fenced command): the ring and its mapping can go.
         self.hw.free_cq(cq.hw, uctx.rings)
 
+    # -- SRQ (ib_create_srq, ib_modify_srq, ib_query_srq) -----------------------------------
+
+    def create_srq(self, uctx: Ucontext, pd: IbPd, max_wr: int, max_sge: int,
+                   limit: int) -> IbSrq:
+        _check_ints(max_wr=max_wr, max_sge=max_sge, srq_limit=limit)
+        # Its limit event needs the event queue; on a device without one, arming a limit is
+        # refused (modify_srq).
+        with contextlib.suppress(EventError):
+            self.events.start()
+        hw = _hw(lambda: self.hw.create_srq(pd.pdn, uctx.uar, uctx.rings, max_wr, max_sge,
+                                            limit))
+        srq = IbSrq(0, pd, hw, (1 << hw.log_size) - 1, max_sge)
+        srq.handle = uctx.add(srq)
+        pd.users += 1
+        self.events.objs[("srq", hw.srqn)] = (srq, uctx.async_events)
+        return srq
+
+    def modify_srq(self, srq: IbSrq, max_wr: int | None, limit: int | None) -> None:
+        if max_wr is not None:
+            raise KernelError("nsnic cannot resize an SRQ (no IBV_DEVICE_SRQ_RESIZE)",
+                              errno.EOPNOTSUPP)
+        if limit is not None:
+            _check_ints(srq_limit=limit)
+            if not 0 <= limit <= srq.max_wr:
+                raise KernelError(f"srq_limit {limit} > max_wr {srq.max_wr}", errno.EINVAL)
+            if limit and self.events.eq is None:
+                raise KernelError("the device has no event queue for the SRQ limit event",
+                                  errno.EOPNOTSUPP)
+            _hw(lambda: self.hw.modify_srq(srq.hw, limit))
+
+    def query_srq(self, srq: IbSrq) -> Srqc:
+        return _hw(lambda: self.hw.query_srq(srq.hw))
+
+    def destroy_srq(self, uctx: Ucontext, srq: IbSrq) -> None:
+        if srq.users:
+            raise KernelError("SRQ still in use", errno.EBUSY)
+        _hw(lambda: self.hw.destroy_srq(srq.hw))
+        srq.pd.users -= 1
+        del uctx.objects[srq.handle]
+        self.events.objs.pop(("srq", srq.hw.srqn), None)
+        uctx.rings.free(srq.hw.ring_pa, srq.hw.ring_bytes)
+
     def create_qp(self, uctx: Ucontext, pd: IbPd, qp_type: int, send_cq: IbCq, recv_cq: IbCq,
-                  cap: tuple[int, int, int, int, int]) -> IbQp:
+                  cap: tuple[int, int, int, int, int], srq: IbSrq | None = None) -> IbQp:
         _check_ints(qp_type=qp_type, **dict(zip(_CAP_NAMES, cap, strict=True)))
         try:
             t = QpType(qp_type)
@@ -361,8 +423,11 @@ class IbDevice:
         if min(cap) < 0:
             raise KernelError("negative QP capability", errno.EINVAL)
         hw = _hw(lambda: self.hw.create_qp(t, pd.pdn, uctx.uar, uctx.rings, send_cq.hw.cqn,
-                                           recv_cq.hw.cqn, *cap))
-        qp = IbQp(0, pd, send_cq, recv_cq, hw, t)
+                                           recv_cq.hw.cqn, *cap,
+                                           srqn=srq.hw.srqn if srq is not None else 0))
+        qp = IbQp(0, pd, send_cq, recv_cq, hw, t, srq=srq)
+        if srq is not None:
+            srq.users += 1
         qp.attrs = blank_qpc(hw.qpn)
         qp.handle = uctx.add(qp)
         pd.users += 1
@@ -434,6 +499,8 @@ class IbDevice:
         qp.pd.users -= 1
         qp.send_cq.users -= 1
         qp.recv_cq.users -= 1
+        if qp.srq is not None:
+            qp.srq.users -= 1
         del uctx.objects[qp.handle]
         # The NIC has stopped (a fenced command): the rings, and their pages' mappings once
         # no ring of the process is left on them, can go. No one else gets a page that an old
@@ -478,7 +545,7 @@ class IbDevice:
         """Process exit: destroy everything, QPs first, then AHs, MRs, CQs and PDs
         (ib_uverbs_cleanup_ucontext's order), so the NIC keeps no working QP or key."""
         for kind, destroy in ((IbQp, self.destroy_qp), (IbAh, self.destroy_ah),
-                              (IbMr, self.dereg_mr),
+                              (IbMr, self.dereg_mr), (IbSrq, self.destroy_srq),
                               (IbCq, self.destroy_cq), (CompChannel, self.destroy_comp_channel),
                               (IbPd, self.dealloc_pd)):
             for obj in [o for o in uctx.objects.values() if isinstance(o, kind)]:

@@ -186,6 +186,9 @@ class QueryError(Exception):
         self.errno = errno_
 
 
+MAX_SRQ = 1 << 16  # SRQ numbers the driver hands out (1..MAX_SRQ-1)
+
+
 def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
                  num_comp_vectors: int) -> DeviceAttrs:
     """ib_device_attr from the device's DeviceCaps (QUERY_DEVICE), its DEV_ID register and
@@ -209,6 +212,7 @@ def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
         max_qp_init_rd_atom=c.max_qp_rd_atom, max_ee_init_rd_atom=0,  # type: ignore
         atomic_caps=int(AtomicCap.HCA), max_ee=0, max_rdd=0, max_mw=0, max_raw_ipv6_qp=0,
         max_raw_ethy_qp=0, max_mcast_grp=0, max_mcast_qp_attach=0,
-        max_total_mcast_qp_attach=0, max_ah=0, max_fmr=0, max_map_per_fmr=0, max_srq=0,
-        max_srq_wr=0, max_srq_sge=0, max_pkeys=1, local_ca_ack_delay=0, phys_port_cnt=1,
-        num_comp_vectors=num_comp_vectors)
+        max_total_mcast_qp_attach=0, max_ah=0, max_fmr=0, max_map_per_fmr=0,
+        max_srq=MAX_SRQ - 1, max_srq_wr=c.max_qp_wr - 1,  # type: ignore[attr-defined]
+        max_srq_sge=c.max_sge, max_pkeys=1,  # type: ignore[attr-defined]
+        local_ca_ack_delay=0, phys_port_cnt=1, num_comp_vectors=num_comp_vectors)

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from nicsim.driver.kernel.events import CompChannel
-from nicsim.driver.kernel.ib_core import IbAh, IbCq, IbMr, IbPd, IbQp, Kernel, KernelError
+from nicsim.driver.kernel.ib_core import (
+    IbAh,
+    IbCq,
+    IbMr,
+    IbPd,
+    IbQp,
+    IbSrq,
+    Kernel,
+    KernelError,
+)
 
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
@@ -40,6 +49,10 @@ class Cmd(IntEnum):
     QUERY_QP = 25
     MODIFY_QP = 26
     DESTROY_QP = 27
+    CREATE_SRQ = 29
+    MODIFY_SRQ = 30
+    QUERY_SRQ = 31
+    DESTROY_SRQ = 32
     # The GID and P_Key tables (UVERBS_METHOD_QUERY_GID_ENTRY and sysfs in Linux).
     QUERY_GID = 0x1001
     QUERY_PKEY = 0x1002
@@ -62,6 +75,16 @@ class CreateQpResp:
     rq_va: int
     rq_log_size: int
     rq_log_stride: int
+
+
+@dataclass
+class CreateSrqResp:
+    handle: int
+    srqn: int
+    ring_va: int
+    log_size: int
+    log_stride: int
+    max_wr: int
 
 
 @dataclass
@@ -183,10 +206,27 @@ class UverbsFile:
         if cmd is Cmd.DESTROY_CQ:
             dev.destroy_cq(u, u.get(a["cq"], IbCq))  # type: ignore[arg-type]
             return None
+        if cmd is Cmd.CREATE_SRQ:
+            srq = dev.create_srq(u, u.get(a["pd"], IbPd), a["max_wr"],  # type: ignore
+                                 a["max_sge"], a["limit"])  # type: ignore[arg-type]
+            h = srq.hw
+            return CreateSrqResp(srq.handle, h.srqn, u.rings.va(h.ring_pa), h.log_size,
+                                 h.log_stride, srq.max_wr)
+        if cmd is Cmd.MODIFY_SRQ:
+            dev.modify_srq(u.get(a["srq"], IbSrq), a.get("max_wr"),  # type: ignore[arg-type]
+                           a.get("limit"))  # type: ignore[arg-type]
+            return None
+        if cmd is Cmd.QUERY_SRQ:
+            srq = u.get(a["srq"], IbSrq)
+            return srq, dev.query_srq(srq)  # type: ignore[arg-type]
+        if cmd is Cmd.DESTROY_SRQ:
+            dev.destroy_srq(u, u.get(a["srq"], IbSrq))  # type: ignore[arg-type]
+            return None
         if cmd is Cmd.CREATE_QP:
+            srq = a.get("srq")
             qp = dev.create_qp(u, u.get(a["pd"], IbPd), a["qp_type"],  # type: ignore
                                u.get(a["send_cq"], IbCq), u.get(a["recv_cq"], IbCq),
-                               a["cap"])
+                               a["cap"], None if srq is None else u.get(srq, IbSrq))  # type: ignore
             hw = qp.hw
             return CreateQpResp(qp.handle, hw.qpn, u.rings.va(hw.sq_pa), hw.sq_log_size,
                                 hw.sq_log_stride, u.rings.va(hw.rq_pa), hw.rq_log_size,

@@ -12,7 +12,7 @@ import errno
 import struct
 from dataclasses import dataclass, field
 
-from nicsim.driver.kernel.uverbs import CreateCqResp, CreateQpResp, DoorbellPage
+from nicsim.driver.kernel.uverbs import CreateCqResp, CreateQpResp, CreateSrqResp, DoorbellPage
 from nicsim.driver.user.enums import ibv_qp_state, ibv_send_flags, ibv_wc_flags, ibv_wr_opcode
 
 from nicsim.host.host import Host
@@ -133,6 +133,8 @@ class ProviderQp:
     sq_sig_all: bool
     state: int = ibv_qp_state.IBV_QPS_RESET
     ud: bool = False  # a UD QP: each WQE carries its address vector (hwif.UdAv)
+    srq: ProviderSrq | None = None  # the SRQ it receives from
+    rq_busy: list[bool] | None = None  # (a QP's own RQ completes in ring order)
     sq_head: int = 0  # WQEs posted (not wrapped)
     sq_tail: int = 0  # WQEs completed
     rq_head: int = 0
@@ -235,26 +237,66 @@ class ProviderQp:
     def post_recv(self, wr: object) -> None:
         if self.state == ibv_qp_state.IBV_QPS_RESET:
             raise ProviderError("post_recv on a QP in RESET", errno.EINVAL)
-        n = 0
-        try:
-            while wr is not None:
-                if self.rq_head - self.rq_tail >= self.rq_size:
-                    raise ProviderError("receive queue is full", errno.ENOMEM)
-                sges = _sges(wr, self.max_recv_sge)
-                if not isinstance(wr.wr_id, int) or not 0 <= wr.wr_id <= _U64:  # type: ignore
-                    raise _misfit(wr, (("wr_id", _U64),))
-                data = RecvWqeCtrl(len(sges)).pack() + b"".join(
-                    Sge(s.addr, s.length, s.lkey).pack() for s in sges)
-                slot = self.rq_head & (self.rq_size - 1)
-                self.aspace.write(self.r.rq_va + slot * self.rq_stride, data)
-                self.rq_wrid[slot] = wr.wr_id  # type: ignore[attr-defined]
-                self.rq_head += 1
-                n += 1
-                wr = getattr(wr, "next_wr", None)
-        finally:
-            if n:
-                self.host.spend(self.host.costs.post_recv * n)
-                self.db.write64(UarReg.RQ_DB, (self.r.qpn << 32) | (self.rq_head & WQE_INDEX_MASK))
+        if self.srq is not None:
+            raise ProviderError("post_recv on a QP that receives from an SRQ", errno.EINVAL)
+        _post_recv_chain(self, wr, self.r.rq_va, UarReg.RQ_DB, self.r.qpn)
+
+
+def _post_recv_chain(q: ProviderQp | ProviderSrq, wr: object, ring_va: int, reg: UarReg,
+                     number: int) -> None:
+    """Write a chain of receive WRs into a receive ring (a QP's RQ or an SRQ) and ring its
+    doorbell once; the WRs before a bad one stay posted."""
+    n = 0
+    size = q.rq_size
+    try:
+        while wr is not None:
+            slot = q.rq_head & (size - 1)
+            if q.rq_head - q.rq_tail >= size or q.rq_busy is not None and q.rq_busy[slot]:
+                raise ProviderError("receive queue is full", errno.ENOMEM)
+            sges = _sges(wr, q.max_recv_sge)
+            if not isinstance(wr.wr_id, int) or not 0 <= wr.wr_id <= _U64:  # type: ignore
+                raise _misfit(wr, (("wr_id", _U64),))
+            data = RecvWqeCtrl(len(sges)).pack() + b"".join(
+                Sge(s.addr, s.length, s.lkey).pack() for s in sges)
+            q.aspace.write(ring_va + slot * q.rq_stride, data)
+            q.rq_wrid[slot] = wr.wr_id  # type: ignore[attr-defined]
+            if q.rq_busy is not None:
+                q.rq_busy[slot] = True
+            q.rq_head += 1
+            n += 1
+            wr = getattr(wr, "next_wr", None)
+    finally:
+        if n:
+            q.host.spend(q.host.costs.post_recv * n)
+            q.db.write64(reg, (number << 32) | (q.rq_head & WQE_INDEX_MASK))
+
+
+class ProviderSrq:
+    """An SRQ's ring. The NIC takes its WQEs in ring order, but they complete in the order
+    their QPs' messages end, so a slot is free again only when its own completion was polled
+    (`rq_busy`), not when some later one was."""
+
+    def __init__(self, host: Host, aspace: AddressSpace, db: DoorbellPage, r: CreateSrqResp,
+                 max_sge: int) -> None:
+        self.host, self.aspace, self.db, self.r = host, aspace, db, r
+        self.rq_size = 1 << r.log_size
+        self.rq_stride = 1 << r.log_stride
+        self.max_recv_sge = max_sge
+        self.rq_head = 0
+        self.rq_tail = 0  # completions polled
+        self.rq_wrid = [0] * self.rq_size
+        self.rq_busy: list[bool] | None = [False] * self.rq_size
+
+    def post_recv(self, wr: object) -> None:
+        _post_recv_chain(self, wr, self.r.ring_va, UarReg.SRQ_DB, self.r.srqn)
+
+    def completed(self, index: int) -> int:
+        """The wr_id of the WQE at `index`, whose slot is free from now on."""
+        slot = index & (self.rq_size - 1)
+        assert self.rq_busy is not None
+        self.rq_busy[slot] = False
+        self.rq_tail += 1
+        return self.rq_wrid[slot]
 
 
 _FLAG_MAP = tuple((int(a), int(b)) for a, b in (
@@ -299,8 +341,11 @@ class ProviderCq:
         wr_id = 0
         if qp is not None:
             if c.opcode >= CqeOpcode.RECV:
-                wr_id = qp.rq_wrid[c.wqe_index & (qp.rq_size - 1)]
-                qp.rq_tail += 1
+                if qp.srq is not None:
+                    wr_id = qp.srq.completed(c.wqe_index)
+                else:
+                    wr_id = qp.rq_wrid[c.wqe_index & (qp.rq_size - 1)]
+                    qp.rq_tail += 1
             else:
                 wr_id = qp.sq_wrid[c.wqe_index & (qp.sq_size - 1)]
                 # Unsignaled WQEs before this one are complete too (mlx5's wqe_counter).

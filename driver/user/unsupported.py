@@ -148,7 +148,6 @@ DM = verb("DM", "Failed to allocate device memory", "nsnic has no on-device memo
 DMMR = verb("DMMR", "Failed to register a DM MR", "nsnic has no on-device memory")
 CQEX = verb("CQEX", "Failed to create extended CQ", "nsnic has no extended CQs yet")
 QPEx = verb("QPEx", "Failed to create QP", "nsnic has no extended QPs (ibv_wr_*) yet")
-SRQ = verb("SRQ", "Failed to create SRQ", "nsnic has no shared receive queues yet")
 XRCD = verb("XRCD", "Failed to create XRCD", "nsnic has no XRC domains")
 WQ = verb("WQ", "Failed to create WQ", "nsnic has no work queues (RSS)")
 RwqIndTable = verb("RwqIndTable", "Failed to create RWQ indirection table",

@@ -29,20 +29,24 @@ from nicsim.driver.user.enums import (
     ibv_query_qp_data_in_order_caps,
     ibv_query_qp_data_in_order_flags,
     ibv_send_flags,
+    ibv_srq_attr_mask,
+    ibv_srq_init_attr_mask,
+    ibv_srq_type,
     ibv_wr_opcode,
 )
 from nicsim.driver.user.errors import PyverbsError, PyverbsRDMAError, PyverbsUserError
 from nicsim.driver.user.process import NoDevicesError
 from nicsim.driver.user.process import current as current_process
-from nicsim.driver.user.provider import ProviderCq, ProviderError, ProviderQp
+from nicsim.driver.user.provider import ProviderCq, ProviderError, ProviderQp, ProviderSrq
+from nicsim.driver.user.unsupported import SrqAttr
 
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace, MemoryError_
 from nicsim.hwif import CqState, Qpc, UarReg, blank_qpc
 
-__all__ = ["AH", "CQ", "GID", "CompChannel", "MR", "PD", "QP", "SGE", "WC", "AHAttr", "Context",
-           "GlobalRoute", "PyverbsError", "PyverbsRDMAError", "PyverbsUserError", "QPAttr",
-           "QPCap", "QPInitAttr", "QPInitAttrEx", "RecvWR", "SendWR"]
+__all__ = ["AH", "CQ", "GID", "MR", "PD", "QP", "SGE", "SRQ", "WC", "AHAttr", "CompChannel",
+           "Context", "GlobalRoute", "PyverbsError", "PyverbsRDMAError", "PyverbsUserError",
+           "QPAttr", "QPCap", "QPInitAttr", "QPInitAttrEx", "RecvWR", "SendWR"]
 
 
 def _call(what: str, fn, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
@@ -851,6 +855,77 @@ class CQ(_Resource):
         self._closed_now()
 
 
+class SRQ(_Resource):
+    """ibv_create_srq: SRQ(pd, SrqInitAttr(SrqAttr(max_wr, max_sge))) or, extended,
+    SRQ(ctx, SrqInitAttrEx(...)) with a basic SRQ type and its PD. QPs created with it
+    receive from it; its WQEs are checked against its PD. modify(SrqAttr(srq_limit=n),
+    IBV_SRQ_LIMIT) arms the limit event (Context.get_async_event gives
+    IBV_EVENT_SRQ_LIMIT_REACHED once fewer than n WQEs are left)."""
+
+    def __init__(self, creator: PD | Context, attr: object) -> None:
+        what = "Failed to create SRQ"
+        if isinstance(creator, Context):
+            mask = int(getattr(attr, "comp_mask", 0))
+            t = int(getattr(attr, "srq_type", 0)) \
+                if mask & ibv_srq_init_attr_mask.IBV_SRQ_INIT_ATTR_TYPE else 0
+            if t != ibv_srq_type.IBV_SRQT_BASIC or mask & ~int(
+                    ibv_srq_init_attr_mask.IBV_SRQ_INIT_ATTR_TYPE
+                    | ibv_srq_init_attr_mask.IBV_SRQ_INIT_ATTR_PD):
+                raise _unsupported(what, f"SRQ type {t} / init mask 0x{mask:x}: nsnic has "
+                                   "basic SRQs only (no XRC, no tag matching)")
+            pd = getattr(attr, "pd", None)
+            if not mask & ibv_srq_init_attr_mask.IBV_SRQ_INIT_ATTR_PD or \
+                    not isinstance(pd, PD):
+                errors.last_errno = errno.EINVAL
+                raise PyverbsRDMAError(f"{what}: no PD", errno.EINVAL)
+        elif isinstance(creator, PD):
+            pd = creator
+        else:
+            raise PyverbsUserError(f"an SRQ is created on a PD or a Context, not {type(creator)}")
+        a = getattr(attr, "attr", attr)
+        super().__init__(pd)
+        self.pd = pd
+        self.ctx = ctx = pd.ctx
+        r = _call(what, ctx.file.write, Cmd.CREATE_SRQ, pd=pd.handle, max_wr=a.max_wr,
+                  max_sge=a.max_sge, limit=a.srq_limit)
+        self.handle = r.handle
+        self.srqn = r.srqn
+        self._max_sge = a.max_sge
+        self._p = ProviderSrq(ctx.host, ctx.aspace, ctx.file.doorbells, r, a.max_sge)
+        self._created()
+
+    def get_srq_num(self) -> int:
+        self._check()
+        return self.srqn
+
+    def post_recv(self, wr: RecvWR, bad_wr: object = None) -> None:
+        self._check()
+        _call("Failed to post receive to SRQ", self._p.post_recv, wr)
+
+    def modify(self, attr: object, attr_mask: int) -> None:
+        self._check()
+        m = int(attr_mask)
+        if m & ~int(ibv_srq_attr_mask.IBV_SRQ_MAX_WR | ibv_srq_attr_mask.IBV_SRQ_LIMIT):
+            errors.last_errno = errno.EINVAL
+            raise PyverbsRDMAError(f"Failed to modify SRQ: attr_mask 0x{m:x}", errno.EINVAL)
+        _call("Failed to modify SRQ", self.ctx.file.write, Cmd.MODIFY_SRQ, srq=self.handle,
+              max_wr=attr.max_wr if m & ibv_srq_attr_mask.IBV_SRQ_MAX_WR else None,
+              limit=attr.srq_limit if m & ibv_srq_attr_mask.IBV_SRQ_LIMIT else None)
+
+    def query(self) -> object:
+        self._check()
+        srq, srqc = _call("Failed to query SRQ", self.ctx.file.write, Cmd.QUERY_SRQ,
+                          srq=self.handle)
+        return SrqAttr(srq.max_wr, srq.max_sge, srqc.limit)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self._close_children()  # the QPs that receive from it
+        _call("Failed to destroy SRQ", self.ctx.file.write, Cmd.DESTROY_SRQ, srq=self.handle)
+        self._closed_now()
+
+
 _M = ibv_qp_attr_mask
 _INIT = _M.IBV_QP_PKEY_INDEX | _M.IBV_QP_PORT | _M.IBV_QP_ACCESS_FLAGS
 # The attributes of each transition by QP type (what pyverbs' to_init/to_rtr/to_rts pass).
@@ -903,15 +978,16 @@ class QP(_Resource):
             pd = creator
         else:
             raise PyverbsUserError(f"a QP is created on a PD or a Context, not {type(creator)}")
-        if init_attr.srq is not None:
-            raise _unsupported("Failed to create QP", "nsnic has no shared receive queues yet")
+        srq = init_attr.srq
+        if srq is not None and not isinstance(srq, SRQ):
+            raise PyverbsUserError(f"srq must be an SRQ, not {type(srq)}")
         if init_attr.scq is None or init_attr.rcq is None:
             errors.last_errno = errno.EINVAL
             raise PyverbsRDMAError("Failed to create QP: a QP needs a send and a receive CQ",
                                    errno.EINVAL)
         cqs = (init_attr.scq,) if init_attr.rcq is init_attr.scq else \
             (init_attr.scq, init_attr.rcq)
-        super().__init__(pd, *cqs)
+        super().__init__(pd, *cqs, *(() if srq is None else (srq,)))
         self.pd = pd
         self.ctx = ctx = pd.ctx
         cap = init_attr.cap
@@ -920,13 +996,14 @@ class QP(_Resource):
                   qp_type=int(init_attr.qp_type), send_cq=init_attr.scq.handle,
                   recv_cq=init_attr.rcq.handle,
                   cap=(cap.max_send_wr, cap.max_recv_wr, cap.max_send_sge, cap.max_recv_sge,
-                       cap.max_inline_data))
+                       cap.max_inline_data), srq=None if srq is None else srq.handle)
         self.handle = r.handle
         self.qp_num: int = r.qpn
         self._type = int(init_attr.qp_type)
         self._p = ProviderQp(ctx.host, ctx.aspace, ctx.file.doorbells, r, cap.max_send_sge,
                              cap.max_recv_sge, cap.max_inline_data, bool(init_attr.sq_sig_all),
-                             ud=self._type == ibv_qp_type.IBV_QPT_UD)
+                             ud=self._type == ibv_qp_type.IBV_QPT_UD,
+                             srq=None if srq is None else srq._p)
         ctx.qps[r.qpn] = self._p
         self._created()
         if qp_attr is not None:

@@ -40,12 +40,14 @@ from nicsim.hwif import (
     Qpc,
     QpState,
     QpType,
+    Srqc,
     blank_qpc,
     unpack_mtt,
 )
 from nicsim.nic.counters import Counters
 from nicsim.nic.cq import CqCtx
 from nicsim.nic.qp import QpCtx, RespCtx
+from nicsim.nic.srq import SrqCtx
 
 if TYPE_CHECKING:
     from nicsim.nic.nic import Nic
@@ -57,12 +59,17 @@ _IN_SIZE = {
     CmdOpcode.MODIFY_QP: QPC_SIZE,
     CmdOpcode.WRITE_MPT: MPT_SIZE,
     CmdOpcode.CREATE_EQ: Eqc.size(),
+    CmdOpcode.CREATE_SRQ: Srqc.size(),
+    CmdOpcode.MODIFY_SRQ: Srqc.size(),
 }
 
 # Commands whose completion the driver takes as "the NIC no longer reaches this memory".
 _FENCED = (CmdOpcode.INVALIDATE_MPT, CmdOpcode.DESTROY_QP, CmdOpcode.DESTROY_CQ,
-           CmdOpcode.DESTROY_EQ)
+           CmdOpcode.DESTROY_EQ, CmdOpcode.DESTROY_SRQ)
 MAX_EQ = 64  # event queues the device has (EQNs 0..63)
+MAX_SRQ = 1 << 16  # SRQ numbers 1..MAX_SRQ-1
+_SRQ_COMMANDS = (CmdOpcode.CREATE_SRQ, CmdOpcode.MODIFY_SRQ, CmdOpcode.QUERY_SRQ,
+                 CmdOpcode.DESTROY_SRQ)
 
 # Transitions the hardware accepts (IBA 10.3.1, figure 124); the kernel checks attributes.
 _LEGAL = {
@@ -211,8 +218,10 @@ class CommandProcessor:
             if nic.eq.eqs.pop(mod, None) is None:
                 raise CommandError(CmdStatus.BAD_RESOURCE)
             return b""
+        if op in _SRQ_COMMANDS:
+            return self._srq_command(op, raw, mod)
         if op is CmdOpcode.CREATE_QP:
-            return self._create_qp(Qpc.unpack(raw))
+            return self._create_qp(Qpc.unpack(raw), mod)
         if op is CmdOpcode.MODIFY_QP:
             return self._modify_qp(Qpc.unpack(raw))
         if op is CmdOpcode.QUERY_QP:
@@ -227,6 +236,8 @@ class CommandProcessor:
             for cqn in (qp.send_cqn, qp.recv_cqn):
                 if cqn in nic.cq.cqs:
                     nic.cq.cqs[cqn].refs -= 1
+            if qp.srq is not None:
+                qp.srq.refs -= 1
             # Every engine checks the state before it touches the QP's memory again.
             self._reset(qp)
             return b""
@@ -237,11 +248,43 @@ class CommandProcessor:
         if not 0 <= i < n:
             raise CommandError(CmdStatus.EXCEED_LIM)
 
-    def _create_qp(self, c: Qpc) -> bytes:
+    def _srq_command(self, op: CmdOpcode, raw: bytes, mod: int) -> bytes:
+        srqs = self.nic.srq.srqs
+        if op is CmdOpcode.CREATE_SRQ:
+            c = Srqc.unpack(raw)
+            if c.srqn in srqs or not 0 < c.srqn < MAX_SRQ or \
+                    not 0 < c.uar <= self.nic.cfg.max_uar:
+                raise CommandError(CmdStatus.BAD_PARAM)
+            if (1 << c.log_size) > self.nic.cfg.max_qp_wr:
+                raise CommandError(CmdStatus.EXCEED_LIM)
+            srqs[c.srqn] = SrqCtx(c.srqn, c.pd, c.base, c.log_size, c.log_stride, c.limit,
+                                  c.uar)
+            return b""
+        srq = srqs.get(mod)
+        if srq is None:
+            raise CommandError(CmdStatus.BAD_RESOURCE)
+        if op is CmdOpcode.MODIFY_SRQ:
+            c = Srqc.unpack(raw)
+            if c.limit > srq.wqes + (1 << srq.rq_log_size):
+                raise CommandError(CmdStatus.BAD_PARAM)
+            srq.limit = c.limit
+            return b""
+        if op is CmdOpcode.QUERY_SRQ:
+            return Srqc(srq.srqn, srq.pd, srq.rq_base, srq.rq_log_size, srq.rq_log_stride,
+                        srq.limit, srq.uar, srq.wqes).pack()
+        if srq.refs:  # DESTROY_SRQ of an SRQ that QPs still receive from
+            raise CommandError(CmdStatus.BUSY)
+        del srqs[mod]
+        return b""
+
+    def _create_qp(self, c: Qpc, srqn: int = 0) -> bytes:
         nic = self.nic
         if c.qpn in nic.qps or not 0 < c.qpn < nic.cfg.max_qp or \
                 not 0 < c.uar <= nic.cfg.max_uar:
             raise CommandError(CmdStatus.BAD_PARAM)
+        srq = nic.srq.srqs.get(srqn) if srqn else None
+        if srqn and srq is None:
+            raise CommandError(CmdStatus.BAD_RESOURCE)
         try:
             qtype = QpType(c.type)
         except ValueError:
@@ -253,7 +296,9 @@ class CommandProcessor:
             nic.cq.cqs[cqn].refs += 1
         nic.qps[c.qpn] = q = QpCtx(c.qpn, qtype, c.pd, c.send_cqn, c.recv_cqn, c.sq_base,
                                    c.sq_log_size, c.sq_log_stride, c.rq_base, c.rq_log_size,
-                                   c.rq_log_stride, uar=c.uar)
+                                   c.rq_log_stride, uar=c.uar, srq=srq)
+        if srq is not None:
+            srq.refs += 1
         if qtype is QpType.UD:
             q.mtu = PathMtu.MTU_4096.bytes  # a datagram is one packet of up to the port's MTU
         return b""

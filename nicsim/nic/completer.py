@@ -110,6 +110,10 @@ class Completer:
         self.counters["flush_completions"] += 1
 
     def flush_recv(self, qp: QpCtx) -> None:
+        """Flush the QP's receive WQEs. An SRQ's are not the QP's: they stay for the other
+        QPs (IBA 10.2.9.5); a WQE the QP had taken completed when its message failed."""
+        if qp.srq is not None:
+            return
         while qp.rq_ci != qp.rq_pi:
             self.nic.cq.post(qp.recv_cqn, qp.qpn, qp.rq_ci, CqeOpcode.RECV,
                              CqeStatus.WR_FLUSH_ERR, vendor_err=VendorErr.FLUSHED)

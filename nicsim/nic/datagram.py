@@ -162,15 +162,19 @@ class Datagram:
         if p.deth_qkey != qp.qkey:
             c.bump("drop_qkey")  # a Q_Key violation: dropped silently (C10-15)
             return
-        if qp.rq_ci == qp.rq_pi:
+        rq = qp.srq or qp  # an SRQ has the fields of a receive queue
+        if rq.rq_ci == rq.rq_pi:
             c.bump("drop_no_recv_wqe")  # no receive WQE: dropped (UD has no RNR)
             return
         t = self.env.now + nic.cfg.rx_pipeline_ns
-        sges, ready = nic.fetch.fetch_rq(qp, t)
-        index = qp.rq_ci
-        qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
+        sges, ready = nic.fetch.fetch_rq(rq, t)
+        index = rq.rq_ci
+        if qp.srq is not None:
+            nic.srq.took(qp.srq)
+        else:
+            qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
         pieces = [(lkey, addr, length) for addr, length, lkey in sges if length]
-        st, walk, ready = nic.check_walk(pieces, qp.pd, int(Access.LOCAL_WRITE), ready)
+        st, walk, ready = nic.check_walk(pieces, rq.pd, int(Access.LOCAL_WRITE), ready)
         n = GRH_LEN + p.payload_len
         status = CqeStatus.SUCCESS
         if st is not XlateStatus.OK:

@@ -44,6 +44,7 @@ from nicsim.nic.qp import QpCtx
 from nicsim.nic.requester import Requester
 from nicsim.nic.responder import Responder
 from nicsim.nic.scheduler import SendEngine
+from nicsim.nic.srq import SharedReceiveQueues
 from nicsim.nic.translation import TranslationCache, Walk
 from nicsim.nic.wqe_fetch import WqeFetch
 from nicsim.wire import (
@@ -90,6 +91,7 @@ class Nic(MmioDevice):
         self.qps: dict[int, QpCtx] = {}
         self.eq = EventQueues(self.dma)
         self.cq = CqWriter(self.dma, self.eq)
+        self.srq = SharedReceiveQueues(self.eq)
         self.cq.on_overrun = self._cq_overrun
         self.engine = SendEngine(env, self.port, cfg.tx_readahead, cfg.tx_quantum,
                                  cfg.cc.pacing_jitter, crc32(name.encode()))
@@ -142,6 +144,13 @@ class Nic(MmioDevice):
                 c["doorbell_bad_target"] += 1
                 return
             self.cq.arm(cq, bool(value & (1 << 31)))
+            return
+        if reg == UarReg.SRQ_DB:
+            srq = self.srq.srqs.get(value >> 32)
+            if srq is None or srq.uar != uar:
+                c["doorbell_bad_target"] += 1
+                return
+            srq.rq_pi = value & WQE_INDEX_MASK
             return
         qp = self.qps.get(value >> 32)
         if qp is None or qp.uar != uar or reg not in (UarReg.SQ_DB, UarReg.RQ_DB):

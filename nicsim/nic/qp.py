@@ -167,6 +167,7 @@ class QpCtx:
     # stand-in for the GRH's SGID/DGID); None until the path is set.
     rx_addrs: bytes | None = None
     uar: int = 0  # the doorbell page (UAR) the QP's doorbells must come through
+    srq: Any = None  # the SrqCtx it receives from (nicsim.nic.srq), None: its own RQ
     # Congestion control (nicsim.nic.cc): the rate the send engine keeps (None: line rate),
     # when the next packet may go, the algorithm's state, the last CNP this QP caused.
     rate: float | None = None

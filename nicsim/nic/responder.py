@@ -82,6 +82,11 @@ class Responder:
             c["naks_sent"] += 1
 
     def _ack(self, qp: QpCtx, psn: int, t: float) -> None:
+        if qp.srq is not None:
+            # A QP on an SRQ has no WQEs of its own to count: its ACKs carry the credit code
+            # 0x1F, no end-to-end flow control (IBA 9.7.7.2.6, 10.2.9).
+            self._send_ack(qp, psn, Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, t)
+            return
         free = (qp.rq_pi - qp.rq_ci) & WQE_INDEX_MASK
         self._send_ack(qp, psn, Syndrome.ACK | credit_code(free), t)
 
@@ -101,7 +106,8 @@ class Responder:
         if recv_status is not None and r.recv_active:  # a receive WQE is being filled
             self.nic.completer.post_recv(qp, r.rq_index, CqeOpcode.RECV, recv_status,
                                          r.msg_len, 0, 0, t)
-            qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
+            if qp.srq is None:  # an SRQ's WQE was taken when the message started
+                qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
         r.state = RespState.IDLE
         r.rq_cap = 0
         r.recv_active = False
@@ -285,18 +291,22 @@ class Responder:
     def _take_recv_wqe(self, qp: QpCtx, p: Packet, t: float) -> bool:
         """Start a message that consumes a receive WQE; RNR NAK if there is none."""
         r = qp.resp
-        if qp.rq_ci == qp.rq_pi:
+        rq = qp.srq or qp  # an SRQ has the fields of a receive queue
+        if rq.rq_ci == rq.rq_pi:
             self._rnr_nak(qp, p.psn, t)
             return False
-        sges, ready = self.nic.fetch.fetch_rq(qp, t)
+        sges, ready = self.nic.fetch.fetch_rq(rq, t)
+        index = rq.rq_ci
+        if qp.srq is not None:  # taken now: other QPs take the next ones
+            self.nic.srq.took(qp.srq)
         pieces = [(lkey, addr, length) for addr, length, lkey in sges if length]
-        st, walk, ready = self.nic.check_walk(pieces, qp.pd, _LW, ready)
+        st, walk, ready = self.nic.check_walk(pieces, rq.pd, _LW, ready)
         if st is not XlateStatus.OK:
-            r.rq_index, r.rq_cap, r.msg_len, r.recv_active = qp.rq_ci, 0, 0, True
+            r.rq_index, r.rq_cap, r.msg_len, r.recv_active = index, 0, 0, True
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_OP, t, CqeStatus.LOC_PROT_ERR)
             return False
         self._start(r, walk, tuple(lkey for lkey, _, _ in pieces), ready)
-        r.rq_index, r.rq_cap, r.recv_active = qp.rq_ci, walk.total, True
+        r.rq_index, r.rq_cap, r.recv_active = index, walk.total, True
         return True
 
     def _start(self, r: RespCtx, walk: Walk, keys: tuple[int, ...], ready: float) -> None:
@@ -313,7 +323,8 @@ class Responder:
         self.nic.completer.post_recv(qp, r.rq_index, opcode, CqeStatus.SUCCESS, r.msg_len,
                                      flags, imm, max(t, r.last_done_at), solicited)
         self.counters["recv_completions"] += 1
-        qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
+        if qp.srq is None:
+            qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
         qp.msn = (qp.msn + 1) & 0xFFFFFF
         r.state = RespState.IDLE
         r.rq_cap = 0
@@ -364,7 +375,8 @@ class Responder:
                     r.msg_len + plen != r.rq_cap or p.pad != -plen & 3):
                 self._length_error(qp, p, t)
                 return
-        if info.is_last and info.imm and qp.rq_ci == qp.rq_pi:
+        rq = qp.srq or qp
+        if info.is_last and info.imm and rq.rq_ci == rq.rq_pi:
             # The immediate needs a receive WQE: RNR NAK before anything of this packet is
             # placed, so the retried packet starts from the same state.
             self._rnr_nak(qp, p.psn, t)
@@ -373,8 +385,10 @@ class Responder:
         if info.is_last:
             if info.imm:
                 # The receive WQE is consumed without scatter: it only carries the completion.
-                r.rq_index = qp.rq_ci
+                r.rq_index = rq.rq_ci
                 self.nic.fetch.counters["rq_wqes"] += 1
+                if qp.srq is not None:
+                    self.nic.srq.took(qp.srq)
                 self._complete_recv(qp, CqeOpcode.RECV_RDMA_WITH_IMM, CqeFlags.WITH_IMM, p.imm,
                                     t, p.solicited)
             else:

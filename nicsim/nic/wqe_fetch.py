@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Generator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import simpy
 
@@ -28,6 +29,9 @@ from nicsim.nic.config import NicConfig
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import Dma
 from nicsim.nic.qp import QpCtx
+
+if TYPE_CHECKING:
+    from nicsim.nic.srq import SrqCtx
 
 _SGE = struct.Struct("<QII")
 
@@ -86,8 +90,10 @@ class WqeFetch:
                                               raw[i * stride:(i + 1) * stride], stride, ud))
         qp.sq_fetch = (qp.sq_fetch + n) & WQE_INDEX_MASK
 
-    def fetch_rq(self, qp: QpCtx, not_before: float) -> tuple[list[tuple[int, int, int]], float]:
-        """Read the receive WQE at qp.rq_ci; returns its SGEs and when they are known."""
+    def fetch_rq(self, qp: QpCtx | SrqCtx, not_before: float
+                 ) -> tuple[list[tuple[int, int, int]], float]:
+        """Read the receive WQE at rq_ci of a QP's RQ or an SRQ; returns its SGEs and when
+        they are known."""
         size = 1 << qp.rq_log_size
         stride = qp.rq_stride
         raw, done = self.dma.read(qp.rq_base + (qp.rq_ci & (size - 1)) * stride, stride,

@@ -12,7 +12,7 @@ import ipaddress
 from collections import deque
 from dataclasses import dataclass, field
 
-from nicsim.driver.kernel.query import FIRST_QPN, GID_TABLE_LEN
+from nicsim.driver.kernel.query import FIRST_QPN, GID_TABLE_LEN, MAX_SRQ
 
 from nicsim.host.host import Host, PciFunction
 from nicsim.host.memory import AddressSpace, Extents, MemoryError_, PhysMem
@@ -40,6 +40,7 @@ from nicsim.hwif import (
     Qpc,
     QpType,
     Reg,
+    Srqc,
     pack_mtt,
     recv_wqe_stride,
     send_wqe_stride,
@@ -187,6 +188,16 @@ class HwQp:
 
 
 @dataclass
+class HwSrq:
+    srqn: int
+    ring_pa: int
+    ring_bytes: int
+    log_size: int
+    log_stride: int
+    max_sge: int
+
+
+@dataclass
 class HwEq:
     """An event queue: its ring, and the word its MSI-X message writes (the interrupt)."""
 
@@ -252,6 +263,8 @@ class NsnicDriver:
         self.qps: dict[int, HwQp] = {}
         self.cqs: dict[int, HwCq] = {}
         self.eqs: dict[int, HwEq] = {}
+        self.srqs: dict[int, HwSrq] = {}
+        self.srqns = Allocator(1, MAX_SRQ)
 
     # -- command mailbox --------------------------------------------------------------------
 
@@ -400,7 +413,10 @@ class NsnicDriver:
 
     def create_qp(self, qp_type: int, pd: int, uar: int, pool: RingPool, send_cqn: int,
                   recv_cqn: int, max_send_wr: int, max_recv_wr: int, max_send_sge: int,
-                  max_recv_sge: int, max_inline: int) -> HwQp:
+                  max_recv_sge: int, max_inline: int, srqn: int = 0) -> HwQp:
+        """A QP; with `srqn` it receives from that SRQ (its own RQ is the smallest ring)."""
+        if srqn:
+            max_recv_wr = max_recv_sge = 0
         c = self.caps
         if (max_send_wr > c.max_qp_wr or max_recv_wr > c.max_qp_wr or max_send_sge > c.max_sge
                 or max_recv_sge > c.max_sge or max_inline > c.max_inline):
@@ -429,7 +445,7 @@ class NsnicDriver:
         qpc.sq_log_size, qpc.sq_log_stride = sq_log, sq_stride.bit_length() - 1
         qpc.rq_log_size, qpc.rq_log_stride = rq_log, rq_stride.bit_length() - 1
         try:
-            self.cmd(CmdOpcode.CREATE_QP, qpc.pack())
+            self.cmd(CmdOpcode.CREATE_QP, qpc.pack(), mod=srqn)
         except HwError:
             self.qpns.free(qpn)
             pool.free(sq, sq_bytes)
@@ -457,6 +473,48 @@ class NsnicDriver:
     def free_qp(qp: HwQp, pool: RingPool) -> None:
         pool.free(qp.sq_pa, qp.sq_bytes)
         pool.free(qp.rq_pa, qp.rq_bytes)
+
+    # -- SRQ --------------------------------------------------------------------------------
+
+    def create_srq(self, pd: int, uar: int, pool: RingPool, max_wr: int, max_sge: int,
+                   limit: int) -> HwSrq:
+        c = self.caps
+        if not 0 < max_wr <= c.max_qp_wr or not 0 < max_sge <= c.max_sge or \
+                not 0 <= limit <= max_wr:
+            raise HwError(f"SRQ max_wr {max_wr} / max_sge {max_sge} / limit {limit} beyond "
+                          "the device's", errno.EINVAL)
+        # One slot more than asked for: a full ring is told from an empty one by the count.
+        log = max(1, max_wr.bit_length())
+        stride = recv_wqe_stride(max_sge)
+        nbytes = stride << log
+        ring = _mem(lambda: pool.alloc(nbytes))
+        try:
+            srqn = self.srqns.alloc()
+        except HwError:
+            pool.free(ring, nbytes)
+            raise
+        try:
+            self.cmd(CmdOpcode.CREATE_SRQ, Srqc(srqn, pd, ring, log, stride.bit_length() - 1,
+                                                limit, uar).pack())
+        except HwError:
+            self.srqns.free(srqn)
+            pool.free(ring, nbytes)
+            raise
+        srq = HwSrq(srqn, ring, nbytes, log, stride.bit_length() - 1, max_sge)
+        self.srqs[srqn] = srq
+        return srq
+
+    def modify_srq(self, srq: HwSrq, limit: int) -> None:
+        self.cmd(CmdOpcode.MODIFY_SRQ, Srqc(srq.srqn, 0, 0, 0, 0, limit, 0).pack(),
+                 mod=srq.srqn)
+
+    def query_srq(self, srq: HwSrq) -> Srqc:
+        return Srqc.unpack(self.cmd(CmdOpcode.QUERY_SRQ, mod=srq.srqn, out_size=Srqc.size()))
+
+    def destroy_srq(self, srq: HwSrq) -> None:
+        self.cmd(CmdOpcode.DESTROY_SRQ, mod=srq.srqn)
+        del self.srqs[srq.srqn]
+        self.srqns.free(srq.srqn)
 
     # -- port -------------------------------------------------------------------------------
 
