@@ -460,6 +460,13 @@ class IbDevice:
                               errno.EINVAL)
         if mask & M.PORT and port != 1:
             raise KernelError(f"no port {port}", errno.EINVAL)
+        if mask & M.ACCESS_FLAGS:
+            _check_ints(qp_access_flags=attrs.access)
+            if attrs.access & ~_ACCESS_KNOWN or attrs.access < 0:
+                raise KernelError(f"bad qp_access_flags 0x{attrs.access:x}", errno.EINVAL)
+            # Rights the QP cannot use on nsnic (FLUSH, relaxed ordering...) are dropped as
+            # the kernel and rxe drop them: ib_modify_qp does not check them.
+            attrs = replace(attrs, access=attrs.access & _QP_ACCESS)
         a = replace(qp.attrs)
         limits = {M.MAX_QP_RD_ATOMIC: self.hw.caps.max_qp_rd_atom,
                   M.MAX_DEST_RD_ATOMIC: self.hw.caps.max_qp_rd_atom}

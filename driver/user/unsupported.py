@@ -146,8 +146,6 @@ TcpUdpSpec = attrs("TcpUdpSpec", ("spec_type", 0), ("dst_port", None), ("dst_por
 
 DM = verb("DM", "Failed to allocate device memory", "nsnic has no on-device memory")
 DMMR = verb("DMMR", "Failed to register a DM MR", "nsnic has no on-device memory")
-CQEX = verb("CQEX", "Failed to create extended CQ", "nsnic has no extended CQs yet")
-QPEx = verb("QPEx", "Failed to create QP", "nsnic has no extended QPs (ibv_wr_*) yet")
 XRCD = verb("XRCD", "Failed to create XRCD", "nsnic has no XRC domains")
 WQ = verb("WQ", "Failed to create WQ", "nsnic has no work queues (RSS)")
 RwqIndTable = verb("RwqIndTable", "Failed to create RWQ indirection table",

@@ -23,6 +23,7 @@ from nicsim.driver.user.base import PyverbsCM, PyverbsObject
 from nicsim.driver.user.device import AsyncEvent, DeviceAttr, DeviceAttrEx, GIDEntry, PortAttr
 from nicsim.driver.user.enums import (
     ibv_qp_attr_mask,
+    ibv_qp_create_send_ops_flags,
     ibv_qp_init_attr_mask,
     ibv_qp_state,
     ibv_qp_type,
@@ -947,9 +948,17 @@ _TRANSITION_MASKS = {
 _TO_INIT = _M.IBV_QP_STATE | _TRANSITION_MASKS[ibv_qp_type.IBV_QPT_RC]["INIT"]
 _TO_RTR = _M.IBV_QP_STATE | _TRANSITION_MASKS[ibv_qp_type.IBV_QPT_RC]["RTR"]
 _TO_RTS = _M.IBV_QP_STATE | _TRANSITION_MASKS[ibv_qp_type.IBV_QPT_RC]["RTS"]
-# The init-attribute bits ibv_create_qp_ex takes on nsnic: the PD (the others name extended
-# QPs, XRC domains, TSO, RSS or creation flags, none of which nsnic has).
-_INIT_ATTR_SUPPORTED = int(ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_PD)
+# The init-attribute bits ibv_create_qp_ex takes on nsnic: the PD and the send operations
+# (the others name XRC domains, TSO, RSS or creation flags, none of which nsnic has).
+_INIT_ATTR_SUPPORTED = int(ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_PD
+                           | ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+_O = ibv_qp_create_send_ops_flags
+# The operations an nsnic send WQE carries (hwif.WqeOpcode), as send_ops flags.
+SUPPORTED_SEND_OPS = int(_O.IBV_QP_EX_WITH_RDMA_WRITE | _O.IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+                         | _O.IBV_QP_EX_WITH_SEND | _O.IBV_QP_EX_WITH_SEND_WITH_IMM
+                         | _O.IBV_QP_EX_WITH_RDMA_READ | _O.IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+                         | _O.IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+                         | _O.IBV_QP_EX_WITH_SEND_WITH_INV)
 
 
 class QP(_Resource):
@@ -963,13 +972,15 @@ class QP(_Resource):
             if not isinstance(init_attr, QPInitAttrEx):
                 raise PyverbsUserError("a QP created on a Context takes a QPInitAttrEx")
             mask = int(init_attr.comp_mask)
+            ops = int(init_attr.send_ops_flags) \
+                if mask & ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_SEND_OPS_FLAGS else 0
             if mask & ~_INIT_ATTR_SUPPORTED or init_attr.create_flags or \
-                    init_attr.send_ops_flags:
+                    ops & ~SUPPORTED_SEND_OPS:
                 raise _unsupported("Failed to create QP",
                                    f"init attribute mask 0x{mask:x}, create flags "
                                    f"0x{init_attr.create_flags:x}, send ops flags "
-                                   f"0x{init_attr.send_ops_flags:x}: nsnic has only "
-                                   "the PD of ibv_qp_init_attr_ex")
+                                   f"0x{ops:x}: nsnic has the PD and the send operations "
+                                   f"0x{SUPPORTED_SEND_OPS:x} of ibv_qp_init_attr_ex")
             if not mask & _INIT_ATTR_SUPPORTED or not isinstance(init_attr.pd, PD):
                 errors.last_errno = errno.EINVAL
                 raise PyverbsRDMAError("Failed to create QP: no PD", errno.EINVAL)
@@ -1089,11 +1100,18 @@ class QP(_Resource):
                       timeout=q.timeout, retry_cnt=q.retry_cnt, rnr_retry=q.rnr_retry,
                       ah_attr=AHAttr(GlobalRoute(GID(q.dgid), hop_limit=q.traffic_class >> 8,
                                                  traffic_class=q.traffic_class & 0xFF)),
-                      cap=self.init_attr.cap)
+                      cap=self._actual_caps())
         ia = self.init_attr
         init = QPInitAttr(qp_type=ia.qp_type, qp_context=ia.qp_context, scq=ia.scq, rcq=ia.rcq,
                           srq=ia.srq, cap=ia.cap, sq_sig_all=ia.sq_sig_all)
         return attr, init
+
+    def _actual_caps(self) -> QPCap:
+        """What the QP holds: whole rings, which may be more than was asked for (ibv_query_qp
+        reports the provider's actual capacities, as mlx5's does)."""
+        c, p = self.init_attr.cap, self._p
+        return QPCap(p.sq_size, 0 if p.srq is not None else p.rq_size, c.max_send_sge,
+                     c.max_recv_sge, c.max_inline_data)
 
     def modify_rate_limit(self, attr: object) -> None:
         self._check()

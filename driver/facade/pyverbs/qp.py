@@ -3,11 +3,11 @@ working RC connection's values)."""
 
 from nicsim.driver.user import enums as _e
 from nicsim.driver.user import verbs as _v
+from nicsim.driver.user.extended import QPEx
 from nicsim.driver.user.unsupported import (
     ECE,
     DataBuffer,
     QPAttachCompCntrAttr,
-    QPEx,
     QPRateLimitAttr,
 )
 from nicsim.driver.user.verbs import QP, AHAttr, QPCap, QPInitAttr, QPInitAttrEx
