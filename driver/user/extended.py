@@ -260,32 +260,16 @@ class CQEX(CQ):
     def wr_id(self, val: int) -> None:
         self._wc().wr_id = val
 
-    def read_opcode(self) -> int:
-        return self._wc().opcode
 
-    def read_vendor_err(self) -> int:
-        return self._wc().vendor_err
+def _reader(name: str):  # noqa: ANN202
+    def read(self: CQEX) -> int:
+        return getattr(self._wc(), name)
 
-    def read_byte_len(self) -> int:
-        return self._wc().byte_len
+    read.__name__ = read.__qualname__ = f"read_{name}"
+    read.__doc__ = f"ibv_wc_read_{name}: the current completion's {name}."
+    return read
 
-    def read_imm_data(self) -> int:
-        return self._wc().imm_data
 
-    def read_qp_num(self) -> int:
-        return self._wc().qp_num
-
-    def read_src_qp(self) -> int:
-        return self._wc().src_qp
-
-    def read_wc_flags(self) -> int:
-        return self._wc().wc_flags
-
-    def read_slid(self) -> int:
-        return self._wc().slid
-
-    def read_sl(self) -> int:
-        return self._wc().sl
-
-    def read_dlid_path_bits(self) -> int:
-        return self._wc().dlid_path_bits
+for _name in ("opcode", "vendor_err", "byte_len", "imm_data", "qp_num", "src_qp", "wc_flags",
+              "slid", "sl", "dlid_path_bits"):
+    setattr(CQEX, f"read_{_name}", _reader(_name))
