@@ -948,10 +948,12 @@ _TRANSITION_MASKS = {
 _TO_INIT = _M.IBV_QP_STATE | _TRANSITION_MASKS[ibv_qp_type.IBV_QPT_RC]["INIT"]
 _TO_RTR = _M.IBV_QP_STATE | _TRANSITION_MASKS[ibv_qp_type.IBV_QPT_RC]["RTR"]
 _TO_RTS = _M.IBV_QP_STATE | _TRANSITION_MASKS[ibv_qp_type.IBV_QPT_RC]["RTS"]
-# The init-attribute bits ibv_create_qp_ex takes on nsnic: the PD and the send operations
-# (the others name XRC domains, TSO, RSS or creation flags, none of which nsnic has).
+# The init-attribute bits ibv_create_qp_ex takes on nsnic: the PD, the send operations and
+# creation flags, as long as there are none (the other bits name XRC domains, TSO or RSS,
+# which nsnic has not; rxe refuses any creation flag with EOPNOTSUPP the same way).
 _INIT_ATTR_SUPPORTED = int(ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_PD
-                           | ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+                           | ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
+                           | ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_CREATE_FLAGS)
 _O = ibv_qp_create_send_ops_flags
 # The operations an nsnic send WQE carries (hwif.WqeOpcode), as send_ops flags.
 SUPPORTED_SEND_OPS = int(_O.IBV_QP_EX_WITH_RDMA_WRITE | _O.IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
@@ -974,11 +976,13 @@ class QP(_Resource):
             mask = int(init_attr.comp_mask)
             ops = int(init_attr.send_ops_flags) \
                 if mask & ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_SEND_OPS_FLAGS else 0
-            if mask & ~_INIT_ATTR_SUPPORTED or init_attr.create_flags or \
+            flags = int(init_attr.create_flags) \
+                if mask & ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_CREATE_FLAGS else 0
+            if mask & ~_INIT_ATTR_SUPPORTED or flags or \
                     ops & ~SUPPORTED_SEND_OPS:
                 raise _unsupported("Failed to create QP",
                                    f"init attribute mask 0x{mask:x}, create flags "
-                                   f"0x{init_attr.create_flags:x}, send ops flags "
+                                   f"0x{flags:x}, send ops flags "
                                    f"0x{ops:x}: nsnic has the PD and the send operations "
                                    f"0x{SUPPORTED_SEND_OPS:x} of ibv_qp_init_attr_ex")
             if not mask & _INIT_ATTR_SUPPORTED or not isinstance(init_attr.pd, PD):
