@@ -55,8 +55,9 @@ class DmaAudit:
             fixed.update(_pfns(pa, n))
 
         def allowed() -> set[int]:
-            sig = (tuple((i, m.key) for i, m in drv.mrs.items()), tuple(drv.qps),
-                   tuple(drv.cqs), tuple(drv.eqs), tuple(drv.srqs))
+            # (an MR re-registered in place keeps its key but not its pages)
+            sig = (tuple((i, m.key, m.mtt_start, m.npages) for i, m in drv.mrs.items()),
+                   tuple(drv.qps), tuple(drv.cqs), tuple(drv.eqs), tuple(drv.srqs))
             if sig != cache["sig"]:
                 pfns = set(fixed)
                 for m in drv.mrs.values():

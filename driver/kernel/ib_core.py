@@ -120,6 +120,17 @@ _QP_ACCESS = int(Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
                  | Access.REMOTE_ATOMIC)
 
 
+class RereFlag(IntFlag):
+    """ibv_rereg_mr_flags."""
+
+    CHANGE_TRANSLATION = 1
+    CHANGE_PD = 2
+    CHANGE_ACCESS = 4
+
+
+_REREG_FLAGS = int(RereFlag.CHANGE_TRANSLATION | RereFlag.CHANGE_PD | RereFlag.CHANGE_ACCESS)
+
+
 def check_mr_access(access: int) -> None:
     """ib_check_mr_access, then what the device supports (rxe's reg_user_mr check)."""
     a = int(access)
@@ -311,6 +322,31 @@ class IbDevice:
         mr.handle = uctx.add(mr)
         pd.users += 1
         return mr
+
+    def rereg_mr(self, mr: IbMr, flags: int, pd: IbPd | None, va: int, length: int,
+                 access: int) -> None:
+        """ib_uverbs_rereg_mr: a new translation, PD or access for a registered MR. nsnic
+        writes it anew under the same key (INVALIDATE_MPT, then MTT and MPT writes): the old
+        translation, PD or rights stop applying at once, for messages in flight too."""
+        _check_ints(flags=flags, va=va, length=length, access=access)
+        if not flags or flags & ~_REREG_FLAGS:
+            raise KernelError(f"rereg flags 0x{flags:x}", errno.EINVAL)
+        new_pd = pd if flags & RereFlag.CHANGE_PD else mr.pd
+        if new_pd is None:
+            raise KernelError("IBV_REREG_MR_CHANGE_PD without a PD", errno.EINVAL)
+        if flags & RereFlag.CHANGE_ACCESS:
+            check_mr_access(access)
+        else:
+            access = mr.access
+        if flags & RereFlag.CHANGE_TRANSLATION:
+            if va < 0 or length <= 0 or va + length > 1 << 64:
+                raise KernelError(f"MR range 0x{va:x}+{length}", errno.EINVAL)
+        else:
+            va, length = mr.hw.va, mr.hw.length
+        _hw(lambda: self.hw.rereg_mr(mr.hw, va, length, access & _ACCESS_NSNIC, new_pd.pdn))
+        mr.pd.users -= 1
+        mr.pd, mr.access = new_pd, access
+        new_pd.users += 1
 
     def dereg_mr(self, uctx: Ucontext, mr: IbMr) -> None:
         _hw(lambda: self.hw.dereg_mr(mr.hw))

@@ -41,6 +41,7 @@ class Cmd(IntEnum):
     CREATE_AH = 5
     DESTROY_AH = 8
     REG_MR = 9
+    REREG_MR = 10
     DEREG_MR = 13
     CREATE_COMP_CHANNEL = 17
     CREATE_CQ = 18
@@ -181,6 +182,12 @@ class UverbsFile:
             mr = dev.reg_mr(u, u.get(a["pd"], IbPd), a["va"], a["length"],  # type: ignore
                             a["access"])
             return mr.handle, mr.hw.key
+        if cmd is Cmd.REREG_MR:
+            mr = u.get(a["mr"], IbMr)
+            pd = a.get("pd")
+            dev.rereg_mr(mr, a["flags"], None if pd is None else u.get(pd, IbPd),  # type: ignore
+                         a["va"], a["length"], a["access"])  # type: ignore[arg-type]
+            return mr.hw.key  # type: ignore[attr-defined]
         if cmd is Cmd.DEREG_MR:
             dev.dereg_mr(u, u.get(a["mr"], IbMr))  # type: ignore[arg-type]
             return None

@@ -704,8 +704,27 @@ class MR(_Resource):
 
     def rereg(self, flags: int, pd: PD | None = None, addr: int = 0, length: int = 0,
               access: int = 0) -> None:
+        """ibv_rereg_mr: a new address range, PD or access (flags: ibv_rereg_mr_flags), the
+        keys unchanged; a buffer the MR allocated itself is freed when the translation
+        changes, as pyverbs does."""
         self._check()
-        raise _unsupported("Failed to rereg MR", "nsnic does not re-register MRs in place")
+        f = int(flags)
+        if f & 2 and not isinstance(pd, PD):  # IBV_REREG_MR_CHANGE_PD
+            raise PyverbsUserError("IBV_REREG_MR_CHANGE_PD needs a PD")
+        key = _call("Failed to rereg MR", self.ctx.file.write, Cmd.REREG_MR, mr=self.handle,
+                    flags=f, pd=pd.handle if f & 2 else None, va=int(addr),  # type: ignore
+                    length=int(length), access=int(access))
+        self.lkey = self.rkey = key
+        if f & 1:  # IBV_REREG_MR_CHANGE_TRANSLATION
+            if self._own_buf:
+                self.ctx.aspace.munmap(self.buf, self.length)
+                self._own_buf = False
+            self.buf, self.length = int(addr), int(length)
+        if f & 2 and pd is not self.pd:
+            self.pd._children.pop(self, None)
+            self._parents = tuple(pd if p is self.pd else p for p in self._parents)
+            self.pd = pd  # type: ignore[assignment]
+            pd._children[self] = None  # type: ignore[union-attr]
 
     def close(self) -> None:
         if self.closed:

@@ -313,14 +313,36 @@ class NsnicDriver:
         variant = (self._variant.get(idx, 0) + 1) & 0xFF
         self._variant[idx] = variant
         key = (idx << 8) | variant
+        self._write_mr(key, idx, mtt_start, pages, va, length, access, pd)
+        mr = HwMr(key, idx, mtt_start, len(pages), va, length, pages, aspace)
+        self.mrs[idx] = mr
+        return mr
+
+    def _write_mr(self, key: int, idx: int, mtt_start: int, pages: list[int], va: int,
+                  length: int, access: int, pd: int) -> None:
         for i in range(0, len(pages), _MTT_PER_CMD):
             chunk = pages[i:i + _MTT_PER_CMD]
             self.cmd(CmdOpcode.WRITE_MTT, pack_mtt(chunk), mod=mtt_start + i)
         mpt = Mpt(key, pd, va, length, mtt_start, access, MptFlags.VALID, PAGE_SHIFT)
         self.cmd(CmdOpcode.WRITE_MPT, mpt.pack(), mod=idx)
-        mr = HwMr(key, idx, mtt_start, len(pages), va, length, pages, aspace)
-        self.mrs[idx] = mr
-        return mr
+
+    def rereg_mr(self, mr: HwMr, va: int, length: int, access: int, pd: int) -> None:
+        """Re-register in place, keeping the key (as mlx5 and rxe do, so a peer that holds
+        the rkey keeps using it): INVALIDATE_MPT fences messages in flight under the old
+        translation, then the new pages' MTT entries and the MPT are written. A failure
+        leaves the MR invalid (its key matches nothing), as ibv_rereg_mr may."""
+        self.cmd(CmdOpcode.INVALIDATE_MPT, mod=mr.index)
+        if (va, length) != (mr.va, mr.length):
+            pages = mr.aspace.pin(va, length)
+            start = self.mtt.alloc(len(pages))
+            if start is None:
+                self.host.mem.unpin(pages)
+                raise HwError(f"out of MTT entries for {len(pages)} pages", errno.ENOMEM)
+            self.mtt.free(mr.mtt_start, mr.npages)
+            self.host.mem.unpin(mr.pages)
+            mr.mtt_start, mr.npages, mr.pages, mr.va, mr.length = \
+                start, len(pages), pages, va, length
+        self._write_mr(mr.key, mr.index, mr.mtt_start, mr.pages, va, length, access, pd)
 
     def dereg_mr(self, mr: HwMr) -> None:
         """INVALIDATE_MPT is fenced in the NIC: when it completes, the key is revoked for
