@@ -8,9 +8,9 @@ import errno
 import pytest
 from nicsim.driver.user import enums as e
 from nicsim.driver.user.errors import PyverbsRDMAError
-from nicsim.driver.user.verbs import MR, PD, SGE, SendWR
+from nicsim.driver.user.verbs import MR, PD, SGE, QPAttr, RecvWR, SendWR
 
-from tests.rdma import ALL_ACCESS, pair, settle, wait
+from tests.rdma import ALL_ACCESS, connect, pair, settle, wait
 
 LW, RW = e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE
 
@@ -68,3 +68,23 @@ def test_rereg_misuse() -> None:
         with pytest.raises(PyverbsRDMAError) as ei:
             mr.rereg(flags, **kw)
         assert ei.value.error_code == errno.EINVAL, (flags, kw)
+
+
+def test_reset_drops_the_qps_unpolled_completions_and_the_pair_works_again() -> None:
+    """After a failure the QP's flushed completions wait in the CQ; taking the QP to RESET
+    removes them (the provider cleans the CQ, as mlx5's does), and a reconnected QP works."""
+    w, a, b = pair()
+    b.qp.post_recv(RecvWR(5, 1, [SGE(b.mr.buf, 64, b.mr.lkey)]))
+    b.qp.post_recv(RecvWR(6, 1, [SGE(b.mr.buf, 64, b.mr.lkey)]))
+    b.mr.rereg(e.IBV_REREG_MR_CHANGE_ACCESS, access=LW)
+    assert _write(a, b, b.mr.buf, b"denied") == e.IBV_WC_REM_ACCESS_ERR
+    settle(w, 50_000)
+    for side in (a, b):
+        side.qp.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
+    assert a.cq.poll(16)[0] == 0 and b.cq.poll(16)[0] == 0  # the flushes are gone
+    b.mr.rereg(e.IBV_REREG_MR_CHANGE_ACCESS, access=ALL_ACCESS)
+    connect(a, b)
+    connect(b, a)
+    assert _write(a, b, b.mr.buf, b"again") == e.IBV_WC_SUCCESS
+    settle(w)
+    assert b.mr.read(5) == b"again"

@@ -336,6 +336,37 @@ class ProviderCq:
                                                   self._ring_pa + self.size * CQE_SIZE)
         return out
 
+    def clean(self, qpn: int) -> int:
+        """Remove the unpolled CQEs of QP `qpn` (it went to RESET: its flushed completions
+        must not reach the poller, as mlx5's provider cleans them in mlx5_modify_qp): the
+        other CQEs move up behind the consumer index, keeping their order and each slot's
+        owner bit. Returns how many were removed."""
+        a, log, size = self.aspace, self.r.log_size, self.size
+        base = self.r.ring_va
+
+        def at(i: int) -> int:
+            return base + (i & (size - 1)) * CQE_SIZE
+
+        prod = self.ci
+        while prod - self.ci < size:
+            raw = a.read(at(prod), CQE_SIZE)
+            if raw[CQE_OWNER_OFFSET] & 1 != ((prod >> log) & 1) ^ 1:
+                break
+            prod += 1
+        freed = 0
+        for i in range(prod - 1, self.ci - 1, -1):
+            raw = a.read(at(i), CQE_SIZE)
+            if int.from_bytes(raw[:4], "little") == qpn:
+                freed += 1
+            elif freed:
+                dest = i + freed
+                owner = ((dest >> log) & 1) ^ 1
+                a.write(at(dest), raw[:CQE_OWNER_OFFSET] + bytes([owner]))
+        if freed:
+            self.ci += freed
+            a.write(self.r.dbrec_va, struct.pack("<I", self.ci & 0xFFFFFFFF))
+        return freed
+
     def _to_wc(self, c: Cqe) -> RawWc:
         qp = self.qps.get(c.qpn)
         wr_id = 0

@@ -1088,6 +1088,8 @@ class QP(_Resource):
             if a.qp_state == ibv_qp_state.IBV_QPS_RESET:
                 p = self._p
                 p.sq_head = p.sq_tail = p.rq_head = p.rq_tail = 0
+                for cq in {id(c): c for c in (self.init_attr.scq, self.init_attr.rcq)}.values():
+                    cq._p.clean(self.qp_num)
 
     def _mask(self, step: str) -> int:
         masks = _TRANSITION_MASKS.get(self._type)
