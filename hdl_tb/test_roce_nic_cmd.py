@@ -645,6 +645,13 @@ def mtt_chunk() -> int:
     return int(getattr(nsnic, "_MTT_PER_CMD", 500))
 
 
+# Commands of the model the RTL does not have yet (event queues, SRQs): it answers them
+# BAD_OPCODE, which the driver reports as EOPNOTSUPP for the verbs that need them.
+NOT_IN_RTL = frozenset({
+    hwif.CmdOpcode.CREATE_EQ, hwif.CmdOpcode.DESTROY_EQ, hwif.CmdOpcode.CREATE_SRQ,
+    hwif.CmdOpcode.MODIFY_SRQ, hwif.CmdOpcode.QUERY_SRQ, hwif.CmdOpcode.DESTROY_SRQ})
+
+
 def compare(model: list, rtl: list, what: str) -> None:
     for i, (m, r) in enumerate(zip(model, rtl, strict=False)):
         assert m == r, f"{what} #{i} differs:\n  model {m}\n  rtl   {r}"
@@ -675,7 +682,8 @@ async def test_driver_vs_model(dut):
     statuses = {s for _o, _m, s in rec_r.log}
     assert statuses == {s.name for s in hwif.CmdStatus}, f"statuses covered: {statuses}"
     ops = {o for o, _m, _s in rec_r.log}
-    assert {o.name for o in hwif.CmdOpcode} <= ops, f"opcodes covered: {ops}"
+    assert {o.name for o in hwif.CmdOpcode if o not in NOT_IN_RTL} <= ops, \
+        f"opcodes covered: {ops}"
     assert sum(1 for o, _m, s in rec_r.log if o == "WRITE_MTT" and s == "OK") >= 3 + 2
     # doorbell events on the RTL's outputs: the owner's SQ and RQ doorbells and one arm
     qpn = dict(model)["qpn"]

@@ -46,9 +46,10 @@ from nicsim.hwif import (
     send_wqe_stride,
 )
 
-# Command status -> errno, as mlx5's cmd_status_to_err maps firmware statuses.
+# Command status -> errno, as mlx5's cmd_status_to_err maps firmware statuses; a command the
+# device does not have (an RTL build without event queues or SRQs) is EOPNOTSUPP.
 _CMD_ERRNO = {
-    CmdStatus.BAD_OPCODE: errno.EINVAL,
+    CmdStatus.BAD_OPCODE: errno.EOPNOTSUPP,
     CmdStatus.BAD_PARAM: errno.EINVAL,
     CmdStatus.BAD_RESOURCE: errno.EINVAL,
     CmdStatus.BAD_STATE: errno.EINVAL,
