@@ -340,3 +340,22 @@ def test_without_target_clamp_a_burst_of_cnps_keeps_the_target():
     before = h.qp.rate
     h.cc.on_cnp(h.qp)  # the timer fired since the last cut: now Rt = Rc
     assert h.qp.ccs.rt == pytest.approx(before)
+
+
+def test_a_released_qps_old_timer_does_not_fire_for_its_next_state():
+    """A QP released while an increase timer is pending, then cut again: the new state
+    counts generations from 0 too, so the old timer (same generation number) must stay
+    void, and the new state's first increase comes T after its own cut."""
+    p = DcqcnParams(timer_us=10.0, byte_counter=1000, threshold=0, rai_mbps=50_000.0)
+    h = Harness(p)
+    h.cc.on_cnp(h.qp)  # state A, its timer due at 10 us
+    h.run(1000)
+    h.cc.on_sent(h.qp, 1000)  # one byte event brings Rc near the line: released
+    assert h.qp.ccs is None and h.cc.counters["released"] == 1
+    h.run(1000)
+    h.cc.on_cnp(h.qp)  # state B at 2 us, its timer due at 12 us
+    cut = h.qp.rate
+    h.run(8500)  # 10.5 us: A's timer came due and is void
+    assert h.cc.counters["timer_events"] == 0 and h.qp.rate == cut
+    h.run(1500)  # 12 us: B's timer
+    assert h.cc.counters["timer_events"] == 1 and h.qp.rate != cut  # raised (or released)

@@ -21,7 +21,7 @@ from nicsim.fabric.link import _NORMAL, Tick, _Wake
 from nicsim.fabric.switch import PfcConfig, SwitchConfig
 from nicsim.fabric.topology import Shape, TopologySpec
 from nicsim.nic.cc import cc_from_dict
-from nicsim.nic.cc.dcqcn import Dcqcn
+from nicsim.nic.cc.dcqcn import Dcqcn, DcqcnState
 from nicsim.nic.config import NicConfig
 from nicsim.nic.qp import QpCtx
 from nicsim.nic.scheduler import SendEngine
@@ -193,14 +193,14 @@ def reference_timers(monkeypatch, voided: list[int]) -> None:  # noqa: ANN001
     """DCQCN's increase timers and the send engine's pacing holds as one Timeout each, the
     obvious way; counts the timers that fire voided (restarted or re-held since)."""
 
-    def arm(self: Dcqcn, qp: QpCtx, s: object) -> None:
-        gen = s.gen  # type: ignore[attr-defined]
-        self.env.timeout(self.t_ns).callbacks.append(lambda _e: fire(self, qp, gen))
+    def arm(self: Dcqcn, qp: QpCtx, s: DcqcnState) -> None:
+        gen = s.gen
+        self.env.timeout(self.t_ns).callbacks.append(lambda _e: fire(self, qp, s, gen))
 
-    def fire(self: Dcqcn, qp: QpCtx, gen: int) -> None:
-        if qp.ccs is None or qp.ccs.gen != gen:
+    def fire(self: Dcqcn, qp: QpCtx, s: DcqcnState, gen: int) -> None:
+        if qp.ccs is not s or s.gen != gen:
             voided[0] += 1
-        self._timer(qp, gen)
+        self._timer(qp, s, gen)
 
     def hold(self: SendEngine, qp: QpCtx) -> None:
         qp.held = True

@@ -77,9 +77,11 @@ class Dcqcn(RateControl):
         self.counters.update({k: 0 for k in (
             "rate_cuts", "cuts_deferred", "fast_recovery", "additive_increase",
             "hyper_increase", "timer_events", "byte_events", "released")})
-        # Per QP number: its increase timers as (time, sequence number, generation, QP), in
-        # the order they come due; the first has an entry in SimPy's queue (see the module).
-        self._timers: dict[int, deque[tuple[float, int, int, QpCtx]]] = {}
+        # Per QP number: its increase timers as (time, sequence number, state, generation,
+        # QP), in the order they come due; the first has an entry in SimPy's queue (see the
+        # module). The state is kept because a released QP's next state counts generations
+        # from 0 again: a timer of the old state must not pass for one of the new.
+        self._timers: dict[int, deque[tuple[float, int, DcqcnState, int, QpCtx]]] = {}
 
     # -- alpha ------------------------------------------------------------------------------
 
@@ -148,22 +150,21 @@ class Dcqcn(RateControl):
         q = self._timers.get(qp.qpn)
         if q is None:
             q = self._timers[qp.qpn] = deque()
-        q.append((t, seq, s.gen, qp))
+        q.append((t, seq, s, s.gen, qp))
         if len(q) == 1:
             heappush(env._queue, (t, _NORMAL, seq, _Wake(self._due, q)))
 
     def _due(self, ev: _Wake) -> None:
         """The first timer of a QP's queue came due: its successor gets the entry."""
         q = ev._value
-        _t, _seq, gen, qp = q.popleft()
+        _t, _seq, s, gen, qp = q.popleft()
         if q:
             nxt = q[0]
             heappush(self.env._queue, (nxt[0], _NORMAL, nxt[1], _Wake(self._due, q)))
-        self._timer(qp, gen)
+        self._timer(qp, s, gen)
 
-    def _timer(self, qp: QpCtx, gen: int) -> None:
-        s = qp.ccs
-        if s is None or s.gen != gen:
+    def _timer(self, qp: QpCtx, s: DcqcnState, gen: int) -> None:
+        if qp.ccs is not s or s.gen != gen:
             return
         self.counters["timer_events"] += 1
         s.t_stage += 1
