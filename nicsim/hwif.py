@@ -161,6 +161,7 @@ class Access(IntFlag):
     REMOTE_WRITE = 2
     REMOTE_READ = 4
     REMOTE_ATOMIC = 8
+    MW_BIND = 0x10  # (MRs) memory windows may be bound to it
 
 
 class WqeOpcode(IntEnum):
@@ -171,6 +172,8 @@ class WqeOpcode(IntEnum):
     RDMA_READ = 0x04
     ATOMIC_CMP_AND_SWP = 0x05
     ATOMIC_FETCH_AND_ADD = 0x06
+    LOCAL_INV = 0x07  # imm_inv: the memory window key to invalidate
+    BIND_MW = 0x08  # see the bind fields of SendWqeCtrl
     SEND_WITH_INV = 0x09
 
 
@@ -189,6 +192,8 @@ class CqeOpcode(IntEnum):
     RDMA_READ = 2
     COMP_SWAP = 3
     FETCH_ADD = 4
+    BIND_MW = 5
+    LOCAL_INV = 6
     RECV = 128
     RECV_RDMA_WITH_IMM = 129
 
@@ -297,6 +302,10 @@ class SendWqeCtrl(Record):
      32     8   swap
      40     4   dest_qpn (UD)
      44     4   qkey (UD)
+
+    BIND_MW (no SGEs) uses the fields as: imm_inv the MR's L_Key, remote_addr the window's
+    start, rkey the window's new R_Key (its index is the window's MPT index), compare_add
+    the window's length (0: unbind), swap the window's Access rights | MW type << 8.
     """
 
     FMT = struct.Struct("<BBBxIQIIQQII")
@@ -427,6 +436,8 @@ class VendorErr(IntEnum):
 
 class MptFlags(IntFlag):
     VALID = 0x01
+    MW = 0x02  # a memory window (IBA 10.6.7): allocated by the driver, bound by a BIND_MW WQE
+    MW_TYPE2 = 0x04  # a type 2 window (invalidated by LOCAL_INV or SEND with invalidate)
 
 
 @dataclass(slots=True)

@@ -204,6 +204,14 @@ class IbMr:
 
 
 @dataclass
+class IbMw:
+    handle: int
+    pd: IbPd
+    key: int
+    type2: bool
+
+
+@dataclass
 class IbCq:
     handle: int
     hw: HwCq
@@ -347,6 +355,21 @@ class IbDevice:
         mr.pd.users -= 1
         mr.pd, mr.access = new_pd, access
         new_pd.users += 1
+
+    def alloc_mw(self, uctx: Ucontext, pd: IbPd, mw_type: int) -> IbMw:
+        """ib_alloc_mw: type 1 or type 2 (2B: bound to a QP by a BIND_MW work request)."""
+        _check_ints(mw_type=mw_type)
+        if mw_type not in (1, 2):
+            raise KernelError(f"memory window type {mw_type}", errno.EINVAL)
+        mw = IbMw(0, pd, _hw(lambda: self.hw.alloc_mw(pd.pdn, mw_type == 2)), mw_type == 2)
+        mw.handle = uctx.add(mw)
+        pd.users += 1
+        return mw
+
+    def dealloc_mw(self, uctx: Ucontext, mw: IbMw) -> None:
+        _hw(lambda: self.hw.dealloc_mw(mw.key))
+        mw.pd.users -= 1
+        del uctx.objects[mw.handle]
 
     def dereg_mr(self, uctx: Ucontext, mr: IbMr) -> None:
         _hw(lambda: self.hw.dereg_mr(mr.hw))
@@ -588,6 +611,7 @@ class IbDevice:
         """Process exit: destroy everything, QPs first, then AHs, MRs, CQs and PDs
         (ib_uverbs_cleanup_ucontext's order), so the NIC keeps no working QP or key."""
         for kind, destroy in ((IbQp, self.destroy_qp), (IbAh, self.destroy_ah),
+                              (IbMw, self.dealloc_mw),
                               (IbMr, self.dereg_mr), (IbSrq, self.destroy_srq),
                               (IbCq, self.destroy_cq), (CompChannel, self.destroy_comp_channel),
                               (IbPd, self.dealloc_pd)):

@@ -32,6 +32,8 @@ class DeviceCap(IntFlag):
 
     RC_RNR_NAK_GEN = 1 << 12  # the responder sends RNR NAKs when it has no receive WQE
     SYS_IMAGE_GUID = 1 << 11
+    MEM_WINDOW = 1 << 17  # type 1 memory windows
+    MEM_WINDOW_TYPE_2B = 1 << 24  # type 2 windows bound to a QP by a BIND_MW WQE
 
 
 class AtomicCap(IntEnum):
@@ -203,14 +205,15 @@ def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
         hw_ver=dev_id & 0xFFFFFFFF,
         max_qp=c.max_qp - FIRST_QPN,  # type: ignore[attr-defined]
         max_qp_wr=c.max_qp_wr,  # type: ignore[attr-defined]
-        device_cap_flags=int(DeviceCap.RC_RNR_NAK_GEN | DeviceCap.SYS_IMAGE_GUID),
+        device_cap_flags=int(DeviceCap.RC_RNR_NAK_GEN | DeviceCap.SYS_IMAGE_GUID
+                             | DeviceCap.MEM_WINDOW | DeviceCap.MEM_WINDOW_TYPE_2B),
         max_sge=c.max_sge, max_sge_rd=c.max_sge,  # type: ignore[attr-defined]
         max_cq=c.max_cq - 1, max_cqe=c.max_cqe,  # type: ignore[attr-defined]
         max_mr=max_mpt - 1, max_pd=MAX_PD,
         max_qp_rd_atom=c.max_qp_rd_atom, max_ee_rd_atom=0,  # type: ignore[attr-defined]
         max_res_rd_atom=c.max_qp * c.max_qp_rd_atom,  # type: ignore[attr-defined]
         max_qp_init_rd_atom=c.max_qp_rd_atom, max_ee_init_rd_atom=0,  # type: ignore
-        atomic_caps=int(AtomicCap.HCA), max_ee=0, max_rdd=0, max_mw=0, max_raw_ipv6_qp=0,
+        atomic_caps=int(AtomicCap.HCA), max_ee=0, max_rdd=0, max_mw=max_mpt - 1, max_raw_ipv6_qp=0,
         max_raw_ethy_qp=0, max_mcast_grp=0, max_mcast_qp_attach=0,
         max_total_mcast_qp_attach=0, max_ah=0, max_fmr=0, max_map_per_fmr=0,
         max_srq=MAX_SRQ - 1, max_srq_wr=c.max_qp_wr - 1,  # type: ignore[attr-defined]

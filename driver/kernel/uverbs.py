@@ -18,6 +18,7 @@ from nicsim.driver.kernel.ib_core import (
     IbAh,
     IbCq,
     IbMr,
+    IbMw,
     IbPd,
     IbQp,
     IbSrq,
@@ -41,8 +42,10 @@ class Cmd(IntEnum):
     CREATE_AH = 5
     DESTROY_AH = 8
     REG_MR = 9
-    REREG_MR = 10
+    REREG_MR = 11
     DEREG_MR = 13
+    ALLOC_MW = 14
+    DEALLOC_MW = 16
     CREATE_COMP_CHANNEL = 17
     CREATE_CQ = 18
     DESTROY_CQ = 20
@@ -50,10 +53,10 @@ class Cmd(IntEnum):
     QUERY_QP = 25
     MODIFY_QP = 26
     DESTROY_QP = 27
-    CREATE_SRQ = 29
-    MODIFY_SRQ = 30
-    QUERY_SRQ = 31
-    DESTROY_SRQ = 32
+    CREATE_SRQ = 32
+    MODIFY_SRQ = 33
+    QUERY_SRQ = 34
+    DESTROY_SRQ = 35
     # The GID and P_Key tables (UVERBS_METHOD_QUERY_GID_ENTRY and sysfs in Linux).
     QUERY_GID = 0x1001
     QUERY_PKEY = 0x1002
@@ -188,6 +191,12 @@ class UverbsFile:
             dev.rereg_mr(mr, a["flags"], None if pd is None else u.get(pd, IbPd),  # type: ignore
                          a["va"], a["length"], a["access"])  # type: ignore[arg-type]
             return mr.hw.key  # type: ignore[attr-defined]
+        if cmd is Cmd.ALLOC_MW:
+            mw = dev.alloc_mw(u, u.get(a["pd"], IbPd), a["mw_type"])  # type: ignore[arg-type]
+            return mw.handle, mw.key
+        if cmd is Cmd.DEALLOC_MW:
+            dev.dealloc_mw(u, u.get(a["mw"], IbMw))  # type: ignore[arg-type]
+            return None
         if cmd is Cmd.DEREG_MR:
             dev.dereg_mr(u, u.get(a["mr"], IbMr))  # type: ignore[arg-type]
             return None

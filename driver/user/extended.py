@@ -4,7 +4,8 @@ QPEx builds work requests between wr_start and wr_complete (ibv_qp_ex: wr_id and
 set before each builder, a builder per WR, then its SGEs, inline data or UD address) and
 posts them with one doorbell at wr_complete, through the same provider path as post_send,
 so the WQEs in the SQ ring are the same bytes. A QP is created with the operations it will
-use (send_ops_flags); asking for one nsnic does not have is EOPNOTSUPP at creation, and a
+use (send_ops_flags: SEND, SEND_WITH_IMM, SEND_WITH_INV, RDMA_WRITE[_WITH_IMM], RDMA_READ, the
+two atomics, BIND_MW, LOCAL_INV); one nsnic does not have is EOPNOTSUPP at creation, and a
 builder for an operation the QP was not created with fails wr_complete with EINVAL (mlx5).
 
 CQEX polls the same CQ ring as CQ: start_poll takes the first completion (ENOENT when there
@@ -39,6 +40,8 @@ _OP_FLAG = {
     ibv_wr_opcode.IBV_WR_ATOMIC_CMP_AND_SWP: _O.IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
     ibv_wr_opcode.IBV_WR_ATOMIC_FETCH_AND_ADD: _O.IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
     ibv_wr_opcode.IBV_WR_SEND_WITH_INV: _O.IBV_QP_EX_WITH_SEND_WITH_INV,
+    ibv_wr_opcode.IBV_WR_BIND_MW: _O.IBV_QP_EX_WITH_BIND_MW,
+    ibv_wr_opcode.IBV_WR_LOCAL_INV: _O.IBV_QP_EX_WITH_LOCAL_INV,
 }
 
 
@@ -153,10 +156,13 @@ class QPEx(QP):
         self._lacks("TSO")
 
     def wr_local_inv(self, invalidate_rkey: int) -> None:
-        self._lacks("LOCAL_INV")
+        self._new(ibv_wr_opcode.IBV_WR_LOCAL_INV, invalidate_rkey=invalidate_rkey)
 
     def wr_bind_mw(self, mw: object, rkey: int, bind_info: object) -> None:
-        self._lacks("BIND_MW")
+        """Bind a type 2 window `mw` under the new key `rkey` (ibv_wr_bind_mw)."""
+        self._new(ibv_wr_opcode.IBV_WR_BIND_MW, rkey=rkey)
+        w = self._last()
+        w.bind_mw, w.bind_info = mw, bind_info
 
     # -- what the last WR carries -------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from nicsim.hwif import (
     CQE_OWNER_OFFSET,
     CQE_SIZE,
     WQE_INDEX_MASK,
+    Access,
     Cqe,
     CqeFlags,
     CqeOpcode,
@@ -84,6 +85,26 @@ def _sges(wr: object, max_sge: int) -> list:
 
 
 _UD_OPCODES = (ibv_wr_opcode.IBV_WR_SEND, ibv_wr_opcode.IBV_WR_SEND_WITH_IMM)
+_INVALIDATES = (ibv_wr_opcode.IBV_WR_SEND_WITH_INV, ibv_wr_opcode.IBV_WR_LOCAL_INV)
+# The rights a window carries (ibv_access_flags' remote bits; LOCAL_WRITE is accepted and
+# means nothing for a window, as in rxe).
+_MW_RIGHTS = int(Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC)
+_MW_ACCESS_OK = _MW_RIGHTS | int(Access.LOCAL_WRITE)
+
+
+def _bind_fields(wr: object) -> tuple[int, int, int, int]:
+    """A BIND_MW WR's control fields (hwif.SendWqeCtrl): the MR's L_Key, the window's
+    start, length and rights | type << 8 (the new R_Key is the WR's rkey)."""
+    mw, info = getattr(wr, "bind_mw", None), getattr(wr, "bind_info", None)
+    mr = getattr(info, "mr", None)
+    if mw is None or info is None or mr is None or getattr(mw, "closed", False):
+        raise ProviderError("a BIND_MW WR needs a live MW and bind info (set_bind_wr)",
+                            errno.EINVAL)
+    access = int(info.mw_access_flags)  # type: ignore[attr-defined]
+    if access & ~_MW_ACCESS_OK:
+        raise ProviderError(f"memory window access 0x{access:x}", errno.EINVAL)
+    return (mr.lkey, int(info.addr), int(info.length),  # type: ignore[attr-defined]
+            (access & _MW_RIGHTS) | int(mw.mw_type) << 8)  # type: ignore[attr-defined]
 
 
 def _ud_fields(wr: object) -> tuple[int, int, bytes]:
@@ -215,16 +236,21 @@ class ProviderQp:
                 body = b"".join(_SGE.pack(s.addr, s.length, s.lkey) for s in sges)
             except struct.error:
                 raise ProviderError("an SGE field is not an integer", errno.EINVAL) from None
-        imm = wr.imm_data if op != ibv_wr_opcode.IBV_WR_SEND_WITH_INV \
-            else wr.invalidate_rkey  # type: ignore[attr-defined]
+        imm = wr.imm_data  # type: ignore[attr-defined]
+        raddr, rkey = wr.remote_addr, wr.rkey  # type: ignore[attr-defined]
+        cmp_add, swap = wr.compare_add, wr.swap  # type: ignore[attr-defined]
+        if op in _INVALIDATES:
+            # ibv_send_wr's imm_data and invalidate_rkey are one union member
+            imm = wr.invalidate_rkey or imm  # type: ignore[attr-defined]
+        elif op == ibv_wr_opcode.IBV_WR_BIND_MW:
+            imm, raddr, cmp_add, swap = _bind_fields(wr)
         dqpn = qkey = 0
         if self.ud:
             dqpn, qkey, av = _ud_fields(wr)
             body = av + body
         try:
-            ctrl = _CTRL.pack(op, flags, len(sges) if not inline_len else 0, imm,
-                              wr.remote_addr, wr.rkey, inline_len,  # type: ignore[attr-defined]
-                              wr.compare_add, wr.swap, dqpn, qkey)  # type: ignore[attr-defined]
+            ctrl = _CTRL.pack(op, flags, len(sges) if not inline_len else 0, imm, raddr, rkey,
+                              inline_len, cmp_add, swap, dqpn, qkey)
         except struct.error:  # a value that compares like an integer but is not one
             raise _misfit(wr, _WR_FIELDS) from None
         slot = self.sq_head & (self.sq_size - 1)

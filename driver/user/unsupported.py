@@ -152,7 +152,6 @@ RwqIndTable = verb("RwqIndTable", "Failed to create RWQ indirection table",
                    "nsnic has no RSS")
 Flow = verb("Flow", "Failed to create flow", "nsnic has no flow steering (raw packet QPs)")
 FlowAction = verb("FlowAction", "Failed to create flow action", "nsnic has no flow steering")
-MW = verb("MW", "Failed to allocate MW", "nsnic has no memory windows yet")
 ParentDomain = verb("ParentDomain", "Failed to allocate parent domain",
                     "nsnic has no parent domains")
 DMAHandle = verb("DMAHandle", "Failed to allocate DMA handle", "nsnic has no TPH DMA handles")

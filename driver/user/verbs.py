@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from nicsim.driver.kernel.uverbs import Cmd, UverbsError, UverbsFile, open_device
 from nicsim.driver.user import errors
-from nicsim.driver.user.base import PyverbsCM, PyverbsObject
+from nicsim.driver.user.base import PyverbsCM, PyverbsObject, inc_rkey
 from nicsim.driver.user.device import AsyncEvent, DeviceAttr, DeviceAttrEx, GIDEntry, PortAttr
 from nicsim.driver.user.enums import (
     ibv_qp_attr_mask,
@@ -45,7 +45,7 @@ from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace, MemoryError_
 from nicsim.hwif import CqState, Qpc, UarReg, blank_qpc
 
-__all__ = ["AH", "CQ", "GID", "MR", "PD", "QP", "SGE", "SRQ", "WC", "AHAttr", "CompChannel",
+__all__ = ["AH", "CQ", "GID", "MR", "MW", "PD", "QP", "SGE", "SRQ", "WC", "AHAttr", "CompChannel",
            "Context", "GlobalRoute", "PyverbsError", "PyverbsRDMAError", "PyverbsUserError",
            "QPAttr", "QPCap", "QPInitAttr", "QPInitAttrEx", "RecvWR", "SendWR"]
 
@@ -314,6 +314,8 @@ class SendWR(PyverbsObject):
     remote_qpn: int = 0
     remote_qkey: int = 0
     remote_srqn: int = 0  # XRC
+    bind_mw: object = None  # BIND_MW: the window and its MWBindInfo (set_bind_wr)
+    bind_info: object = None
 
     def set_wr_rdma(self, rkey: int, addr: int) -> None:
         self.rkey, self.remote_addr = rkey, addr
@@ -326,6 +328,11 @@ class SendWR(PyverbsObject):
         if ah is None:
             raise PyverbsUserError("set_wr_ud needs an AH")
         self.ah, self.remote_qpn, self.remote_qkey = ah, rqpn, rqkey
+
+    def set_bind_wr(self, mw: object, bind_info: object) -> None:
+        """A BIND_MW WR: the window gets the next key of its index (rkey, ibv_inc_rkey)."""
+        self.bind_mw, self.bind_info = mw, bind_info
+        self.rkey = inc_rkey(mw.rkey)  # type: ignore[attr-defined]
 
     def set_qp_type_xrc(self, remote_srqn: int) -> None:
         self.remote_srqn = remote_srqn
@@ -408,8 +415,10 @@ class _Resource(PyverbsCM):
             raise PyverbsUserError(f"this {type(self).__name__} is closed")
 
     def _close_children(self) -> None:
-        # QPs before the MRs, AHs and CQs they use (ib_uverbs_cleanup_ucontext's order).
-        kids = sorted(self._children, key=lambda k: not isinstance(k, QP))
+        # QPs, then windows, before the MRs, AHs and CQs they use (ib_uverbs_cleanup_ucontext's
+        # order).
+        kids = sorted(self._children, key=lambda k: (not isinstance(k, QP),
+                                                     not isinstance(k, MW)))
         for child in kids:
             child.close()
 
@@ -946,6 +955,25 @@ class SRQ(_Resource):
         self._closed_now()
 
 
+class MW(_Resource):
+    """ibv_alloc_mw: MW(pd, mw_type) with IBV_MW_TYPE_1 or IBV_MW_TYPE_2."""
+
+    def __init__(self, pd: PD, mw_type: int) -> None:
+        super().__init__(pd)
+        self.pd = pd
+        self.ctx = pd.ctx
+        self.handle, self.rkey = _call("Failed to allocate MW", pd.ctx.file.write,
+                                       Cmd.ALLOC_MW, pd=pd.handle, mw_type=mw_type)
+        self.mw_type = int(mw_type)
+        self._created()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        _call("Failed to dealloc MW", self.ctx.file.write, Cmd.DEALLOC_MW, mw=self.handle)
+        self._closed_now()
+
+
 _M = ibv_qp_attr_mask
 _INIT = _M.IBV_QP_PKEY_INDEX | _M.IBV_QP_PORT | _M.IBV_QP_ACCESS_FLAGS
 # The attributes of each transition by QP type (what pyverbs' to_init/to_rtr/to_rts pass).
@@ -979,7 +1007,8 @@ SUPPORTED_SEND_OPS = int(_O.IBV_QP_EX_WITH_RDMA_WRITE | _O.IBV_QP_EX_WITH_RDMA_W
                          | _O.IBV_QP_EX_WITH_SEND | _O.IBV_QP_EX_WITH_SEND_WITH_IMM
                          | _O.IBV_QP_EX_WITH_RDMA_READ | _O.IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
                          | _O.IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
-                         | _O.IBV_QP_EX_WITH_SEND_WITH_INV)
+                         | _O.IBV_QP_EX_WITH_SEND_WITH_INV | _O.IBV_QP_EX_WITH_BIND_MW
+                         | _O.IBV_QP_EX_WITH_LOCAL_INV)
 
 
 class QP(_Resource):
@@ -1176,9 +1205,20 @@ class QP(_Resource):
         self._check()
         _call("Failed to post recv", self._p.post_recv, wr)
 
-    def bind_mw(self, mw: object, mw_bind: object) -> None:
+    def bind_mw(self, mw: MW, mw_bind: object) -> None:
+        """ibv_bind_mw: bind a type 1 window through this QP's send queue (a BIND_MW WQE);
+        the window's rkey is its next key from now on, the completion says whether the
+        NIC bound it (IBV_WC_BIND_MW, or MW_BIND_ERR)."""
         self._check()
-        raise _unsupported("Failed to Bind MW", "nsnic has no memory windows yet")
+        if not isinstance(mw, MW) or mw.mw_type != 1:
+            errors.last_errno = errno.EINVAL
+            raise PyverbsRDMAError("Failed to Bind MW: ibv_bind_mw binds type 1 windows",
+                                   errno.EINVAL)
+        wr = SendWR(wr_id=mw_bind.wr_id, opcode=ibv_wr_opcode.IBV_WR_BIND_MW,  # type: ignore
+                    send_flags=mw_bind.send_flags)  # type: ignore[attr-defined]
+        wr.set_bind_wr(mw, mw_bind.info)  # type: ignore[attr-defined]
+        _call("Failed to Bind MW", self._p.post_send, wr)
+        mw.rkey = wr.rkey
 
     def close(self) -> None:
         if self.closed:

@@ -33,6 +33,8 @@ _CQE_OPCODE = {
     WqeOpcode.RDMA_READ: CqeOpcode.RDMA_READ,
     WqeOpcode.ATOMIC_CMP_AND_SWP: CqeOpcode.COMP_SWAP,
     WqeOpcode.ATOMIC_FETCH_AND_ADD: CqeOpcode.FETCH_ADD,
+    WqeOpcode.BIND_MW: CqeOpcode.BIND_MW,
+    WqeOpcode.LOCAL_INV: CqeOpcode.LOCAL_INV,
 }
 # NAK codes (low 5 bits of a NAK syndrome, IBA table 43) -> completion status.
 _NAK_STATUS = {

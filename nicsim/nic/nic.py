@@ -46,6 +46,7 @@ from nicsim.nic.responder import Responder
 from nicsim.nic.scheduler import SendEngine
 from nicsim.nic.srq import SharedReceiveQueues
 from nicsim.nic.translation import TranslationCache, Walk
+from nicsim.nic.windows import MemoryWindows
 from nicsim.nic.wqe_fetch import WqeFetch
 from nicsim.wire import (
     Ecn,
@@ -99,6 +100,7 @@ class Nic(MmioDevice):
         self.requester = Requester(self)
         self.responder = Responder(self)
         self.completer = Completer(self)
+        self.windows = MemoryWindows(self)
         self.datagram = Datagram(self)
         self.commands = CommandProcessor(self)
         self.engine.start(self.requester, self.fetch)

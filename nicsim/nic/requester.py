@@ -20,6 +20,7 @@ import simpy
 from nicsim.hwif import (
     WQE_INDEX_MASK,
     Access,
+    CqeOpcode,
     CqeStatus,
     QpState,
     QpType,
@@ -67,6 +68,9 @@ MAX_MSG = 1 << 31
 # Plain ints: IntFlag arithmetic builds enum objects, too slow for the per-WQE path.
 _SIGNALED, _INLINE, _SOLICITED, _FENCE = (int(WqeFlags.SIGNALED), int(WqeFlags.INLINE),
                                           int(WqeFlags.SOLICITED), int(WqeFlags.FENCE))
+# Work requests the NIC executes without the wire (memory windows, IBA 10.6.7.2).
+_LOCAL_OPS = (WqeOpcode.BIND_MW, WqeOpcode.LOCAL_INV)
+_LOCAL_CQE = {WqeOpcode.BIND_MW: CqeOpcode.BIND_MW, WqeOpcode.LOCAL_INV: CqeOpcode.LOCAL_INV}
 _CONSUMES_RECV = (WqeOpcode.SEND, WqeOpcode.SEND_WITH_IMM, WqeOpcode.SEND_WITH_INV,
                   WqeOpcode.RDMA_WRITE_WITH_IMM)
 
@@ -84,7 +88,7 @@ class Requester:
                                  "atomic_requests", "local_errors", "flushed",
                                  "retransmitted_packets", "resends", "timeouts",
                                  "blocked_rd_atomic", "blocked_fence", "blocked_credits",
-                                 "revoked")
+                                 "revoked", "blocked_local_op")
 
     # -- local translation ------------------------------------------------------------------
 
@@ -109,6 +113,11 @@ class Requester:
         The completer kicks the QP when what it waits for changes."""
         op = wqe.ctrl.opcode
         c = self.counters
+        if op in _LOCAL_OPS and qp.outstanding:
+            # Its completion must follow those of the WQEs before it (IBA 10.8.6), and a
+            # bind must not change a window that messages before it still use.
+            c["blocked_local_op"] += 1
+            return True
         if op in _RD_ATOMIC or wqe.ctrl.flags & _FENCE:
             n = qp.rd_outstanding
             if op in _RD_ATOMIC and n >= max(1, qp.max_rd_atomic):
@@ -163,7 +172,9 @@ class Requester:
                 self.nic.engine.counters["schedules"] += 1
                 self._start(qp, qp.fetched.popleft())
                 if qp.cur is None:
-                    return qp.state is QpState.ERR  # a local error: flush what is left
+                    # A local error (flush what is left) or a local operation done (on to
+                    # the next WQE).
+                    return qp.state is QpState.ERR or bool(qp.fetched or qp.sq_pending)
         yield from self._send(qp, quantum)
         return bool(qp.cur is not None or qp.redo or qp.resend_psn is not None or qp.fetched
                     or qp.sq_pending) and qp.state is QpState.RTS and not qp.held
@@ -203,6 +214,9 @@ class Requester:
             op = WqeOpcode(ctrl.opcode)
         except ValueError:
             op = None
+        if op in _LOCAL_OPS and qp.type is QpType.RC:
+            self._local_op(qp, wqe, op)  # type: ignore[arg-type]
+            return
         if op is None or op not in _RC_OPS or qp.type is not QpType.RC:
             c["local_errors"] += 1
             nic.completer.local_error(qp, wqe.index, op or WqeOpcode.SEND,
@@ -237,6 +251,23 @@ class Requester:
             qp.rd_outstanding += 1
         qp.outstanding.append(sop)
         qp.cur, qp.cur_k, qp.cur_again, qp.cur_pos, qp.cur_t = sop, 0, False, (0, 0), t
+
+    def _local_op(self, qp: QpCtx, wqe: SendWqe, op: WqeOpcode) -> None:
+        """BIND_MW or LOCAL_INV: done in the NIC, completed now (when signaled); a failure
+        completes with MW_BIND_ERR and the QP goes to ERR, as any local error."""
+        ctrl = wqe.ctrl
+        w = self.nic.windows
+        if op is WqeOpcode.BIND_MW:
+            status = w.bind(qp.pd, ctrl)
+        else:
+            status = CqeStatus.SUCCESS if w.invalidate(qp.pd, ctrl.imm_inv) \
+                else CqeStatus.MW_BIND_ERR
+        if status is not CqeStatus.SUCCESS:
+            self.counters["local_errors"] += 1
+            self.nic.completer.local_error(qp, wqe.index, op, status, VendorErr.NONE)
+            return
+        if ctrl.flags & _SIGNALED:
+            self.nic.cq.post(qp.send_cqn, qp.qpn, wqe.index, _LOCAL_CQE[op], status)
 
     def _send(self, qp: QpCtx, quantum: int) -> Generator[simpy.Event, None, None]:
         """Send packets from the cursor (see `turn`)."""

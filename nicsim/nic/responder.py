@@ -279,10 +279,13 @@ class Responder:
             if p.info.imm:
                 flags, imm = CqeFlags.WITH_IMM, p.imm
             elif p.info.inv:
-                # Only memory windows and fast-registered MRs can be invalidated remotely; the
-                # model has neither yet, so the key is reported and left valid.
+                # The key names a bound type 2 window of the QP's PD, which is freed
+                # (IBA 10.6.7.2.6, 9.4.5); any other key is an invalid request (C10-106).
+                if not self.nic.windows.invalidate(qp.pd, p.ieth_rkey):
+                    self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t,
+                                    CqeStatus.REM_INV_REQ_ERR)
+                    return
                 flags, imm = CqeFlags.WITH_INV, p.ieth_rkey
-                self.counters.bump("invalidate_not_modelled")
             self._complete_recv(qp, CqeOpcode.RECV, flags, imm, t, p.solicited)
         else:
             r.state = RespState.IN_SEND

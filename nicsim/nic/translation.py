@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from nicsim.hwif import (
     MPT_SIZE,
     MTT_ENTRY_SIZE,
+    Access,
     Mpt,
     MptFlags,
     XlateStatus,
@@ -42,6 +43,8 @@ from nicsim.hwif import (
 
 Segments = list[tuple[int, int]]  # (physical address, length)
 _VALID = int(MptFlags.VALID)
+_MW = int(MptFlags.MW)
+_REMOTE = int(Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC)
 MTT_LINE = 8  # MTT entries fetched per miss: one 64-byte line
 _MTT_LINE_FMT = struct.Struct(f"<{MTT_LINE}Q")
 
@@ -50,6 +53,8 @@ def check(mpt: Mpt | None, key: int, pd: int, access: int, va: int, length: int)
     """The protection checks, in hardware order: key, PD, access rights, bounds."""
     if mpt is None or not (mpt.flags & _VALID) or mpt.key != key:
         return XlateStatus.BAD_KEY
+    if mpt.flags & _MW and not access & _REMOTE:
+        return XlateStatus.BAD_KEY  # a window's key is an R_Key only (IBA 10.6.7)
     if mpt.pd != pd:
         return XlateStatus.PD_MISMATCH
     if int(access) & ~mpt.access:

@@ -2,7 +2,6 @@
 
 from nicsim.driver.user.unsupported import (
     DMMR,
-    MW,
     Buf,
     BufMR,
     DmaBufMR,
@@ -11,7 +10,7 @@ from nicsim.driver.user.unsupported import (
     MWBind,
     MWBindInfo,
 )
-from nicsim.driver.user.verbs import MR, MREx
+from nicsim.driver.user.verbs import MR, MW, MREx
 
 __all__ = ["DMMR", "MR", "MW", "Buf", "BufMR", "DMAHandle", "DmaBufMR", "DmaHandleInitAttr",
            "MREx", "MWBind", "MWBindInfo"]

@@ -265,6 +265,7 @@ class NsnicDriver:
         self.cqs: dict[int, HwCq] = {}
         self.eqs: dict[int, HwEq] = {}
         self.srqs: dict[int, HwSrq] = {}
+        self.mws: set[int] = set()  # MPT indices of memory windows
         self.srqns = Allocator(1, MAX_SRQ)
 
     # -- command mailbox --------------------------------------------------------------------
@@ -344,6 +345,30 @@ class NsnicDriver:
             mr.mtt_start, mr.npages, mr.pages, mr.va, mr.length = \
                 start, len(pages), pages, va, length
         self._write_mr(mr.key, mr.index, mr.mtt_start, mr.pages, va, length, access, pd)
+
+    def alloc_mw(self, pd: int, type2: bool) -> int:
+        """A memory window: an MPT entry marked as a window of `pd`, not yet valid (a BIND_MW
+        WQE makes it so). Returns its key."""
+        idx = self.mpts.alloc()
+        variant = (self._variant.get(idx, 0) + 1) & 0xFF
+        self._variant[idx] = variant
+        key = (idx << 8) | variant
+        flags = MptFlags.MW | (MptFlags.MW_TYPE2 if type2 else 0)
+        try:
+            self.cmd(CmdOpcode.WRITE_MPT, Mpt(key, pd, 0, 0, 0, 0, flags, PAGE_SHIFT).pack(),
+                     mod=idx)
+        except HwError:
+            self.mpts.free(idx)
+            raise
+        self.mws.add(idx)
+        return key
+
+    def dealloc_mw(self, key: int) -> None:
+        """INVALIDATE_MPT is fenced: no access through the window is in flight after it."""
+        idx = key >> 8
+        self.cmd(CmdOpcode.INVALIDATE_MPT, mod=idx)
+        self.mws.discard(idx)
+        self.mpts.free(idx)
 
     def dereg_mr(self, mr: HwMr) -> None:
         """INVALIDATE_MPT is fenced in the NIC: when it completes, the key is revoked for
