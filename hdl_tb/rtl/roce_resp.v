@@ -30,8 +30,9 @@
 //   - the last packet completes the message: the MSN advances; WRITE with immediate consumes
 //     a receive WQE (no scatter) with a RECV_RDMA_WITH_IMM completion (WITH_IMM flag, the
 //     message length); SEND completes its WQE as RECV (the bytes received; WITH_IMM and the
-//     immediate, or WITH_INV and the IETH's rkey, which is reported and not invalidated, as
-//     in the model);
+//     immediate, or WITH_INV and the IETH's rkey; there are no memory windows here, so
+//     nothing is invalidated: the model invalidates the bound type 2 window the key names or
+//     NAKs invalid request, so the two differ for SEND with invalidate);
 //   - an ACK (AETH credit count from the free receive WQEs) on AckReq, or after ACK_EVERY
 //     packets.
 // A NAK of invalid request, remote access or remote operational error fails the QP (IBA
