@@ -17,6 +17,9 @@ device's control registers, for the kernel driver only:
     0x060 EQ_DB         WO  (eqn << 32) | (arm << 31) | consumer index (31 bits): software
                             has taken the EQEs before the index; arm: the next EQE raises
                             the EQ's interrupt (its MSI-X write)
+    0x068 FEATURES      RO  DevFeature bits 15:0; bits 31:16 the BlueFlame buffer size in
+                            bytes (0, 64, 128 or 256). A device without the register reads
+                            0 there (no optional feature): the driver then uses none.
 
 Pages 1 to max_uar are the doorbell pages (UARs, user access regions), one per process that
 opened the device, at uar_offset(uar, reg):
@@ -25,6 +28,15 @@ opened the device, at uar_offset(uar, reg):
     0x008 RQ_DB         WO  (qpn << 32) | rq producer index
     0x010 CQ_ARM        WO  (cqn << 32) | (solicited_only << 31): request one completion event
     0x018 SRQ_DB        WO  (srqn << 32) | srq producer index (16 bits, wraps)
+    0x100 BF            WO  BlueFlame (WQE by MMIO), if FEATURES says so: one write-combined
+                            burst of 8 + n bytes (n <= the buffer size - 8, a multiple of 8):
+                            bytes 0..7 the SQ_DB word that announces the WQE, bytes 8.. the
+                            WQE itself (its first n bytes, as in the SQ ring: control segment,
+                            then the UD address vector, then inline data or SGEs). The
+                            provider still writes the WQE to the ring, so the device may
+                            take the burst as a plain SQ doorbell at any time (and must when
+                            the WQE is not the only one the doorbell announces); when it
+                            uses the burst's copy it does not fetch that WQE by DMA.
 
 Every QP and CQ is created with the UAR of the process that owns it (Qpc.uar, Cqc.uar), and
 the device takes a doorbell for it only through that page: another process, which can map
@@ -59,6 +71,7 @@ class Reg(IntEnum):
     CMD_STATUS = 0x030
     INT_STATUS = 0x058
     EQ_DB = 0x060
+    FEATURES = 0x068
 
 
 class UarReg(IntEnum):
@@ -68,6 +81,29 @@ class UarReg(IntEnum):
     RQ_DB = 0x008
     CQ_ARM = 0x010
     SRQ_DB = 0x018
+    BF = 0x100
+
+
+class DevFeature(IntFlag):
+    """Optional features a device advertises in Reg.FEATURES (bits 15:0)."""
+
+    BLUEFLAME = 1 << 0  # UarReg.BF takes a WQE with its doorbell
+
+
+BF_MAX = 256  # the largest BlueFlame buffer (doorbell word and WQE) the layout allows
+FEATURES_BF_SHIFT = 16  # Reg.FEATURES bits 31:16: the BlueFlame buffer size in bytes
+
+
+def bf_burst_len(wqe_len: int, bf_size: int) -> int:
+    """Bytes of the BlueFlame write (UarReg.BF) that carries a WQE of `wqe_len` bytes: the
+    doorbell word and the WQE, padded to 8 bytes; 0 if it does not fit a `bf_size` buffer."""
+    n = 8 + ((wqe_len + 7) & ~7)
+    return n if n <= bf_size else 0
+
+
+def features_word(features: DevFeature, bf_size: int) -> int:
+    """Reg.FEATURES for a device with `features` and a BlueFlame buffer of `bf_size` bytes."""
+    return int(features) | (bf_size << FEATURES_BF_SHIFT)
 
 
 UAR_BASE = PAGE_SIZE  # UAR n (n >= 1) is BAR0 page n

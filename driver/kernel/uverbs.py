@@ -111,10 +111,20 @@ class DoorbellPage:
     for its own QPs and CQs only. Writes go straight to the device; nothing here enters the
     kernel."""
 
-    def __init__(self, bar: object, uar: int) -> None:
+    def __init__(self, bar: object, uar: int, bf_size: int = 0) -> None:
         self._bar = bar
         self.uar = uar
         self.mapped = True
+        self.bf_size = bf_size  # the page's BlueFlame buffer (hwif UarReg.BF; 0: none)
+
+    def write_bf(self, data: bytes) -> None:
+        """A BlueFlame write: the SQ doorbell word and the WQE, one write-combined burst."""
+        if not self.mapped:
+            raise UverbsError("doorbell page is no longer mapped", errno.EFAULT)
+        if not 8 <= len(data) <= self.bf_size:
+            raise UverbsError(f"BlueFlame write of {len(data)} bytes (buffer "
+                              f"{self.bf_size})", errno.EINVAL)
+        self._bar.write_block(uar_offset(self.uar, UarReg.BF), data)  # type: ignore
 
     def write64(self, reg: UarReg, value: int) -> None:
         if not self.mapped:
@@ -127,7 +137,7 @@ class DoorbellPage:
         self._bar.write64(uar_offset(self.uar, reg), value, cpu=False)  # type: ignore
 
 
-_UAR_REGS = frozenset(UarReg)
+_UAR_REGS = frozenset(UarReg) - {UarReg.BF}  # BF takes bursts (write_bf), not stores
 _fds = itertools.count(3)
 
 
@@ -142,7 +152,7 @@ class UverbsFile:
         self.dev = dev
         self.uctx = dev.open(aspace)
         self.commands = 0
-        self.doorbells = DoorbellPage(dev.hw.bar, self.uctx.uar)
+        self.doorbells = DoorbellPage(dev.hw.bar, self.uctx.uar, dev.hw.bf_size)
         self.fd = next(_fds)  # the number a program sees for /dev/infiniband/uverbsN
 
     def _enter(self) -> None:

@@ -30,7 +30,9 @@ from nicsim.hwif import (
     Sge,
     UarReg,
     UdAv,
+    WqeFlags,
     WqeOpcode,
+    bf_burst_len,
 )
 
 _WR_OPCODES = {int(o) for o in WqeOpcode}  # what an nsnic send WQE can carry
@@ -40,6 +42,7 @@ _SIGNALED = int(ibv_send_flags.IBV_SEND_SIGNALED)
 _FENCE = int(ibv_send_flags.IBV_SEND_FENCE)
 _SOLICITED = int(ibv_send_flags.IBV_SEND_SOLICITED)
 _INLINE = int(ibv_send_flags.IBV_SEND_INLINE)
+_WQE_INLINE = int(WqeFlags.INLINE)  # in the WQE's flags byte (hwif SendWqeCtrl offset 1)
 _ATOMICS = (ibv_wr_opcode.IBV_WR_ATOMIC_CMP_AND_SWP, ibv_wr_opcode.IBV_WR_ATOMIC_FETCH_AND_ADD)
 MAX_MSG = 1 << 31  # the largest message (IBA 9.4.1 / rxe's validate_send_wr)
 _U64, _U32 = (1 << 64) - 1, (1 << 32) - 1
@@ -178,17 +181,30 @@ class ProviderQp:
                               ibv_qp_state.IBV_QPS_ERR):
             raise ProviderError("post_send on a QP that is not in RTS", errno.EINVAL)
         n = 0
+        wqe = b""
         try:
             while wr is not None:
-                self._write_send_wqe(wr)
+                wqe = self._write_send_wqe(wr)
                 n += 1
                 wr = getattr(wr, "next_wr", None)
         finally:
             if n:
-                self.host.spend(self.host.costs.post_send * n)
-                self.db.write64(UarReg.SQ_DB, (self.r.qpn << 32) | (self.sq_head & WQE_INDEX_MASK))
+                costs = self.host.costs
+                db = (self.r.qpn << 32) | (self.sq_head & WQE_INDEX_MASK)
+                # One WR with inline data goes by BlueFlame when the device has it (as
+                # mlx5 does): the WQE is stored with the doorbell, write-combined, and the
+                # NIC need not read it back from the ring.
+                bf = bf_burst_len(len(wqe), self.db.bf_size) \
+                    if n == 1 and wqe[1] & _WQE_INLINE else 0
+                if bf:
+                    self.host.spend(costs.post_send + costs.mmio_write * (-(-bf // 64) - 1))
+                    self.db.write_bf(db.to_bytes(8, "little") + wqe.ljust(bf - 8, b"\0"))
+                else:
+                    self.host.spend(costs.post_send * n)
+                    self.db.write64(UarReg.SQ_DB, db)
 
-    def _write_send_wqe(self, wr: object) -> None:
+    def _write_send_wqe(self, wr: object) -> bytes:
+        """Write one WQE into the ring; returns its bytes."""
         op = wr.opcode  # type: ignore[attr-defined]
         if op not in _WR_OPCODES:
             if op in _VERBS_OPCODES:
@@ -259,6 +275,7 @@ class ProviderQp:
         self.aspace.write(self.r.sq_va + slot * self.sq_stride, data)
         self.sq_wrid[slot] = wr.wr_id  # type: ignore[attr-defined]
         self.sq_head += 1
+        return data
 
     def post_recv(self, wr: object) -> None:
         if self.state == ibv_qp_state.IBV_QPS_RESET:

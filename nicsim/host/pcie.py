@@ -138,6 +138,10 @@ class MmioDevice:
     def mmio_read(self, offset: int) -> int:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def mmio_write_block(self, offset: int, data: bytes) -> None:
+        """A write-combined burst; only a device that advertises BlueFlame gets one."""
+        raise NotImplementedError(f"{type(self).__name__} takes no write-combined bursts")
+
 
 class Bar:
     """The CPU's view of a device BAR: 64-bit MMIO writes (posted) and reads (non-posted).
@@ -165,6 +169,19 @@ class Bar:
         ev.callbacks.append(lambda _e: dev.mmio_write(offset, value))
         if cpu:
             self._spend(self._write_cost)
+
+    def write_block(self, offset: int, data: bytes) -> None:
+        """A write-combined store of `data` (a BlueFlame WQE): posted, flushed as 64-byte
+        TLPs that reach the device in order; the device sees the whole burst when the last
+        arrives. The caller counts its CPU time."""
+        pcie = self._pcie
+        at = 0.0
+        for o in range(0, len(data), 64):
+            at = pcie.mmio_write_arrival(min(64, len(data) - o))
+        self._last_write_at = at
+        dev = self._dev
+        ev = self._env.timeout(at - self._env.now)
+        ev.callbacks.append(lambda _e: dev.mmio_write_block(offset, data))
 
     def read64(self, offset: int) -> int:
         """A non-posted read: it cannot pass the posted writes issued before it (PCIe

@@ -332,7 +332,7 @@ class CommandProcessor:
     def _reset(self, qp: QpCtx) -> None:
         qp.state = QpState.RESET
         qp.sq_pi = qp.sq_fetch = qp.rq_pi = qp.rq_ci = 0
-        qp.fetched.clear()
+        self.nic.fetch.reset(qp)
         qp.outstanding.clear()
         qp.cur = None
         qp.redo.clear()

@@ -18,6 +18,7 @@ from nicsim.hwif import WQE_INDEX_MASK, CqeOpcode, CqeStatus, QpState, VendorErr
 from nicsim.nic.aeth import CREDITS, rnr_timer_ns
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import position
+from nicsim.nic.engines import Units, cycles_ns
 from nicsim.nic.qp import PSN_MASK, QpCtx, RespState, SendOp, psn_diff
 from nicsim.wire import Kind, Packet
 
@@ -49,6 +50,10 @@ _Q = struct.Struct("<Q")
 class Completer:
     def __init__(self, nic: Nic) -> None:
         self.nic = nic
+        # Response packets that carry data (READ responses, atomic ACKs) occupy the
+        # requester's receive parser (one unit, nicsim.nic.engines) for rx_parse_cycles.
+        self.parser = Units(1)
+        self._parse = cycles_ns(nic.cfg.rx_parse_cycles, nic.cfg.clock_mhz)
         self.counters = Counters("acks", "naks", "rnr_naks", "read_response_packets",
                                  "atomic_acks", "send_completions", "error_completions",
                                  "flush_completions", "unexpected_responses",
@@ -315,7 +320,7 @@ class Completer:
         if p.pad != -n & 3:
             self._fail_at(qp, p.psn, CqeStatus.BAD_RESP_ERR, VendorErr.REMOTE_NAK)
             return
-        t = self.nic.env.now + self.nic.cfg.rx_pipeline_ns
+        t = self.parser.take(self.nic.env._now + self.nic.cfg.rx_pipeline_ns, self._parse)
         if n:
             if not self._dest_valid(qp, op):
                 return
@@ -351,7 +356,7 @@ class Completer:
         if not self._dest_valid(qp, op):
             return
         self._pop(qp)
-        t = self.nic.env.now + self.nic.cfg.rx_pipeline_ns
+        t = self.parser.take(self.nic.env._now + self.nic.cfg.rx_pipeline_ns, self._parse)
         w = op.walk
         assert w is not None
         t = self.nic.walk(w, 8, t)

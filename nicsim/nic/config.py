@@ -35,7 +35,33 @@ class NicConfig:
     tx_readahead: int = 32
     # Packets a QP sends per turn while other QPs wait (packet-level round robin).
     tx_quantum: int = 1
-    max_wqe_prefetch: int = 8  # WQEs fetched by one DMA read when several are pending
+    # Send WQEs fetched by one DMA read, and the most a QP holds fetched ahead of execution:
+    # the NIC prefetches at the doorbell and again when a QP's fetched WQEs run low, so the
+    # payload stream never waits for a descriptor read (nicsim.nic.wqe_fetch).
+    max_wqe_prefetch: int = 8
+    # Receive WQEs a QP holds in the NIC, prefetched at the RQ doorbell: an incoming SEND
+    # finds its receive WQE on chip instead of reading it from host memory.
+    rwqe_cache: int = 8
+    # Descriptor DMA reads (send and receive WQEs) in flight at once: the read tags the
+    # descriptor fetcher has (payload reads have tx_readahead).
+    dma_read_tags: int = 16
+    # The NIC clock and what each stage occupies one of its units for, in cycles (the
+    # stage's initiation interval; its latency is the *_ns pipeline delay above), and how
+    # many units each stage has (nicsim.nic.engines). An ASIC: a fast clock, many units; an
+    # FPGA NIC: a slow clock, one or two.
+    clock_mhz: float = 500.0
+    doorbell_cycles: int = 4  # doorbell decode, per doorbell (one decoder)
+    sched_cycles: int = 16  # scheduler pick, per WQE started
+    wqe_parse_cycles: int = 32  # WQE parse and local key check, per WQE started
+    header_cycles: int = 12  # header build (BTH, RETH, ICRC set-up), per packet sent
+    rx_parse_cycles: int = 4  # receive parse, per packet received (one parser)
+    resp_cycles: int = 12  # responder decision (PSN, rkey, placement), per request packet
+    cqe_cycles: int = 8  # CQE build, per completion (one CQE builder)
+    send_engines: int = 24  # QP schedulers: a QP is served by one at a time
+    responder_units: int = 4
+    # BlueFlame: bytes of a UAR page's WQE-by-MMIO buffer (hwif.BF_OFFSET; 0: none). A post
+    # of one small WQE writes it with the doorbell and the NIC skips the WQE fetch.
+    bf_size: int = 256
     # Address translation cache.
     mpt_cache_entries: int = 512
     mtt_cache_entries: int = 4096

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from nicsim.hwif import CQE_SIZE, WQE_INDEX_MASK, Cqe, EqeType, cqe_owner
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import Dma
+from nicsim.nic.engines import Units
 from nicsim.nic.eq import ASYNC_EQN, EventQueues
 
 _CQE = Cqe.FMT
@@ -45,9 +46,12 @@ class CqCtx:
 
 
 class CqWriter:
-    def __init__(self, dma: Dma, eqs: EventQueues) -> None:
+    def __init__(self, dma: Dma, eqs: EventQueues, cost_ns: float = 0.0) -> None:
         self.dma = dma
         self.eqs = eqs
+        # The CQE builder (one unit, nicsim.nic.engines): each CQE occupies it `cost_ns`.
+        self.builder = Units(1)
+        self.cost = cost_ns
         self.cqs: dict[int, CqCtx] = {}
         self.counters = Counters("cqes", "cqe_errors", "dbrec_reads", "overruns", "no_cq")
         self.on_overrun: Callable[[CqCtx], None] = lambda cq: None
@@ -82,7 +86,9 @@ class CqWriter:
             c["cqe_errors"] += 1
         raw = _CQE.pack(qpn, wqe_index & WQE_INDEX_MASK, opcode, status, byte_len, imm_inv, src_qp,
                         flags, vendor_err, owner)
-        landed = self.dma.write(pa, raw, not_before)
+        now = self.dma.env._now
+        landed = self.dma.write(pa, raw, self.builder.take(
+            not_before if not_before > now else now, self.cost))
         if cq.armed and (solicited or status or not cq.solicited_only):
             cq.armed = False
             self.eqs.post(cq.eqn, EqeType.COMPLETION, cqn, landed)

@@ -73,11 +73,21 @@ class Datagram:
         if not qp.fetched:
             if not qp.sq_pending:
                 return False
-            yield from nic.fetch.fetch_sq(qp)
-            if qp.state is not QpState.RTS:
+            nic.fetch.prefetch_sq(qp)
+        engine = nic.engine
+        due = engine.due(qp, qp.fetched[0])
+        if due > self.env._now:  # (see Requester.turn)
+            if engine.ready or engine.jobs:
+                engine.wake_at(qp, due)
+                return False
+            yield self.env.timeout(due - self.env._now)
+            if qp.state is not QpState.RTS or not qp.fetched:
                 return True  # (a QP in error flushes in its next turn)
-        nic.engine.counters["schedules"] += 1
-        yield from self._send(qp, qp.fetched.popleft())
+        engine.counters["schedules"] += 1
+        wqe = qp.fetched.popleft()
+        if qp.sq_pending:
+            nic.fetch.prefetch_sq(qp)
+        yield from self._send(qp, wqe)
         return bool(qp.fetched or qp.sq_pending) and qp.state is QpState.RTS
 
     def _builder(self, qp: QpCtx, av: UdAv) -> FrameBuilder:
@@ -110,7 +120,19 @@ class Datagram:
                 else WqeOpcode.SEND
             comp.local_error(qp, wqe.index, op, CqeStatus.LOC_QP_OP_ERR, VendorErr.BAD_OPCODE)
             return
-        t = env.now
+        # Parse and header build on the QP's send engine, once the WQE is in the NIC.
+        eng = nic.engine
+        t = env._now
+        if wqe.ready > t:
+            t = wqe.ready
+        if qp.eng_free > t:
+            t = qp.eng_free
+        t = eng.units.take(t, eng.wqe_cost)
+        qp.eng_free = t + eng.wqe_cost
+        if qp.hdr_free > t:
+            t = qp.hdr_free
+        t = eng.hdr_units.take(t, eng.pkt_cost)
+        qp.hdr_free = t + eng.pkt_cost
         if ctrl.flags & WqeFlags.INLINE:
             payload: bytes | memoryview = wqe.inline
         else:
@@ -173,6 +195,7 @@ class Datagram:
             nic.srq.took(qp.srq)
         else:
             qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
+            nic.fetch.consumed_rq(qp)
         pieces = [(lkey, addr, length) for addr, length, lkey in sges if length]
         st, walk, ready = nic.check_walk(pieces, rq.pd, int(Access.LOCAL_WRITE), ready)
         n = GRH_LEN + p.payload_len

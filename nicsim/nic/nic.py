@@ -24,11 +24,13 @@ from nicsim.hwif import (
     PAGE_SIZE,
     UAR_BASE,
     WQE_INDEX_MASK,
+    DevFeature,
     QpState,
     QpType,
     Reg,
     UarReg,
     XlateStatus,
+    features_word,
 )
 from nicsim.nic.cc import NotificationPoint, make_rate_control
 from nicsim.nic.command import CommandProcessor
@@ -38,6 +40,7 @@ from nicsim.nic.counters import Counters
 from nicsim.nic.cq import CqCtx, CqWriter
 from nicsim.nic.datagram import Datagram
 from nicsim.nic.dma import Dma
+from nicsim.nic.engines import Units, cycles_ns
 from nicsim.nic.eq import EventQueues
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
@@ -91,12 +94,19 @@ class Nic(MmioDevice):
         self.mtt_entries = 0
         self.qps: dict[int, QpCtx] = {}
         self.eq = EventQueues(self.dma)
-        self.cq = CqWriter(self.dma, self.eq)
+        self.cq = CqWriter(self.dma, self.eq, cycles_ns(cfg.cqe_cycles, cfg.clock_mhz))
         self.srq = SharedReceiveQueues(self.eq)
         self.cq.on_overrun = self._cq_overrun
         self.engine = SendEngine(env, self.port, cfg.tx_readahead, cfg.tx_quantum,
                                  cfg.cc.pacing_jitter, crc32(name.encode()))
         self.fetch = WqeFetch(env, cfg, self.dma)
+        eng = self.engine
+        eng.units = Units(cfg.send_engines)
+        eng.hdr_units = Units(cfg.send_engines)
+        eng.wqe_cost = cycles_ns(cfg.sched_cycles + cfg.wqe_parse_cycles, cfg.clock_mhz)
+        eng.pkt_cost = cycles_ns(cfg.header_cycles, cfg.clock_mhz)
+        self._db_unit = Units(1)
+        self._db_cost = cycles_ns(cfg.doorbell_cycles, cfg.clock_mhz)
         self.requester = Requester(self)
         self.responder = Responder(self)
         self.completer = Completer(self)
@@ -136,7 +146,18 @@ class Nic(MmioDevice):
         else:
             self.regs[offset] = value
 
-    def _doorbell(self, uar: int, reg: int, value: int) -> None:
+    def mmio_write_block(self, offset: int, data: bytes) -> None:
+        """A write-combined burst: a BlueFlame doorbell with its WQE (hwif UarReg.BF)."""
+        bf = self.cfg.bf_size
+        n = len(data)
+        if offset < UAR_BASE or offset & (PAGE_SIZE - 1) != UarReg.BF or not bf or n < 8 \
+                or n > bf or n & 7:
+            self.engine.counters["bf_bad_write"] += 1
+            return
+        self._doorbell(offset >> PAGE_SHIFT, UarReg.SQ_DB, int.from_bytes(data[:8], "little"),
+                       data[8:])
+
+    def _doorbell(self, uar: int, reg: int, value: int, bf: bytes | None = None) -> None:
         """A write to doorbell page `uar`. It counts only for QPs and CQs created with that
         page: a process can reach its own UAR only, so it cannot ring another's queues."""
         c = self.engine.counters
@@ -160,27 +181,39 @@ class Nic(MmioDevice):
             return
         if reg == UarReg.SQ_DB:
             c["doorbells"] += 1
-            # The doorbell is decoded before the scheduler learns of the new WQEs (doorbell_ns);
-            # doorbells of a QP keep their order, all taking the same time.
-            d = self.cfg.doorbell_ns
-            if d > 0:
-                self.env.timeout(d).callbacks.append(
-                    lambda _e: self._sq_doorbell(qp, value))
+            # The doorbell decoder takes one doorbell per doorbell_cycles; the scheduler
+            # learns of the new WQEs doorbell_ns after decoding starts. Doorbells keep their
+            # order (one decoder).
+            now = self.env._now
+            at = self._db_unit.take(now, self._db_cost) + self.cfg.doorbell_ns
+            if at > now:
+                self.env.timeout(at - now).callbacks.append(
+                    lambda _e: self._sq_doorbell(qp, value, bf))
             else:
-                self._sq_doorbell(qp, value)
+                self._sq_doorbell(qp, value, bf)
         else:
             qp.rq_pi = value & WQE_INDEX_MASK
             if qp.state is QpState.ERR:
                 self.completer.flush_recv(qp)
+            elif qp.state is not QpState.RESET:
+                self.fetch.prefetch_rq(qp)
 
-    def _sq_doorbell(self, qp: QpCtx, value: int) -> None:
-        qp.sq_pi = value & WQE_INDEX_MASK
+    def _sq_doorbell(self, qp: QpCtx, value: int, bf: bytes | None = None) -> None:
+        pi = value & WQE_INDEX_MASK
+        qp.sq_pi = pi
         if qp.state is QpState.RTS or qp.state is QpState.ERR:
+            if qp.state is QpState.RTS:
+                if bf is not None and not self.fetch.take_bf(qp, pi, bf):
+                    self.engine.counters["bf_as_doorbell"] += 1
+                self.fetch.prefetch_sq(qp)
             self.engine.kick(qp)
 
     def mmio_read(self, offset: int) -> int:
         if offset == Reg.DEV_ID:
             return DEV_ID
+        if offset == Reg.FEATURES:
+            bf = self.cfg.bf_size
+            return features_word(DevFeature.BLUEFLAME if bf else DevFeature(0), bf)
         if offset == Reg.CMD_STATUS:
             return self.commands.read_status()
         return self.regs.get(offset, 0)

@@ -91,6 +91,7 @@ class RespCtx:
     recv_active: bool = False  # a receive WQE is taken by the message in progress
     data_ready_at: float = 0.0  # when the receive WQE's SGEs are known (RQ WQE fetch)
     unacked: int = 0  # packets since the last ACK
+    unit_free: float = 0.0  # when the responder unit on this QP may take its next packet
     nak_sent: bool = False  # one NAK per expected PSN, RNR included (IBA 9.7.5.2.2)
     last_done_at: float = 0.0  # when the last payload write lands in host memory
     posted_at: float = 0.0  # when the last payload write was posted to PCIe
@@ -140,6 +141,10 @@ class QpCtx:
     rq_pi: int = 0
     rq_ci: int = 0
     fetched: deque = field(default_factory=deque)  # decoded WQEs not yet executed
+    rq_fetch: int = 0  # next receive WQE index to prefetch (16-bit)
+    rq_cache: deque = field(default_factory=deque)  # (index, SGEs, ready) prefetched
+    eng_free: float = 0.0  # when the send engine may start this QP's next WQE
+    hdr_free: float = 0.0  # when a header unit may start this QP's next packet
     outstanding: deque = field(default_factory=deque)  # SendOps awaiting ACK/response
     resp: RespCtx = field(default_factory=RespCtx)
     scheduled: bool = False

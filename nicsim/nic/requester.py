@@ -161,16 +161,34 @@ class Requester:
                 sop = qp.redo.popleft()
                 self._aim(qp, sop, 0, True)
             else:
-                if not qp.fetched:
+                fetched = qp.fetched
+                if not fetched:
                     if not qp.sq_pending:
                         return False
-                    yield from self.nic.fetch.fetch_sq(qp)
-                    if qp.state is not QpState.RTS or qp.resend_psn is not None:
-                        return True
-                if self.blocked(qp, qp.fetched[0]):
+                    self.nic.fetch.prefetch_sq(qp)
+                wqe = fetched[0]
+                if self.blocked(qp, wqe):
                     return False  # the completer kicks the QP when a response arrives
-                self.nic.engine.counters["schedules"] += 1
-                self._start(qp, qp.fetched.popleft())
+                engine = self.nic.engine
+                due = engine.due(qp, wqe)
+                if due > env._now:
+                    # Its WQE is still on its way, or no send engine can take it yet. The
+                    # engine does not decide its packets ahead of that: they would hold up
+                    # the packets of other QPs behind them in the port's queue, and reads
+                    # issued meanwhile behind its payload reads. Other work waiting: serve
+                    # that, and this QP then. Alone: wait (an event per WQE only when the
+                    # NIC, not the host or the wire, is what limits the rate).
+                    if engine.ready or engine.jobs:
+                        engine.wake_at(qp, due)
+                        return False
+                    yield env.timeout(due - env._now)
+                    if qp.state is not QpState.RTS or qp.resend_psn is not None \
+                            or not fetched or fetched[0] is not wqe:
+                        return True
+                engine.counters["schedules"] += 1
+                self._start(qp, fetched.popleft())
+                if qp.sq_pending:
+                    self.nic.fetch.prefetch_sq(qp)
                 if qp.cur is None:
                     # A local error (flush what is left) or a local operation done (on to
                     # the next WQE).
@@ -209,7 +227,15 @@ class Requester:
         c["wqes"] += 1
         ctrl = wqe.ctrl
         nic = self.nic
-        t = self.env.now
+        # The WQE is parsed once it is in the NIC, on the QP's send engine.
+        t = self.env._now
+        if wqe.ready > t:
+            t = wqe.ready
+        eng = nic.engine
+        if qp.eng_free > t:
+            t = qp.eng_free
+        t = eng.units.take(t, eng.wqe_cost)
+        qp.eng_free = t + eng.wqe_cost
         try:
             op = WqeOpcode(ctrl.opcode)
         except ValueError:
@@ -308,7 +334,11 @@ class Requester:
         if qp.rate is not None:
             nic.engine.paced(qp, len(frame))
             nic.cc.on_sent(qp, len(frame))  # type: ignore[union-attr]
-        wait = nic.engine.emit(frame, qp.cur_t + nic.cfg.tx_pipeline_ns)
+        eng = nic.engine
+        t = qp.cur_t if qp.cur_t > qp.hdr_free else qp.hdr_free
+        t = eng.hdr_units.take(t, eng.pkt_cost)  # the header build
+        qp.hdr_free = t + eng.pkt_cost
+        wait = eng.emit(frame, t + nic.cfg.tx_pipeline_ns)
         if wait > env.now or nic.port.queued:
             yield from nic.engine.window(wait)
 
@@ -333,6 +363,8 @@ class Requester:
         emit = engine.emit
         queued = nic.port.queued
         read_at = nic.dma.read_at
+        take = engine.hdr_units.take
+        pkt_cost = engine.pkt_cost
         ready_lag = nic.cfg.tx_pipeline_ns
         dqpn = qp.dest_qpn
         solicited = bool(ctrl.flags & _SOLICITED)
@@ -357,9 +389,7 @@ class Requester:
             n = total - i * mtu
             if n > mtu:
                 n = mtu
-            if inline:
-                payload, ready = inline[i * mtu:i * mtu + n], t
-            elif n:
+            if n and not inline:
                 if sop.epoch != xlate.epoch and not self.still_valid(sop):
                     # The source buffer was deregistered under the message (go-back-N
                     # included): nothing more of it is read.
@@ -370,9 +400,17 @@ class Requester:
                     return
                 if walk.covered < i * mtu + n:  # type: ignore[union-attr]
                     t = nic.walk(walk, i * mtu + n, t)  # type: ignore[arg-type]
-                payload, ready, pos = read_at(segs, pos, n, t)
+            # The header build occupies a header unit (no sooner than the QP's previous
+            # packet's); the payload read is issued when it starts.
+            s = t if t > qp.hdr_free else qp.hdr_free
+            s = take(s, pkt_cost)
+            qp.hdr_free = s + pkt_cost
+            if inline:
+                payload, ready = inline[i * mtu:i * mtu + n], s
+            elif n:
+                payload, ready, pos = read_at(segs, pos, n, s)
             else:
-                payload, ready = b"", t
+                payload, ready = b"", s
             if i == last_i:
                 ext = (first_ext + last_ext) if i == 0 else last_ext
                 frame = build(only_op if i == 0 else last_op, dqpn, (psn + i) & PSN_MASK, ext,

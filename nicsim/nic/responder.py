@@ -31,6 +31,7 @@ from nicsim.hwif import (
 )
 from nicsim.nic.aeth import Syndrome, credit_code
 from nicsim.nic.counters import Counters
+from nicsim.nic.engines import Units, cycles_ns
 from nicsim.nic.qp import PSN_MASK, QpCtx, RdRes, RespCtx, RespState, psn_diff
 from nicsim.nic.translation import Held, Walk
 from nicsim.wire import Kind, Packet, aeth, atomic_ack_eth
@@ -56,6 +57,13 @@ class Responder:
         self.nic = nic
         self.env: simpy.Environment = nic.env
         self._rx_lag = nic.cfg.rx_pipeline_ns
+        # The responder units (nicsim.nic.engines): each request packet occupies one for its
+        # receive parse and the responder's decision; a QP's packets take turns on them
+        # (RespCtx.unit_free), so they stay in order.
+        cfg = nic.cfg
+        self.units = Units(cfg.responder_units)
+        self._take = self.units.take
+        self._unit_cost = cycles_ns(cfg.rx_parse_cycles + cfg.resp_cycles, cfg.clock_mhz)
         self._ack_every = nic.cfg.ack_coalesce
         self._xlate = nic.xlate
         self.counters = Counters(
@@ -141,6 +149,10 @@ class Responder:
         c["requests"] += 1
         r.nak_sent = False
         t = self.env._now + self._rx_lag  # (the attribute behind `now`: per packet)
+        if r.unit_free > t:
+            t = r.unit_free
+        t = self._take(t, self._unit_cost)
+        r.unit_free = t + self._unit_cost
         self._place(qp, frame, b + 12, n, t)
         # _advance, inline (this runs per packet)
         psn = qp.epsn
@@ -157,8 +169,12 @@ class Responder:
             c["drop_qp_state"] += 1
             return
         c["requests"] += 1
-        t = self.env.now + self.nic.cfg.rx_pipeline_ns
         r = qp.resp
+        t = self.env._now + self._rx_lag
+        if r.unit_free > t:
+            t = r.unit_free
+        t = self._take(t, self._unit_cost)
+        r.unit_free = t + self._unit_cost
         d = psn_diff(p.psn, qp.epsn)
         if d:
             if d > 0:
@@ -323,11 +339,15 @@ class Responder:
         """The message's last packet arrived; `solicited`: its BTH SE bit (IBA 9.2.3), which
         a CQ armed for solicited completions waits for."""
         r = qp.resp
+        # The CQE follows the last payload write on the same PCIe direction: posted writes
+        # stay in order (PCIe base spec 2.4.1), so it may be issued once that write is, and
+        # software that sees the CQE sees the data.
         self.nic.completer.post_recv(qp, r.rq_index, opcode, CqeStatus.SUCCESS, r.msg_len,
-                                     flags, imm, max(t, r.last_done_at), solicited)
+                                     flags, imm, max(t, r.posted_at), solicited)
         self.counters["recv_completions"] += 1
         if qp.srq is None:
             qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
+            self.nic.fetch.consumed_rq(qp)
         qp.msn = (qp.msn + 1) & 0xFFFFFF
         r.state = RespState.IDLE
         r.rq_cap = 0

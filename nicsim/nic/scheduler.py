@@ -20,13 +20,14 @@ import simpy
 
 from nicsim.fabric.link import _NORMAL, _Wake
 from nicsim.nic.counters import Counters
+from nicsim.nic.engines import Units
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE
 
 if TYPE_CHECKING:
     from nicsim.nic.requester import Requester
-    from nicsim.nic.wqe_fetch import WqeFetch
+    from nicsim.nic.wqe_fetch import SendWqe, WqeFetch
 
 
 _WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG
@@ -46,7 +47,17 @@ class SendEngine:
         self._wake: simpy.Event | None = None
         self.requester: Requester
         self.fetch: WqeFetch
-        self.counters = Counters("doorbells", "doorbell_bad_target", "schedules", "jobs")
+        self.counters = Counters("doorbells", "doorbell_bad_target", "schedules", "jobs",
+                                 "bf_as_doorbell", "bf_bad_write", "wqe_waits")
+        # The send engines (QP schedulers, nicsim.nic.engines), two pipelined stages each:
+        # a WQE started occupies a WQE stage for `wqe_cost` ns (scheduler pick and WQE
+        # parse), a packet a header stage for `pkt_cost` (header build). A QP's items take
+        # their turns in order (QpCtx.eng_free, hdr_free), so one QP gets one engine's rate.
+        # Nic sets them from its config.
+        self.units = Units(1)
+        self.hdr_units = Units(1)
+        self.wqe_cost = 0.0
+        self.pkt_cost = 0.0
         # The rate limiter spaces packets within +-jitter of the exact gap (mean preserving):
         # see nicsim.nic.cc.config.CcConfig.pacing_jitter.
         self.jitter = jitter
@@ -139,6 +150,24 @@ class SendEngine:
         if pend[0][1] == seq:  # the QP's earliest timer: it needs its entry now
             queued.add(seq)
             heappush(env._queue, (t, _NORMAL, seq, _Wake(self._unhold, h)))
+
+    def due(self, qp: QpCtx, wqe: SendWqe) -> float:
+        """The earliest a send engine can start `wqe` of `qp`."""
+        t = wqe.ready
+        if qp.eng_free > t:
+            t = qp.eng_free
+        e = self.units.earliest()
+        return e if e > t else t
+
+    def wake_at(self, qp: QpCtx, at: float) -> None:
+        """Give `qp` a turn at `at` (its next WQE is in the NIC then); an entry in SimPy's
+        queue as in `hold`."""
+        self.counters["wqe_waits"] += 1
+        env = self.env
+        heappush(env._queue, (at, _NORMAL, next(env._eid), _Wake(self._woken, qp)))
+
+    def _woken(self, ev: _Wake) -> None:
+        self.kick(ev._value)
 
     def _unhold(self, ev: _Wake) -> None:
         pend, queued = ev._value

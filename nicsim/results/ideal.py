@@ -6,11 +6,13 @@ being polled (nicsim.nic, nicsim.host.pcie), with warm translation caches and no
 in flight:
 
   post_send CPU time; the doorbell MMIO write across PCIe and its decode; the WQE fetch (a
-  DMA read of one WQE slot) and its decode; the first payload DMA read; the transmit
+  DMA read of one WQE slot) and its decode, or for a small inline WQE the BlueFlame write
+  that carries it with the doorbell; the first payload DMA read; the transmit
   pipeline; every packet on the wire at the line rate, or behind the PCIe read completions
   when those are slower;
-  propagation (store and forward at each switch); the receive pipeline; for a SEND, the
-  receive WQE fetch; the ACK back; the CQE written across PCIe; the poll that reads it.
+  propagation (store and forward at each switch); the receive pipeline (a SEND's receive
+  WQE is already in the NIC: prefetched when it was posted); the ACK back; the CQE written
+  across PCIe; the poll that reads it.
 
 A READ runs its request out, the responder's payload reads and the responses back, and
 completes when its data has landed in host memory. An atomic is one request and one response
@@ -28,7 +30,12 @@ from dataclasses import dataclass
 
 from nicsim.host.host import CpuCosts
 from nicsim.host.pcie import PcieConfig
-from nicsim.hwif import CQE_SIZE, recv_wqe_stride, send_wqe_stride
+from nicsim.hwif import (
+    CQE_SIZE,
+    SEND_WQE_CTRL_SIZE,
+    bf_burst_len,
+    send_wqe_stride,
+)
 from nicsim.nic.config import NicConfig
 from nicsim.scenario.build import Hop
 from nicsim.scenario.schema import ATOMICS, SENDS, WITH_IMM, OpKind
@@ -59,7 +66,6 @@ class Ideal:
         self._bpns = p.bytes_per_ns
         self._rtt = 2 * p.latency_ns + p.host_mem_ns
         self._sq_stride = send_wqe_stride(cfg.max_send_sge, cfg.max_inline)
-        self._rq_stride = recv_wqe_stride(cfg.max_recv_sge)
 
     # -- PCIe --------------------------------------------------------------------------------
 
@@ -143,9 +149,16 @@ class Ideal:
         the path `fwd` (requester to responder) and `back`."""
         c = self.cfg
         nic = c.nic
-        t = c.cpu.post_send + (MMIO_BYTES + c.pcie.tlp_overhead) / self._bpns + \
-            c.pcie.latency_ns + nic.doorbell_ns
-        t += self._read(self._sq_stride) + nic.wqe_decode_ns  # the WQE
+        bf = bf_burst_len(SEND_WQE_CTRL_SIZE + n, nic.bf_size) \
+            if inline and op is not OpKind.READ and op not in ATOMICS else 0
+        if bf:  # BlueFlame: the WQE comes with the doorbell, in 64-byte write-combined TLPs
+            t = c.cpu.post_send + c.cpu.mmio_write * (-(-bf // 64) - 1) + \
+                sum(min(64, bf - o) + c.pcie.tlp_overhead for o in range(0, bf, 64)) / \
+                self._bpns + c.pcie.latency_ns + nic.doorbell_ns + nic.wqe_decode_ns
+        else:
+            t = c.cpu.post_send + (MMIO_BYTES + c.pcie.tlp_overhead) / self._bpns + \
+                c.pcie.latency_ns + nic.doorbell_ns
+            t += self._read(self._sq_stride) + nic.wqe_decode_ns  # the WQE
         if op is OpKind.READ:
             arr = self._deliver(fwd, t + nic.tx_pipeline_ns, self._frame(0, Ext.RETH.size))
             at = arr + nic.rx_pipeline_ns
@@ -167,7 +180,8 @@ class Ideal:
         ready = t if inline or not n else t + self._read(msg.first)
         # The responder ACKs the last packet once its write is under way; a SEND's data
         # waits for the receive WQE, which the responder fetches at the first packet.
-        wait = self._read(self._rq_stride) + nic.wqe_decode_ns if op in SENDS and n else 0.0
+        # (A SEND's receive WQE is in the NIC's cache: prefetched when it was posted.)
+        wait = 0.0
         acked = self._placed(*self._burst(fwd, ready, msg), msg, wait)
         back_arr = self._deliver(back, acked, self._frame(0, Ext.AETH.size))
         return back_arr + self._write(CQE_SIZE) + c.cpu.poll_cqe

@@ -80,6 +80,7 @@ class PcieSpec(Strict):
 
 
 NsFloat = Annotated[float, Field(ge=0)]
+BF_SIZES = (0, 64, 128, 256)  # BlueFlame buffer sizes a device may have (hwif.BF_MAX)
 
 
 class NicSpec(Strict):
@@ -105,10 +106,30 @@ class NicSpec(Strict):
     tx_readahead: Annotated[int, Field(ge=1, le=256)] = 32
     tx_quantum: Annotated[int, Field(ge=1, le=1024)] = 1
     max_wqe_prefetch: Annotated[int, Field(ge=1, le=64)] = 8
+    rwqe_cache: Annotated[int, Field(ge=1, le=1024)] = 8
+    dma_read_tags: Annotated[int, Field(ge=1, le=1024)] = 16
+    clock_mhz: Annotated[float, Field(gt=0, le=10000)] = 500.0
+    doorbell_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 4
+    sched_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 16
+    wqe_parse_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 32
+    header_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 12
+    rx_parse_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 4
+    resp_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 12
+    cqe_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 8
+    send_engines: Annotated[int, Field(ge=1, le=1024)] = 24
+    responder_units: Annotated[int, Field(ge=1, le=1024)] = 4
+    bf_size: Annotated[int, Field(description="0 (none), 64, 128 or 256")] = 256
     mpt_cache_entries: Annotated[int, Field(ge=1)] = 512
     mtt_cache_entries: Annotated[int, Field(ge=1)] = 4096
     ack_coalesce: Annotated[int, Field(ge=1, le=1024)] = 16
     ecn_capable: bool = True
+
+    @model_validator(mode="after")
+    def _bf(self) -> NicSpec:
+        if self.bf_size not in BF_SIZES:
+            raise ValueError(f"bf_size must be 0 (no BlueFlame), 64, 128 or 256, not "
+                             f"{self.bf_size}")
+        return self
 
 
 class CpuSpec(Strict):

@@ -17,11 +17,13 @@ from nicsim.driver.kernel.query import FIRST_QPN, GID_TABLE_LEN, MAX_SRQ
 from nicsim.host.host import Host, PciFunction
 from nicsim.host.memory import AddressSpace, Extents, MemoryError_, PhysMem
 from nicsim.hwif import (
+    BF_MAX,
     CMD_BUSY,
     CQE_SIZE,
     DEV_ID,
     EQE_OWNER_OFFSET,
     EQE_SIZE,
+    FEATURES_BF_SHIFT,
     MPT_SIZE,
     MTT_ENTRY_SIZE,
     PAGE_SHIFT,
@@ -30,6 +32,7 @@ from nicsim.hwif import (
     CmdStatus,
     Cqc,
     CqState,
+    DevFeature,
     DeviceCaps,
     Eqc,
     Eqe,
@@ -240,6 +243,10 @@ class NsnicDriver:
         self.dev_id = self.bar.read64(Reg.DEV_ID)
         if self.dev_id != DEV_ID:
             raise HwError(f"{name}: not an nsnic device", errno.ENODEV)
+        # Optional features (hwif Reg.FEATURES; a device without the register reads 0).
+        feat = self.bar.read64(Reg.FEATURES)
+        bf = (feat >> FEATURES_BF_SHIFT) & 0xFFFF
+        self.bf_size = bf if feat & DevFeature.BLUEFLAME and 16 <= bf <= BF_MAX else 0
         mem = host.mem
         self.cmd_in_pa = mem.alloc_contig(PAGE_SIZE * 16)
         self.cmd_out_pa = mem.alloc_contig(PAGE_SIZE)
