@@ -44,6 +44,7 @@ class Pcie:
         self._bpns = cfg.bytes_per_ns
         self.up_free = 0.0
         self.down_free = 0.0
+        self.mmio_free = 0.0  # when the CPU's last MMIO write has crossed the link
         self.last_write_start = 0.0  # when the most recent posted write began
         self._lat = cfg.latency_ns
         self._rtt = 2 * cfg.latency_ns + cfg.host_mem_ns  # request out, completion back
@@ -117,11 +118,21 @@ class Pcie:
     def mmio_write_arrival(self, nbytes: int = 8) -> float:
         """A posted MMIO write from the CPU: when it reaches the device."""
         c = self.cfg
-        start = max(self.env.now, self.down_free)
-        self.down_free = start + (nbytes + c.tlp_overhead) / self._bpns
+        now = self.env.now
+        dur = (nbytes + c.tlp_overhead) / self._bpns
+        # MMIO writes keep their order among themselves. Read completions the device has
+        # reserved on the downstream link ahead of now do not hold a posted write up: the
+        # link takes TLPs as they come, so the write goes between them and the completions
+        # behind it move by its bytes.
+        start = now if now > self.mmio_free else self.mmio_free
+        if self.down_free > start:
+            self.down_free += dur
+        else:
+            self.down_free = start + dur
+        self.mmio_free = start + dur
         self.counters["mmio_writes"] += 1
         self.counters["tlps_down"] += 1
-        return self.down_free + c.latency_ns
+        return start + dur + c.latency_ns
 
     def mmio_read_roundtrip(self) -> float:
         """A non-posted MMIO read: request down, completion up. Returns the round-trip time."""

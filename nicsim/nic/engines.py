@@ -19,15 +19,13 @@ from heapq import heapreplace
 class Units:
     """`n` units; `take(ready, cost)` books the earliest free one and returns the start."""
 
-    __slots__ = ("free", "n", "busy_ns", "items")
+    __slots__ = ("free", "n")
 
     def __init__(self, n: int) -> None:
         if n < 1:
             raise ValueError("a stage has at least one unit")
         self.n = n
         self.free = [0.0] * n  # a min-heap of the units' free times
-        self.busy_ns = 0.0
-        self.items = 0
 
     def take(self, ready: float, cost: float) -> float:
         free = self.free
@@ -38,8 +36,6 @@ class Units:
             free[0] = start + cost
         else:
             heapreplace(free, start + cost)
-        self.busy_ns += cost
-        self.items += 1
         return start
 
     def hold(self, ready: float) -> float:
@@ -54,7 +50,6 @@ class Units:
             self.free[0] = until
         else:
             heapreplace(self.free, until)
-        self.items += 1
 
     def earliest(self) -> float:
         """When the first unit is free."""

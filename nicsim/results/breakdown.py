@@ -5,7 +5,7 @@ Stages of a WR posted on host a towards host b (the requester's QP and WQE index
 
     post          the application calls ibv_post_send (the host program stamps it)
     doorbell      the doorbell's MMIO write reaches the NIC
-    wqe_fetched   the WQE is in the NIC (its DMA read done and decoded)
+    wqe_fetched   the WQE is in the NIC (its DMA read, or its BlueFlame write, decoded)
     translated    its local buffer is translated (lkey -> MPT -> MTT); inline WQEs skip it
     first_out     the first bit of its first packet leaves host a's port
     last_out      the last bit of its last packet leaves host a's port
@@ -18,9 +18,10 @@ Stages of a WR posted on host a towards host b (the requester's QP and WQE index
 
 The tracer costs nothing unless asked for: it wraps a few methods of the two NICs' blocks
 on the instances (not the classes) and taps the cable at each end, so a run without it runs
-the same code as before. The stamps come from the model's own times: the DMA completion the
-fetch waits on, the cursor time after translation, the link's start-of-frame times, the
-responder's last write landing, the CQE write's landing time.
+the same code as before. The stamps come from the model's own times: when each WQE is in the
+NIC (its prefetch read or BlueFlame write decoded), the cursor time after translation, the
+link's start-of-frame times, the responder's last write landing, the CQE write's landing
+time.
 """
 
 from __future__ import annotations
@@ -142,13 +143,12 @@ class Tracer:
     def _wrap(self) -> None:
         na = self.na
         doorbell = na._doorbell
-        fetch = na.fetch.fetch_sq
         start = na.requester._start
         cq_post = na.cq.post
         advance = self.nb.responder._advance
 
-        def on_doorbell(uar: int, reg: int, value: int) -> None:
-            doorbell(uar, reg, value)
+        def on_doorbell(uar: int, reg: int, value: int, bf: bytes | None = None) -> None:
+            doorbell(uar, reg, value, bf)
             if reg == UarReg.SQ_DB:
                 qpn, head = value >> 32, value & WQE_INDEX_MASK
                 i = self._rung.get(qpn, 0)
@@ -157,19 +157,14 @@ class Tracer:
                     i = (i + 1) & WQE_INDEX_MASK
                 self._rung[qpn] = head
 
-        def on_fetch(qp: Any) -> Any:
-            before = qp.sq_fetch
-            yield from fetch(qp)
-            i = before
-            while i != qp.sq_fetch:
-                self._wr(qp.qpn, i).t[Stage.WQE_FETCHED] = self.env.now
-                i = (i + 1) & WQE_INDEX_MASK
-
         def on_start(qp: Any, wqe: Any) -> None:
             start(qp, wqe)
             if qp.outstanding and qp.outstanding[-1].wqe is wqe:
                 sop = qp.outstanding[-1]
                 wr = self._wr(qp.qpn, wqe.index)
+                # When the WQE was in the NIC: its prefetch read done and decoded, or its
+                # BlueFlame write decoded (nicsim.nic.wqe_fetch).
+                wr.t[Stage.WQE_FETCHED] = wqe.ready
                 wr.first_psn, wr.last_psn = sop.first_psn, sop.last_psn
                 wr.t[Stage.TRANSLATED] = qp.cur_t if qp.cur is sop else self.env.now
                 self._by_psn[qp.qpn].append(wr)
@@ -189,7 +184,6 @@ class Tracer:
                     break
 
         na._doorbell = on_doorbell
-        na.fetch.fetch_sq = on_fetch
         na.requester._start = on_start
         na.cq.post = on_cqe
         self.nb.responder._advance = on_advance
