@@ -9,7 +9,7 @@ counts them, which is how tests show the data path never comes here.
 from __future__ import annotations
 
 import errno
-import itertools
+import os
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -138,7 +138,6 @@ class DoorbellPage:
 
 
 _UAR_REGS = frozenset(UarReg) - {UarReg.BF}  # BF takes bursts (write_bf), not stores
-_fds = itertools.count(3)
 
 
 class UverbsFile:
@@ -153,7 +152,10 @@ class UverbsFile:
         self.uctx = dev.open(aspace)
         self.commands = 0
         self.doorbells = DoorbellPage(dev.hw.bar, self.uctx.uar, dev.hw.bf_size)
-        self.fd = next(_fds)  # the number a program sees for /dev/infiniband/uverbsN
+        # The descriptor a program sees for /dev/infiniband/uverbsN: a real one of the
+        # process (of /dev/null), so what programs do with descriptors (os.dup, fcntl)
+        # works; the simulated device is reached through this object, never through it.
+        self.fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
 
     def _enter(self) -> None:
         if self.uctx.closed:
@@ -275,6 +277,7 @@ class UverbsFile:
             self.host.spend(self.host.costs.syscall)
             self.doorbells.mapped = False
             self.dev.close(self.uctx)
+            os.close(self.fd)
 
 
 def open_device(host: Host, dev_name: str, aspace: AddressSpace) -> UverbsFile:
