@@ -20,7 +20,6 @@ import simpy
 from nicsim.hwif import (
     WQE_INDEX_MASK,
     Access,
-    CqeOpcode,
     CqeStatus,
     QpState,
     QpType,
@@ -29,6 +28,7 @@ from nicsim.hwif import (
     WqeOpcode,
     XlateStatus,
 )
+from nicsim.nic.completer import _CQE_OPCODE
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import position
 from nicsim.nic.qp import PSN_MASK, QpCtx, SendOp, psn_diff
@@ -70,7 +70,6 @@ _SIGNALED, _INLINE, _SOLICITED, _FENCE = (int(WqeFlags.SIGNALED), int(WqeFlags.I
                                           int(WqeFlags.SOLICITED), int(WqeFlags.FENCE))
 # Work requests the NIC executes without the wire (memory windows, IBA 10.6.7.2).
 _LOCAL_OPS = (WqeOpcode.BIND_MW, WqeOpcode.LOCAL_INV)
-_LOCAL_CQE = {WqeOpcode.BIND_MW: CqeOpcode.BIND_MW, WqeOpcode.LOCAL_INV: CqeOpcode.LOCAL_INV}
 _CONSUMES_RECV = (WqeOpcode.SEND, WqeOpcode.SEND_WITH_IMM, WqeOpcode.SEND_WITH_INV,
                   WqeOpcode.RDMA_WRITE_WITH_IMM)
 
@@ -293,7 +292,7 @@ class Requester:
             self.nic.completer.local_error(qp, wqe.index, op, status, VendorErr.NONE)
             return
         if ctrl.flags & _SIGNALED:
-            self.nic.cq.post(qp.send_cqn, qp.qpn, wqe.index, _LOCAL_CQE[op], status)
+            self.nic.cq.post(qp.send_cqn, qp.qpn, wqe.index, _CQE_OPCODE[op], status)
 
     def _send(self, qp: QpCtx, quantum: int) -> Generator[simpy.Event, None, None]:
         """Send packets from the cursor (see `turn`)."""
