@@ -54,6 +54,7 @@ class Completer:
         # requester's receive parser (one unit, nicsim.nic.engines) for rx_parse_cycles.
         self.parser = Units(1)
         self._parse = cycles_ns(nic.cfg.rx_parse_cycles, nic.cfg.clock_mhz)
+        self._rx_lag = nic.cfg.rx_pipeline_ns  # (per response packet: hoisted)
         self.counters = Counters("acks", "naks", "rnr_naks", "read_response_packets",
                                  "atomic_acks", "send_completions", "error_completions",
                                  "flush_completions", "unexpected_responses",
@@ -320,7 +321,7 @@ class Completer:
         if p.pad != -n & 3:
             self._fail_at(qp, p.psn, CqeStatus.BAD_RESP_ERR, VendorErr.REMOTE_NAK)
             return
-        t = self.parser.take(self.nic.env._now + self.nic.cfg.rx_pipeline_ns, self._parse)
+        t = self.parser.take(self.nic.env._now + self._rx_lag, self._parse)
         if n:
             if not self._dest_valid(qp, op):
                 return
@@ -356,7 +357,7 @@ class Completer:
         if not self._dest_valid(qp, op):
             return
         self._pop(qp)
-        t = self.parser.take(self.nic.env._now + self.nic.cfg.rx_pipeline_ns, self._parse)
+        t = self.parser.take(self.nic.env._now + self._rx_lag, self._parse)
         w = op.walk
         assert w is not None
         t = self.nic.walk(w, 8, t)
