@@ -34,6 +34,7 @@ from nicsim.hwif import (
 )
 from nicsim.nic.counters import Counters
 from nicsim.nic.qp import PSN_MASK, QpCtx
+from nicsim.nic.requester import _XLATE_VENDOR
 from nicsim.wire import Ecn, FrameBuilder, Packet, Path, deth, immdt, roce_udp_sport
 from nicsim.wire.opcodes import Opcode
 
@@ -46,11 +47,6 @@ QKEY_USE_QP = 0x80000000  # a WR Q_Key with this bit set means the QP's own (IBA
 _RECEIVING = (QpState.RTR, QpState.RTS, QpState.SQD)
 _SEND_OPS = {int(WqeOpcode.SEND): Opcode.UD_SEND_ONLY,
              int(WqeOpcode.SEND_WITH_IMM): Opcode.UD_SEND_ONLY_WITH_IMMEDIATE}
-_XLATE_VENDOR = {XlateStatus.BAD_KEY: VendorErr.BAD_LKEY,
-                 XlateStatus.PD_MISMATCH: VendorErr.LKEY_PD_MISMATCH,
-                 XlateStatus.ACCESS: VendorErr.LKEY_ACCESS,
-                 XlateStatus.BOUNDS: VendorErr.LKEY_BOUNDS,
-                 XlateStatus.MTT_FAULT: VendorErr.MTT_FAULT}
 
 
 def _ip(gid: bytes) -> bytes:
