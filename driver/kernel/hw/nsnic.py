@@ -319,13 +319,17 @@ class NsnicDriver:
             self.host.mem.unpin(pages)
             raise HwError(f"out of MTT entries for {len(pages)} pages (the largest free run "
                           f"is {self.mtt.largest} of {1 << self.lim.log_mtt})", errno.ENOMEM)
-        variant = (self._variant.get(idx, 0) + 1) & 0xFF
-        self._variant[idx] = variant
-        key = (idx << 8) | variant
+        key = self._next_key(idx)
         self._write_mr(key, idx, mtt_start, pages, va, length, access, pd)
         mr = HwMr(key, idx, mtt_start, len(pages), va, length, pages, aspace)
         self.mrs[idx] = mr
         return mr
+
+    def _next_key(self, idx: int) -> int:
+        """A new key for MPT entry `idx`: its index and the next 8-bit variant."""
+        variant = (self._variant.get(idx, 0) + 1) & 0xFF
+        self._variant[idx] = variant
+        return (idx << 8) | variant
 
     def _write_mr(self, key: int, idx: int, mtt_start: int, pages: list[int], va: int,
                   length: int, access: int, pd: int) -> None:
@@ -357,9 +361,7 @@ class NsnicDriver:
         """A memory window: an MPT entry marked as a window of `pd`, not yet valid (a BIND_MW
         WQE makes it so). Returns its key."""
         idx = self.mpts.alloc()
-        variant = (self._variant.get(idx, 0) + 1) & 0xFF
-        self._variant[idx] = variant
-        key = (idx << 8) | variant
+        key = self._next_key(idx)
         flags = MptFlags.MW | (MptFlags.MW_TYPE2 if type2 else 0)
         try:
             self.cmd(CmdOpcode.WRITE_MPT, Mpt(key, pd, 0, 0, 0, 0, flags, PAGE_SHIFT).pack(),
