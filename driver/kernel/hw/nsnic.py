@@ -403,7 +403,7 @@ class NsnicDriver:
         except HwError as e:
             mem.free_contig(ring, EQE_SIZE << EQ_LOG_SIZE)
             mem.free_contig(msi, PAGE_SIZE)
-            if "BAD_OPCODE" in str(e):
+            if e.errno == errno.EOPNOTSUPP:  # BAD_OPCODE
                 raise HwError(f"{self.name}: the device has no event queues",
                               errno.EOPNOTSUPP) from None
             raise
@@ -582,7 +582,7 @@ class NsnicDriver:
             return PortInfo.unpack(self.cmd(CmdOpcode.QUERY_PORT, mod=port,
                                             out_size=PortInfo.size()))
         except HwError as e:
-            if "BAD_OPCODE" in str(e):
+            if e.errno == errno.EOPNOTSUPP:  # BAD_OPCODE
                 raise HwError(f"{self.name}: the device cannot report its port",
                               errno.EOPNOTSUPP) from None
             raise
