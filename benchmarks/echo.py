@@ -20,8 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nicsim.apps.echo import SocketCosts, rdma_echo, tcp_echo  # noqa: E402
-from nicsim.fabric.link import LinkConfig  # noqa: E402
-from nicsim.scenario.build import cpu_costs, nic_config  # noqa: E402
+from nicsim.scenario.build import build_world  # noqa: E402
 from nicsim.scenario.schema import Scenario, validate  # noqa: E402
 from nicsim.world import World  # noqa: E402
 
@@ -39,8 +38,7 @@ def scenario(profile: str | None) -> Scenario:
 
 
 def world(sc: Scenario) -> World:
-    return World.two_hosts(sc.seed, LinkConfig(sc.link.rate_gbps, sc.link.prop_ns), None,
-                           nic_config(sc), None, 64 << 20, cpu_costs(sc))
+    return build_world(sc, None, 64 << 20)
 
 
 def socket_costs(sc: Scenario) -> SocketCosts:
