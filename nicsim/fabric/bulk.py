@@ -20,14 +20,12 @@ from driver.user.verbs import (
     PD,
     QP,
     SGE,
-    AHAttr,
     Context,
-    GlobalRoute,
-    QPAttr,
     QPCap,
     QPInitAttr,
     SendWR,
 )
+from nicsim.scenario.endpoint import connect_qp
 from nicsim.scenario.wait import CqWatch, Waiter
 from nicsim.world import World
 
@@ -119,14 +117,8 @@ def open_stream(w: World, sender: str, receiver: str, msg_bytes: int, depth: int
         ends.append((ctx, qp, cq, mr))
     (sctx, sqp, scq, smr), (rctx, rqp, _rcq, rmr) = ends
     for (_, qp, _, _), (pctx, pqp, _, _) in ((ends[0], ends[1]), (ends[1], ends[0])):
-        attr = QPAttr(qp_access_flags=ACCESS, path_mtu=mtu, dest_qp_num=pqp.qp_num,
-                      max_rd_atomic=1, max_dest_rd_atomic=1, timeout=14, retry_cnt=7,
-                      rnr_retry=7, min_rnr_timer=1,
-                      ah_attr=AHAttr(GlobalRoute(dgid=pctx.query_gid(),
-                                                 traffic_class=traffic_class)))
-        qp.to_init(attr)
-        qp.to_rtr(attr)
-        qp.to_rts(attr)
+        connect_qp(qp, pqp.qp_num, pctx.query_gid(), mtu, ACCESS, max_rd_atomic=1,
+                   traffic_class=traffic_class)
     pattern = bytes((i * 7 + len(sender)) & 0xFF for i in range(256))
     data = (pattern * (msg_bytes // 256 + 1))[:msg_bytes]
     smr.write(data, msg_bytes)
