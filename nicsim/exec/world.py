@@ -18,6 +18,7 @@ from nicsim.exec.answers import Netdev
 from nicsim.exec.spec import WorldSpec, from_env
 from nicsim.fabric.link import LinkConfig
 from nicsim.fabric.topology import Shape, TopologySpec, host_ip, host_mac
+from nicsim.hwif import PortState
 from nicsim.nic.config import NicConfig
 from nicsim.world import World
 
@@ -77,7 +78,7 @@ def netdevs(w: World) -> list[Netdev]:
     for d in devices(w):
         hw = d.host.kernel.devices[d.name].hw  # type: ignore[attr-defined]
         nd = hw.fn.netdev
-        up = hw.query_port(1).state == 4  # PortState.ACTIVE: the link is up
+        up = hw.query_port(1).state == PortState.ACTIVE  # the link is up
         out.append(Netdev(d.name, nd.name, 2 + d.index, nd.mac, nd.ip, nd.mtu, up))
     return out
 
