@@ -23,6 +23,8 @@ from nicsim.hwif import EqeType
 # real read blocks forever; a simulated world that has nothing left to do ends it at once).
 EVENT_WAIT_NS = 1e9
 _WAKE_CAP_NS = 100_000.0
+# The kind of object an asynchronous EQE names.
+_ASYNC_KIND = {EqeType.CQ_ERR: "cq", EqeType.QP_FATAL: "qp", EqeType.SRQ_LIMIT_REACHED: "srq"}
 
 
 class EventError(Exception):
@@ -80,8 +82,7 @@ class EventQueue:
                     continue
                 owner[1].events.append(owner[0])
                 continue
-            kind = {EqeType.CQ_ERR: "cq", EqeType.QP_FATAL: "qp",
-                    EqeType.SRQ_LIMIT_REACHED: "srq"}.get(EqeType(e.type))
+            kind = _ASYNC_KIND.get(EqeType(e.type))
             if kind == "cq":
                 owner = self.cqs.get(e.obj)
                 if owner is None:
