@@ -12,6 +12,7 @@ import pytest
 
 from nicsim.apps.perftest import main
 from nicsim.cli import main as cli_main
+from nicsim.fabric.link import LinkConfig
 from nicsim.wire import Ext, packet_overhead
 
 DASH = "-" * 87
@@ -243,8 +244,8 @@ def test_breakdown_stamps_every_stage_in_causal_order(tmp_path: Path) -> None:
              "arrived", "ack_sent", "ack_received", "cqe_written", "polled"]
     assert all(t[x] <= t[y] for x, y in zip(chain, chain[1:], strict=False))
     assert t["placed"] > t["arrived"]
-    # From the last bit out to its arrival: the default link's 50 ns of propagation.
-    assert t["arrived"] - t["last_out"] == pytest.approx(50.0)
+    # From the last bit out to its arrival: the default link's propagation.
+    assert t["arrived"] - t["last_out"] == pytest.approx(LinkConfig().prop_ns)
     assert "Breakdown of 50 WRs" in out
 
 
