@@ -54,13 +54,16 @@ def test_the_model_defaults_are_the_nsnic_profile():
 
 
 def test_a_scenario_takes_its_profile_under_its_own_fields():
+    v = load_profile("cx4lx-25g").values()
     sc = parse_scenario("profile: cx4lx-25g\n" + TRAFFIC)
-    assert (sc.link.rate_gbps, sc.pcie.lanes, sc.nic.max_qp) == (25.0, 8, 262144)
+    assert (sc.link.rate_gbps, sc.pcie.lanes, sc.nic.max_qp) == (
+        v["link"]["rate_gbps"], v["pcie"]["lanes"], v["nic"]["max_qp"])
+    assert sc.link.rate_gbps != LinkConfig().rate_gbps  # (the profile, not the default)
     sc = parse_scenario("profile: cx4lx-25g\nlink: {rate_gbps: 10}\n" + TRAFFIC)
-    assert (sc.link.rate_gbps, sc.link.prop_ns) == (10.0, 10.0)  # prop_ns from the profile
+    assert (sc.link.rate_gbps, sc.link.prop_ns) == (10.0, v["link"]["prop_ns"])  # from the profile
     # A base profile's fields come through the derived one.
     sc = parse_scenario("profile: cx4lx-10g\n" + TRAFFIC)
-    assert (sc.link.rate_gbps, sc.pcie.lanes) == (10.0, 8)
+    assert (sc.link.rate_gbps, sc.pcie.lanes) == (10.0, v["pcie"]["lanes"])
 
 
 def test_run_profile_flag_and_set_wins(capsys):
