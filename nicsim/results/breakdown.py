@@ -26,7 +26,6 @@ time.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -330,8 +329,4 @@ def waterfall(wr: Wr, path: str, title: str) -> None:
     plt.close(fig)
 
 
-def to_json(summary: dict[str, Any]) -> str:
-    return json.dumps(summary, indent=2)
-
-
-__all__ = ["STAGES", "Stage", "Tracer", "Wr", "text", "to_json", "waterfall"]
+__all__ = ["STAGES", "Stage", "Tracer", "Wr", "text", "waterfall"]
