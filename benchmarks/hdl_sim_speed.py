@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hdl_tb.cocotb_run import run, simulator_available  # noqa: E402
+from hdl_tb.cocotb_run import icrc_helpers, run, simulator_available  # noqa: E402
 
 
 def main() -> int:
@@ -26,9 +26,7 @@ def main() -> int:
     ap.add_argument("--widths", default="64,512")
     ap.add_argument("--frames", type=int, default=200)
     args = ap.parse_args()
-    rtl = ROOT / "hdl_tb" / "rtl"
-    helpers = sorted(p.name for p in rtl.glob("*.v")
-                     if p.name.startswith(("axis_keep_packer", "crc32_")))
+    helpers = icrc_helpers()
     rows = []
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "speed.jsonl"

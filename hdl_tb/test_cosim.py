@@ -28,7 +28,7 @@ import cocotb
 import pytest
 from cocotb.task import bridge
 
-from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, TOPLEVEL, bench_params, roce_nic_sources
+from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, TOPLEVEL, bench_params
 from nicsim import hwif
 
 SEED = 11
@@ -582,7 +582,7 @@ PARTS = [
 @pytest.mark.parametrize(("data_width", "tests"), PARTS,
                          ids=["rtl_to_model-64", "model_to_rtl-64", "traffic-512"])
 def test_cosim(data_width, tests, tmp_path):
-    from hdl_tb.cocotb_run import run
+    from hdl_tb.cocotb_run import roce_nic_sources, run
 
     params = bench_params(data_width)
     run("roce_nic", roce_nic_sources(), "test_cosim", params,

@@ -132,10 +132,7 @@ async def test_model_peer_takes_a_foreign_design(dut):
 
 @pytest.mark.parametrize("data_width", [64])
 def test_model_peer(data_width, tmp_path):
-    from hdl_tb.cocotb_run import RTL, run
+    from hdl_tb.cocotb_run import roce_tx_sources, run
 
-    helpers = sorted(p.name for p in RTL.glob("*.v")
-                     if p.name.startswith(("axis_keep_packer", "crc32_")))
-    run("roce_tx", ["roce_icrc_insert.v", *helpers, "roce_tx_framer.v", "roce_tx.v"],
-        "test_model_peer", {"DATA_WIDTH": data_width},
+    run("roce_tx", roce_tx_sources(), "test_model_peer", {"DATA_WIDTH": data_width},
         extra_env={"COSIM_PCAP_DIR": str(tmp_path)})

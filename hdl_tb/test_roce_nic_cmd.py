@@ -1054,21 +1054,8 @@ def bench_params(data_width: int) -> dict[str, int]:
 
 @pytest.mark.parametrize("data_width", [64, 512])
 def test_roce_nic_cmd(data_width):
-    from hdl_tb.cocotb_run import run
+    from hdl_tb.cocotb_run import roce_nic_sources, run
 
     params = bench_params(data_width)
     run("roce_nic", roce_nic_sources(), "test_roce_nic_cmd", params,
         extra_env={PARAMS_ENV: json.dumps(params)})
-
-
-def roce_nic_sources() -> list[str]:
-    """The RTL files of roce_nic."""
-    from hdl_tb.cocotb_run import RTL
-
-    helpers = sorted(p.name for p in RTL.glob("*.v") if p.name.startswith(("axis_keep_packer",
-                                                                             "crc32_")))
-    return ["roce_nic.v", "nic_bar.v", "nic_cmd.v", "axi_rd_arb.v", "axi_wr_arb.v",
-            "mr_translate.v", "wqe_fetch.v", "cqe_write.v", "fifo_fwft.v", "roce_req.v",
-            "roce_comp.v", "roce_tx.v", "roce_tx_framer.v", "roce_icrc_insert.v",
-            "roce_nic_rx.v", "roce_rx.v", "roce_rx_parser.v", "roce_icrc_check.v",
-            "roce_resp.v", "roce_path.v", *helpers]

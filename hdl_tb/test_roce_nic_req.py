@@ -42,7 +42,6 @@ from hdl_tb.test_roce_nic_cmd import (
     NicTB,
     RtlBar,
     bench_params,
-    roce_nic_sources,
 )
 from nicsim import hwif
 
@@ -314,7 +313,7 @@ async def test_frames_vs_model(dut):
 
 @pytest.mark.parametrize("data_width", [64, 512])
 def test_roce_nic_req(data_width):
-    from hdl_tb.cocotb_run import run
+    from hdl_tb.cocotb_run import roce_nic_sources, run
 
     params = bench_params(data_width)
     run("roce_nic", roce_nic_sources(), "test_roce_nic_req", params,

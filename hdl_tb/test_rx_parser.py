@@ -627,11 +627,9 @@ def test_roce_rx_parser(data_width):
 
 @pytest.mark.parametrize("data_width", [64, 512])
 def test_roce_rx(data_width):
-    from hdl_tb.cocotb_run import run
+    from hdl_tb.cocotb_run import icrc_helpers, run
 
     if not (RTL / "roce_icrc_check.v").exists():
         pytest.skip("rtl/roce_icrc_check.v (the ICRC helper's block) is not there yet")
-    helpers = sorted(p.name for p in RTL.glob("*.v")
-                     if p.name.startswith(("axis_keep_packer", "crc32_")))
-    run("roce_rx", ["roce_icrc_check.v", *helpers, "roce_rx_parser.v", "roce_rx.v"],
+    run("roce_rx", ["roce_icrc_check.v", *icrc_helpers(), "roce_rx_parser.v", "roce_rx.v"],
         "test_rx_parser", {"DATA_WIDTH": data_width})

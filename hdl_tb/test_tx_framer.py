@@ -17,7 +17,6 @@ import json
 import os
 import random
 from dataclasses import dataclass, field
-from pathlib import Path as FsPath
 
 import cocotb
 import pytest
@@ -338,8 +337,6 @@ async def back_to_back_throughput(dut):
 
 # --- pytest -----------------------------------------------------------------------------------
 
-RTL = FsPath(__file__).resolve().parent / "rtl"
-
 
 @pytest.mark.parametrize("data_width", [64, 512])
 def test_roce_tx_framer(data_width):
@@ -350,10 +347,6 @@ def test_roce_tx_framer(data_width):
 
 @pytest.mark.parametrize("data_width", [64, 512])
 def test_roce_tx(data_width):
-    from hdl_tb.cocotb_run import run
+    from hdl_tb.cocotb_run import roce_tx_sources, run
 
-    # The ICRC block may use helper modules named axis_keep_packer* / crc32_* (its brief).
-    helpers = sorted(p.name for p in RTL.glob("*.v")
-                     if p.name.startswith(("axis_keep_packer", "crc32_")))
-    run("roce_tx", ["roce_icrc_insert.v", *helpers, "roce_tx_framer.v", "roce_tx.v"],
-        "test_tx_framer", {"DATA_WIDTH": data_width})
+    run("roce_tx", roce_tx_sources(), "test_tx_framer", {"DATA_WIDTH": data_width})
