@@ -133,11 +133,16 @@ class BwResult:
                 "MsgRate": round(self.msg_rate, 6)}
 
 
+def _unit(p: Params) -> int:
+    """Bytes per second of one reported unit: Gb/s with --report_gbits, else MiB/s."""
+    return 125_000_000 if p.report_gbits else 0x100000
+
+
 def bw_result(p: Params, size: int, posted: np.ndarray, completed: np.ndarray,
               iters: int) -> BwResult:
     """perftest's print_report_bw on times in ns: `posted[i]` when WR i was posted,
     `completed[k-1]` when the completion that made k WRs complete was polled."""
-    unit = 125_000_000 if p.report_gbits else 0x100000
+    unit = _unit(p)
     span = (completed[iters - 1] - posted[0]) * 1e-9
     avg = size * iters / span / unit
     rate = iters / span / 1e6
@@ -160,7 +165,7 @@ def bw_result(p: Params, size: int, posted: np.ndarray, completed: np.ndarray,
 def bw_timed(p: Params, size: int, start: float, stop: float, iters: int) -> BwResult:
     """A duration run's bandwidth: the WRs completed in the sampled window over its length
     (no peak: perftest measures none in duration mode)."""
-    unit = 125_000_000 if p.report_gbits else 0x100000
+    unit = _unit(p)
     span = (stop - start) * 1e-9
     return BwResult(size, iters, 0.0, size * iters / span / unit, iters / span / 1e6,
                     p.report_gbits)
