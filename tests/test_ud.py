@@ -28,6 +28,7 @@ from nicsim.driver.user.verbs import (
 )
 from scapy.utils import RawPcapReader
 
+from nicsim.hwif import VendorErr
 from nicsim.wire import parse
 from nicsim.wire.opcodes import Opcode
 from nicsim.world import World
@@ -130,9 +131,23 @@ def test_receive_buffer_too_small_is_loc_len_err() -> None:
     b.recv(2)
     a.send(b, b"x" * 11)
     (rw, fl) = b.wait(2)
-    assert (rw.wr_id, rw.status) == (1, e.IBV_WC_LOC_LEN_ERR)
+    assert (rw.wr_id, rw.status, rw.vendor_err) == (1, e.IBV_WC_LOC_LEN_ERR,
+                                                    VendorErr.RECV_TOO_SMALL)
     assert (fl.wr_id, fl.status) == (2, e.IBV_WC_WR_FLUSH_ERR)
     assert b.qp.query()[0].qp_state == e.IBV_QPS_ERR
+
+
+def test_receive_buffer_with_a_bad_lkey_is_loc_prot_err_and_says_why() -> None:
+    w = World.two_hosts()
+    a, b = Side(w, "a"), Side(w, "b")
+    b.qp.post_recv(RecvWR(wr_id=1, num_sge=1, sg=[SGE(b.mr.buf, 2048, b.mr.lkey ^ 0x100)]))
+    b.recv(2)
+    a.send(b, b"not for a bad key")
+    (rw, fl) = b.wait(2)
+    assert (rw.wr_id, rw.status, rw.vendor_err) == (1, e.IBV_WC_LOC_PROT_ERR,
+                                                    VendorErr.BAD_LKEY)
+    assert (fl.wr_id, fl.status) == (2, e.IBV_WC_WR_FLUSH_ERR)
+    assert b.mr.read(17, 40) == bytes(17)  # nothing placed
 
 
 def test_datagram_longer_than_the_mtu_is_loc_len_err() -> None:

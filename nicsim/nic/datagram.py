@@ -195,15 +195,16 @@ class Datagram:
         pieces = [(lkey, addr, length) for addr, length, lkey in sges if length]
         st, walk, ready = nic.check_walk(pieces, rq.pd, int(Access.LOCAL_WRITE), ready)
         n = GRH_LEN + p.payload_len
-        status = CqeStatus.SUCCESS
+        fail = None
         if st is not XlateStatus.OK:
-            status = CqeStatus.LOC_PROT_ERR
+            fail = CqeStatus.LOC_PROT_ERR, _XLATE_VENDOR[st]
         elif n > walk.total:
-            status = CqeStatus.LOC_LEN_ERR
-        if status is not CqeStatus.SUCCESS:
+            fail = CqeStatus.LOC_LEN_ERR, VendorErr.RECV_TOO_SMALL
+        if fail is not None:
+            status, vendor = fail
             c.bump("recv_errors")
             nic.cq.post(qp.recv_cqn, qp.qpn, index, CqeOpcode.RECV, status,
-                        vendor_err=VendorErr.RECV_TOO_SMALL, not_before=ready)
+                        vendor_err=vendor, not_before=ready)
             nic.completer.qp_error(qp)
             return
         frame = p.frame
