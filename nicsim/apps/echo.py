@@ -36,9 +36,9 @@ import numpy as np
 import simpy
 
 from driver.user import enums as e
-from driver.user.verbs import CQ, MR, PD, QP, SGE, Context, QPCap, QPInitAttr, RecvWR, SendWR
+from driver.user.verbs import SGE, QPCap, RecvWR, SendWR
 from nicsim.host.cpus import Cpus
-from nicsim.scenario.endpoint import ALL_ACCESS, connect_qp
+from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect_qp, make_side
 from nicsim.world import World
 
 MSS = 1448  # a 1500-byte MTU less IPv4, TCP and the timestamp option
@@ -72,21 +72,9 @@ class EchoResult:
 # -- RDMA ------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Side:
-    ctx: Context
-    cq: CQ
-    qp: QP
-    mr: MR
-
-
-def _side(w: World, host: str, size: int, depth: int) -> _Side:
-    ctx = Context("nsnic0", host=w.hosts[host])
-    pd = PD(ctx)
-    cq = CQ(ctx, 4 * depth + 4)
-    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
-                           cap=QPCap(depth + 1, depth + 1, 1, 1, 0), sq_sig_all=1))
-    return _Side(ctx, cq, qp, MR(pd, 2 * depth * max(size, 64), ALL_ACCESS))
+def _side(w: World, host: str, size: int, depth: int) -> Side:
+    return make_side(w, host, 2 * depth * max(size, 64), QPCap(depth + 1, depth + 1, 1, 1, 0),
+                     ALL_ACCESS, 4 * depth + 4, sq_sig_all=1)
 
 
 def rdma_echo(w: World, size: int, requests: int, depth: int = 1, app_ns: float = 0.0
@@ -98,11 +86,11 @@ def rdma_echo(w: World, size: int, requests: int, depth: int = 1, app_ns: float 
     slot = max(size, 64)
     env = w.env
 
-    def recv(side: _Side, k: int) -> None:  # receives land in the second half
+    def recv(side: Side, k: int) -> None:  # receives land in the second half
         side.qp.post_recv(RecvWR(wr_id=k, num_sge=1, sg=[SGE(
             side.mr.buf + (depth + k) * slot, size, side.mr.lkey)]))
 
-    def send(side: _Side, k: int) -> None:
+    def send(side: Side, k: int) -> None:
         side.qp.post_send(SendWR(wr_id=k, opcode=e.IBV_WR_SEND, num_sge=1,
                                  sg=[SGE(side.mr.buf + k * slot, size, side.mr.lkey)]))
 

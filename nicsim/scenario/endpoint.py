@@ -37,12 +37,12 @@ class Side:
 
 
 def make_side(w: World, host: str, mr_len: int = 1 << 16, cap: QPCap | None = None,
-              access: int = ALL_ACCESS, cqe: int = 256) -> Side:
+              access: int = ALL_ACCESS, cqe: int = 256, sq_sig_all: int = 0) -> Side:
     ctx = Context("nsnic0", host=w.hosts[host])
     pd = PD(ctx)
     cq = CQ(ctx, cqe)
     qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
-                           cap=cap or QPCap(64, 64, 4, 4, 64), sq_sig_all=0))
+                           cap=cap or QPCap(64, 64, 4, 4, 64), sq_sig_all=sq_sig_all))
     mr = MR(pd, mr_len, access)
     return Side(ctx, pd, cq, qp, mr)
 
