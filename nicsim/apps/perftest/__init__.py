@@ -58,11 +58,9 @@ USAGE = """Usage: nicsim perftest TOOL [options]
 
 def _world(p: Params) -> tuple[Any, Any]:
     """The two-host world of the profile, and its perftest device class."""
-    from nicsim.fabric.link import LinkConfig
     from nicsim.profiles import PerftestDevice, ProfileError, load_profile
-    from nicsim.scenario.build import cpu_costs, nic_config
+    from nicsim.scenario.build import build_world
     from nicsim.scenario.schema import ScenarioError, validate
-    from nicsim.world import World
 
     device = PerftestDevice.UNKNOWN
     # (a scenario carries the profile merge and validation; its one op is never run)
@@ -79,9 +77,9 @@ def _world(p: Params) -> tuple[Any, Any]:
         raise PerftestError(f"nicsim perftest: {ex}", code=2) from None
     slot = -(-(max(p.sizes) + 4096) // 4096) * 4096
     mem = (64 << 20) + 2 * slot * p.num_qps + p.num_qps * (256 << 10)
-    w = World.two_hosts(p.seed, LinkConfig(sc.link.rate_gbps, sc.link.prop_ns), None,
-                        nic_config(sc), None, mem, cpu_costs(sc))
-    return w, device
+    # (the seed is perftest's --seed, any int: set after validation, as the scenario's
+    # own seed field is narrower)
+    return build_world(sc.model_copy(update={"seed": p.seed}), None, mem), device
 
 
 def _inline_default(p: Params, device: Any, out: list[str]) -> int:
