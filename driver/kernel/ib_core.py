@@ -635,7 +635,7 @@ _QP_ATTRS = (
 # for one is EOPNOTSUPP (rxe_qp_chk_init), an unknown number EINVAL.
 _IB_QP_TYPES = {0: "SMI", 1: "GSI", 5: "RAW_IPV6", 6: "RAW_ETHERTYPE", 8: "RAW_PACKET",
                 9: "XRC_INI", 10: "XRC_TGT", 0xFF: "DRIVER"}
-_SUPPORTED_QP_TYPES = (QpType.RC, QpType.UD)
+_SUPPORTED_QP_TYPES = (QpType.RC, QpType.UC, QpType.UD)
 _CAP_NAMES = ("max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data")
 
 

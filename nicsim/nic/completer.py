@@ -112,6 +112,13 @@ class Completer:
             self._post_send(qp, self._pop(qp), status, vendor)
         self.qp_error(qp)
 
+    def sent(self, qp: QpCtx, sop: SendOp, t: float) -> None:
+        """An unacknowledged (UC) WQE's last packet left at `t`: it is complete."""
+        assert qp.outstanding and qp.outstanding[0] is sop
+        self._pop(qp)
+        if sop.signaled:
+            self._post_send(qp, sop, CqeStatus.SUCCESS, t=t)
+
     def flush_send(self, qp: QpCtx, index: int) -> None:
         self.nic.cq.post(qp.send_cqn, qp.qpn, index, CqeOpcode.SEND, CqeStatus.WR_FLUSH_ERR,
                          vendor_err=VendorErr.FLUSHED)
@@ -121,6 +128,11 @@ class Completer:
         """Flush the QP's receive WQEs. An SRQ's are not the QP's: they stay for the other
         QPs (IBA 10.2.9.5); a WQE the QP had taken completed when its message failed."""
         if qp.srq is not None:
+            held, qp.resp.held_wqe = qp.resp.held_wqe, None
+            if held is not None:  # (UC) taken by a message that was dropped: the QP's
+                self.nic.cq.post(qp.recv_cqn, qp.qpn, held[0], CqeOpcode.RECV,
+                                 CqeStatus.WR_FLUSH_ERR, vendor_err=VendorErr.FLUSHED)
+                self.counters["flush_completions"] += 1
             return
         while qp.rq_ci != qp.rq_pi:
             self.nic.cq.post(qp.recv_cqn, qp.qpn, qp.rq_ci, CqeOpcode.RECV,

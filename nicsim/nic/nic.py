@@ -337,7 +337,7 @@ class Nic(MmioDevice):
                 return
             self.datagram.receive(qp, p)
             return
-        if info.transport is not Transport.RC or qp.type is not QpType.RC:
+        if info.transport is not qp.transport:  # (a UD QP's were served above)
             rx["qp_type_mismatch"] += 1
             return
         if p.pkey != qp.pkey:

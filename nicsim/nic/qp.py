@@ -9,9 +9,12 @@ from typing import Any
 
 from nicsim.hwif import WQE_INDEX_MASK, QpState, QpType, WqeOpcode
 from nicsim.nic.translation import Walk
-from nicsim.wire import FrameBuilder
+from nicsim.wire import FrameBuilder, Transport
 
 PSN_MASK = 0xFFFFFF
+# The transport each QP type speaks on the wire (the top three bits of its BTH opcodes, IBA
+# 9.2 table 38). RC is the only one with acknowledgements (IBA 9.7); UC and UD are not (9.8).
+QP_TRANSPORT = {QpType.RC: Transport.RC, QpType.UC: Transport.UC, QpType.UD: Transport.UD}
 
 
 def psn_diff(a: int, b: int) -> int:
@@ -100,6 +103,12 @@ class RespCtx:
     keys: tuple[int, ...] = ()  # the keys `segs` came from (rkey; receive WQE lkeys) and the
     epoch: int = 0  # protection epoch they were last checked at (see nicsim.nic.translation)
     rd_res: deque[RdRes] = field(default_factory=deque)  # newest last
+    # UC (nicsim.nic.unreliable): the message in progress was dropped, nothing is taken until
+    # the next FIRST or ONLY; an SRQ's receive WQE a dropped message had taken, kept for the
+    # next message (index, SGEs).
+    dropping: bool = False
+    held_wqe: tuple[int, list[tuple[int, int, int]]] | None = None
+    wqe_sges: list[tuple[int, int, int]] = field(default_factory=list)  # the taken WQE's
 
 
 @dataclass(slots=True)
@@ -116,6 +125,8 @@ class QpCtx:
     rq_log_size: int
     rq_log_stride: int
     state: QpState = QpState.RESET
+    transport: Transport = Transport.RC  # from `type` (QP_TRANSPORT)
+    reliable: bool = True  # acknowledged, retransmitted: RC only
     access: int = 0
     mtu: int = 1024
     dest_qpn: int = 0
@@ -183,6 +194,10 @@ class QpCtx:
     held: bool = False  # waiting for next_tx (SendEngine.hold)
     ccs: Any = None
     cnp_at: float = float("-inf")
+
+    def __post_init__(self) -> None:
+        self.transport = QP_TRANSPORT[self.type]
+        self.reliable = self.type is QpType.RC
 
     @property
     def sq_pending(self) -> int:

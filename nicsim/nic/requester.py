@@ -49,21 +49,35 @@ _XLATE_VENDOR = {
 }
 
 
-def _ops(kind: Kind, imm: bool = False, inv: bool = False) -> tuple[int, int, int, int]:
-    m = message_opcodes(Transport.RC, kind, imm, inv)
+def _ops(tr: Transport, kind: Kind, imm: bool = False, inv: bool = False
+         ) -> tuple[int, int, int, int]:
+    m = message_opcodes(tr, kind, imm, inv)
     return (m[Pos.FIRST].value, m[Pos.MIDDLE].value, m[Pos.LAST].value, m[Pos.ONLY].value)
 
 
-# (opcodes by position, is RDMA write, carries immediate, carries invalidate)
-_MSG = {
-    WqeOpcode.RDMA_WRITE: (_ops(Kind.WRITE), True, False, False),
-    WqeOpcode.RDMA_WRITE_WITH_IMM: (_ops(Kind.WRITE, imm=True), True, True, False),
-    WqeOpcode.SEND: (_ops(Kind.SEND), False, False, False),
-    WqeOpcode.SEND_WITH_IMM: (_ops(Kind.SEND, imm=True), False, True, False),
-    WqeOpcode.SEND_WITH_INV: (_ops(Kind.SEND, inv=True), False, False, True),
-}
-_RC_OPS = set(_MSG) | {WqeOpcode.RDMA_READ, WqeOpcode.ATOMIC_CMP_AND_SWP,
-                       WqeOpcode.ATOMIC_FETCH_AND_ADD}
+def _messages(tr: Transport) -> dict[WqeOpcode, tuple[tuple[int, int, int, int], bool, bool,
+                                                         bool]]:
+    """(opcodes by position, is RDMA write, carries immediate, carries invalidate) of the
+    SEND and WRITE work requests `tr` has: UC has no SEND with invalidate (IBA table 38)."""
+    out = {
+        WqeOpcode.RDMA_WRITE: (_ops(tr, Kind.WRITE), True, False, False),
+        WqeOpcode.RDMA_WRITE_WITH_IMM: (_ops(tr, Kind.WRITE, imm=True), True, True, False),
+        WqeOpcode.SEND: (_ops(tr, Kind.SEND), False, False, False),
+        WqeOpcode.SEND_WITH_IMM: (_ops(tr, Kind.SEND, imm=True), False, True, False),
+    }
+    if tr is Transport.RC:
+        out[WqeOpcode.SEND_WITH_INV] = (_ops(tr, Kind.SEND, inv=True), False, False, True)
+    return out
+
+
+_MSG = _messages(Transport.RC)
+_MSG_BY_TRANSPORT = {Transport.RC: _MSG, Transport.UC: _messages(Transport.UC)}
+# The work requests each connected transport carries on the wire. UC has SEND and RDMA WRITE
+# only (IBA 9.8.1 and table 38): a READ, an atomic or a SEND with invalidate on a UC QP
+# completes with LOC_QP_OP_ERR, as rxe's requester answers (next_opcode has none for UC).
+_WIRE_OPS = {Transport.RC: set(_MSG) | {WqeOpcode.RDMA_READ, WqeOpcode.ATOMIC_CMP_AND_SWP,
+                                        WqeOpcode.ATOMIC_FETCH_AND_ADD},
+             Transport.UC: set(_MSG_BY_TRANSPORT[Transport.UC])}
 MAX_MSG = 1 << 31
 # Plain ints: IntFlag arithmetic builds enum objects, too slow for the per-WQE path.
 _SIGNALED, _INLINE, _SOLICITED, _FENCE = (int(WqeFlags.SIGNALED), int(WqeFlags.INLINE),
@@ -239,10 +253,10 @@ class Requester:
             op = WqeOpcode(ctrl.opcode)
         except ValueError:
             op = None
-        if op in _LOCAL_OPS and qp.type is QpType.RC:
+        if op in _LOCAL_OPS:  # memory windows: RC and UC (UD is served elsewhere)
             self._local_op(qp, wqe, op)  # type: ignore[arg-type]
             return
-        if op is None or op not in _RC_OPS or qp.type is not QpType.RC:
+        if op is None or op not in _WIRE_OPS[qp.transport]:
             c["local_errors"] += 1
             nic.completer.local_error(qp, wqe.index, op or WqeOpcode.SEND,
                                       CqeStatus.LOC_QP_OP_ERR, VendorErr.BAD_OPCODE)
@@ -266,9 +280,10 @@ class Requester:
         npkts = 1 if op in _ATOMICS else max(1, -(-total // qp.mtu))
         psn = qp.sq_psn
         qp.sq_psn = (psn + npkts) & PSN_MASK
+        # Receive credits (IBA 9.7.7.2) are RC's: a UC message is never held back for them.
         sop = SendOp(wqe, op, bool(ctrl.flags & _SIGNALED), psn, (psn + npkts - 1) & PSN_MASK,
-                     total, npkts, walk, consumes_recv=op in _CONSUMES_RECV, keys=keys,
-                     epoch=nic.xlate.epoch)
+                     total, npkts, walk, consumes_recv=qp.reliable and op in _CONSUMES_RECV,
+                     keys=keys, epoch=nic.xlate.epoch)
         if sop.consumes_recv:
             qp.recv_msgs_sent += 1
             qp.recv_outstanding += 1
@@ -344,7 +359,8 @@ class Requester:
     def _message(self, qp: QpCtx, sop: SendOp, quantum: int
                  ) -> Generator[simpy.Event, None, None]:
         """SEND or RDMA WRITE: one packet per MTU of payload, from the cursor on."""
-        (first_op, mid_op, last_op, only_op), is_write, has_imm, has_inv = _MSG[sop.opcode]
+        (first_op, mid_op, last_op, only_op), is_write, has_imm, has_inv = \
+            _MSG_BY_TRANSPORT[qp.transport][sop.opcode]
         nic = self.nic
         env = self.env
         engine = nic.engine
@@ -372,7 +388,9 @@ class Requester:
         c = self.counters
         again = qp.cur_again
         t = qp.cur_t
-        self.arm_timer(qp)
+        reliable = qp.reliable
+        if reliable:
+            self.arm_timer(qp)
         last_i = npkts - 1
         first_ext = reth(ctrl.remote_addr, ctrl.rkey, total) if is_write else b""
         last_ext = immdt(ctrl.imm_inv) if has_imm else ieth(ctrl.imm_inv) if has_inv else b""
@@ -412,8 +430,9 @@ class Requester:
                 payload, ready = b"", s
             if i == last_i:
                 ext = (first_ext + last_ext) if i == 0 else last_ext
+                # AckReq asks an RC responder to acknowledge; UC has no acknowledgements.
                 frame = build(only_op if i == 0 else last_op, dqpn, (psn + i) & PSN_MASK, ext,
-                              payload, ackreq=True, solicited=solicited)
+                              payload, ackreq=reliable, solicited=solicited)
             elif i == 0:
                 frame = build(first_op, dqpn, psn, first_ext, payload)
             else:
@@ -436,6 +455,10 @@ class Requester:
                     return  # rewound or failed meanwhile: the cursor is someone else's now
         if i >= npkts:
             qp.cur = None
+            if not reliable:
+                # UC: nothing will acknowledge it; the WQE is done when its last packet is
+                # sent (IBA 9.8.1; rxe completes it then too).
+                nic.completer.sent(qp, sop, ready + ready_lag)
         else:
             qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t
 

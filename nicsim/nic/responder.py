@@ -34,6 +34,7 @@ from nicsim.nic.counters import Counters
 from nicsim.nic.engines import Units, cycles_ns
 from nicsim.nic.qp import PSN_MASK, QpCtx, RdRes, RespCtx, RespState, psn_diff
 from nicsim.nic.translation import Held, Walk
+from nicsim.nic.unreliable import UC_COUNTERS, UcReceive
 from nicsim.wire import Kind, Packet, aeth, atomic_ack_eth
 from nicsim.wire.opcodes import Opcode
 
@@ -71,7 +72,8 @@ class Responder:
             "read_response_packets", "bytes_placed", "acks_sent", "naks_sent", "rnr_naks_sent",
             "duplicates", "out_of_sequence", "recv_completions", "drop_qp_state",
             "length_errors", "revoked", "duplicate_read_dropped", "duplicate_atomic_dropped",
-            "read_replays", "atomic_replays")
+            "read_replays", "atomic_replays", *UC_COUNTERS)
+        self.uc = UcReceive(nic, self.counters)
 
     # -- ACK/NAK ----------------------------------------------------------------------------
 
@@ -103,12 +105,19 @@ class Responder:
         the NAK for this expected PSN: requests behind it that the requester had already sent
         are dropped silently, not NAKed again as sequence errors (which would spend the
         requester's transport retries on packets that were never lost)."""
+        if not qp.reliable:
+            self.uc.refuse(qp, Syndrome.RNR_NAK, t, None)
+            return
         self._send_ack(qp, psn, Syndrome.RNR_NAK | (qp.min_rnr_timer & 0x1F), t)
         qp.resp.nak_sent = True
 
     def _fatal_nak(self, qp: QpCtx, psn: int, syndrome: int, t: float,
                    recv_status: CqeStatus | None = None) -> None:
-        """A class C/D error (IBA 9.9.3.1): NAK, and the responder QP goes to ERR."""
+        """A class C/D error (IBA 9.9.3.1): NAK, and the responder QP goes to ERR (UC: see
+        nicsim.nic.unreliable)."""
+        if not qp.reliable:
+            self.uc.refuse(qp, syndrome, t, recv_status)
+            return
         self._send_ack(qp, psn, syndrome, t)
         r = qp.resp
         if recv_status is not None and r.recv_active:  # a receive WQE is being filled
@@ -175,8 +184,10 @@ class Responder:
             t = r.unit_free
         t = self._take(t, self._unit_cost)
         r.unit_free = t + self._unit_cost
-        d = psn_diff(p.psn, qp.epsn)
-        if d:
+        if not qp.reliable:
+            if not self.uc.accept(qp, p):
+                return
+        elif d := psn_diff(p.psn, qp.epsn):
             if d > 0:
                 # Sequence error: NAK once, then stay silent until the expected PSN arrives.
                 c["out_of_sequence"] += 1
@@ -220,6 +231,8 @@ class Responder:
     def _advance(self, qp: QpCtx, psn: int, ackreq: bool, t: float) -> None:
         """The packet is done: expect the next PSN, and ACK if asked or if enough are due."""
         qp.epsn = (psn + 1) & PSN_MASK
+        if not qp.reliable:
+            return  # UC: nothing is acknowledged
         r = qp.resp
         r.unacked += 1
         if ackreq or r.unacked >= self._ack_every:
@@ -311,13 +324,17 @@ class Responder:
         """Start a message that consumes a receive WQE; RNR NAK if there is none."""
         r = qp.resp
         rq = qp.srq or qp  # an SRQ has the fields of a receive queue
-        if rq.rq_ci == rq.rq_pi:
-            self._rnr_nak(qp, p.psn, t)
-            return False
-        sges, ready = self.nic.fetch.fetch_rq(rq, t)
-        index = rq.rq_ci
-        if qp.srq is not None:  # taken now: other QPs take the next ones
-            self.nic.srq.took(qp.srq)
+        if r.held_wqe is not None:  # (UC) an SRQ WQE a dropped message had taken
+            (index, sges), ready, r.held_wqe = r.held_wqe, t, None
+        else:
+            if rq.rq_ci == rq.rq_pi:
+                self._rnr_nak(qp, p.psn, t)
+                return False
+            sges, ready = self.nic.fetch.fetch_rq(rq, t)
+            index = rq.rq_ci
+            if qp.srq is not None:  # taken now: other QPs take the next ones
+                self.nic.srq.took(qp.srq)
+        r.wqe_sges = sges
         pieces = [(lkey, addr, length) for addr, length, lkey in sges if length]
         st, walk, ready = self.nic.check_walk(pieces, rq.pd, _LW, ready)
         if st is not XlateStatus.OK:
@@ -399,7 +416,7 @@ class Responder:
                 self._length_error(qp, p, t)
                 return
         rq = qp.srq or qp
-        if info.is_last and info.imm and rq.rq_ci == rq.rq_pi:
+        if info.is_last and info.imm and rq.rq_ci == rq.rq_pi and r.held_wqe is None:
             # The immediate needs a receive WQE: RNR NAK before anything of this packet is
             # placed, so the retried packet starts from the same state.
             self._rnr_nak(qp, p.psn, t)
@@ -408,10 +425,13 @@ class Responder:
         if info.is_last:
             if info.imm:
                 # The receive WQE is consumed without scatter: it only carries the completion.
-                r.rq_index = rq.rq_ci
-                self.nic.fetch.counters["rq_wqes"] += 1
-                if qp.srq is not None:
-                    self.nic.srq.took(qp.srq)
+                if r.held_wqe is not None:  # (UC) an SRQ WQE a dropped message had taken
+                    r.rq_index, r.held_wqe = r.held_wqe[0], None
+                else:
+                    r.rq_index = rq.rq_ci
+                    self.nic.fetch.counters["rq_wqes"] += 1
+                    if qp.srq is not None:
+                        self.nic.srq.took(qp.srq)
                 self._complete_recv(qp, CqeOpcode.RECV_RDMA_WITH_IMM, CqeFlags.WITH_IMM, p.imm,
                                     t, p.solicited)
             else:

@@ -1,6 +1,7 @@
-"""RC endpoints built only through the verbs API: a connected pair of sides (what the tests
-and benchmarks start from), and a host's process with one context, PD, CQs and memory region
-shared by many QPs (what the scenario runner builds, a pool of QPs per host pair)."""
+"""Connected (RC, or UC) endpoints built only through the verbs API: a connected pair of
+sides (what the tests and benchmarks start from), and a host's process with one context, PD,
+CQs and memory region shared by many QPs (what the scenario runner builds, a pool of QPs
+per host pair)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ ALL_ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCES
 
 @dataclass
 class Side:
-    """One process's end: its context, PD, one CQ for both queues, an RC QP and one MR."""
+    """One process's end: its context, PD, one CQ for both queues, a connected (RC or UC) QP
+    and one MR."""
 
     ctx: Context
     pd: PD
@@ -37,11 +39,12 @@ class Side:
 
 
 def make_side(w: World, host: str, mr_len: int = 1 << 16, cap: QPCap | None = None,
-              access: int = ALL_ACCESS, cqe: int = 256, sq_sig_all: int = 0) -> Side:
+              access: int = ALL_ACCESS, cqe: int = 256, sq_sig_all: int = 0,
+              qp_type: int = e.IBV_QPT_RC) -> Side:
     ctx = Context("nsnic0", host=w.hosts[host])
     pd = PD(ctx)
     cq = CQ(ctx, cqe)
-    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+    qp = QP(pd, QPInitAttr(qp_type=qp_type, scq=cq, rcq=cq,
                            cap=cap or QPCap(64, 64, 4, 4, 64), sq_sig_all=sq_sig_all))
     mr = MR(pd, mr_len, access)
     return Side(ctx, pd, cq, qp, mr)
