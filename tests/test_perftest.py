@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from nicsim.apps.perftest import main
+from nicsim.apps.perftest import run as perftest_run
+from nicsim.apps.perftest.params import parse
 from nicsim.cli import main as cli_main
 from nicsim.fabric.link import LinkConfig
 from nicsim.wire import Ext, packet_overhead
@@ -146,6 +148,26 @@ def test_ud_send_is_capped_at_the_path_mtu() -> None:
     assert rows(out)[0][0] == "2048"
 
 
+@pytest.mark.parametrize("tool", ["ib_send_bw", "ib_write_bw", "ib_send_lat", "ib_write_lat"])
+def test_uc_runs_send_and_write_tools_on_uc_qps(tool: str) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    res = perftest_run(parse(tool, ["-c", "UC", "-s", "3000", "-n", "40", "-m", "1024"]),
+                       out, err)
+    assert " Connection type : UC\t\tUsing SRQ      : OFF" in out.getvalue()
+    (row,) = rows(out.getvalue())
+    assert row[:2] == ["3000", "40"] and float(row[2]) > 0
+    # Both NICs ran UC QPs: requests executed, nothing acknowledged, nothing refused.
+    for nic in res["world"].nics.values():
+        c = nic.counters()
+        assert c["responder.acks_sent"] == c["completer.acks"] == 0
+        assert c["rx.qp_type_mismatch"] == 0 and c["responder.uc_msgs_dropped"] == 0
+    executed = sum(n.counters()["responder.requests"] for n in res["world"].nics.values())
+    if tool.endswith("_lat"):  # a ping-pong: 40 messages of 3 packets each way
+        assert executed == 2 * 40 * 3
+    else:  # (a bandwidth run ends at the sender's last completion: UC's is at send time)
+        assert 0 < executed <= 40 * 3
+
+
 def test_read_and_atomic_headers_show_outstanding_reads() -> None:
     for tool, title in (("ib_read_bw", "RDMA_Read BW Test"),
                         ("ib_atomic_lat", "Atomic FETCH_AND_ADD Latency Test")):
@@ -172,8 +194,9 @@ def test_read_and_atomic_headers_show_outstanding_reads() -> None:
     (["ib_write_bw", "-c", "UD"], [" UD connection only possible in SEND verb"]),
     (["ib_write_bw", "-c", "XYZ"], [" Invalid Connection type. Please choose from "
                                     "{RC,UC,UD,XRC,DC,SRD}"]),
-    (["ib_write_bw", "-c", "UC"], [" Couldn't create IB resources (nicsim's NIC has no UC QPs: "
-                                   "RC, and UD for SEND)"]),
+    (["ib_atomic_lat", "-c", "UC"], [" UC connection not possible in READ/ATOMIC verbs"]),
+    (["ib_write_bw", "-c", "DC"], [" DC connections are not supported by nicsim's perftest "
+                                   "(the simulated NIC has RC, UC and UD QPs)"]),
     (["ib_atomic_bw", "-s", "16"], ["Message size cannot be changed for Atomic tests "]),
     (["ib_write_bw", "-x", "3"], [" Failed to query GID index 3: nsnic0 has no such GID "
                                   "(its table holds index 0, RoCE v2)"]),

@@ -40,7 +40,7 @@ USAGE = """Usage: nicsim perftest TOOL [options]
  -F, --CPU-freq           Do not fail even if cpufreq_ondemand module is loaded (accepted)
  -R, --rdma_cm            Connect QPs with rdma_cm (accepted; QPs are connected directly)
  -x, --gid-index=<index>  Test uses GID with GID index
- -c, --connection=<type>  Connection type RC/UC/UD (nicsim's NIC: RC, and UD for SEND)
+ -c, --connection=<type>  Connection type RC/UC/UD (nicsim's NIC: RC, UC, and UD for SEND)
  -Q, --cq-mod             Generate Cqe only after <--cq-mod> completion
  -N, --noPeak             Skip the peak bandwidth calculation
  -A, --atomic_type=<type> CMP_AND_SWAP or FETCH_AND_ADD (atomic tests)
@@ -105,8 +105,8 @@ def run(p: Params, stdout: TextIO, stderr: TextIO) -> dict[str, Any]:
 
     if not report.conn_supported(p):
         raise PerftestError(f" Couldn't create IB resources (nicsim's NIC has no {p.conn.value}"
-                            f" QPs{' for this verb' if p.conn is Conn.UD else ''}: RC, and UD "
-                            f"for SEND)")
+                            f" QPs{' for this verb' if p.conn is Conn.UD else ''}: RC, UC, "
+                            f"and UD for SEND)")
     w, device = _world(p)
     notes: list[str] = []
     inline = _inline_default(p, device, notes)

@@ -94,6 +94,9 @@ class End:
         return self.buf(q) + self.slot
 
 
+_QP_TYPE = {Conn.RC: e.IBV_QPT_RC, Conn.UC: e.IBV_QPT_UC, Conn.UD: e.IBV_QPT_UD}
+
+
 def _slot(p: Params) -> int:
     biggest = max(p.sizes) + (GRH if p.conn is Conn.UD else 0)
     return max(64, -(-biggest // 4096) * 4096)
@@ -104,7 +107,7 @@ def _end(w: World, host: str, p: Params, inline: int, rng: random.Random) -> End
     pd = PD(ctx)
     scq = CQ(ctx, max(p.tx_depth * p.num_qps, 2))
     rcq = CQ(ctx, max(p.rx_depth * p.num_qps, 2))
-    qtype = e.IBV_QPT_UD if p.conn is Conn.UD else e.IBV_QPT_RC
+    qtype = _QP_TYPE[p.conn]
     rx = p.rx_depth if p.verb is Verb.SEND else 1
     qps = []
     for _ in range(p.num_qps):

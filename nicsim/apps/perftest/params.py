@@ -272,7 +272,7 @@ def parse(tool: str, argv: list[str]) -> Params:
 def _conn(text: str, verb: Verb) -> Conn:
     if text in ("RawEth", "XRC", "DC", "SRD"):
         raise PerftestError(f" {text} connections are not supported by nicsim's perftest "
-                            f"(the simulated NIC has RC and UD QPs)")
+                            f"(the simulated NIC has RC, UC and UD QPs)")
     try:
         c = Conn(text)
     except ValueError:

@@ -270,5 +270,6 @@ def out_json(p: Params, s: Setup, results: list[Any], extra: dict[str, Any]) -> 
 
 
 def conn_supported(p: Params) -> bool:
-    """The transports nicsim's NIC has: RC for every tool, UD for SEND."""
-    return p.conn is Conn.RC or (p.conn is Conn.UD and p.verb is Verb.SEND)
+    """The transports nicsim's NIC has: RC for every tool, UC for SEND and WRITE (perftest
+    itself refuses UC for READ and atomics), UD for SEND."""
+    return p.conn in (Conn.RC, Conn.UC) or (p.conn is Conn.UD and p.verb is Verb.SEND)
