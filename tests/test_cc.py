@@ -12,6 +12,7 @@ import simpy
 from driver.user import enums as e
 from driver.user.verbs import SGE, SendWR
 from nicsim.fabric.link import Link
+from nicsim.hwif import QpType
 from nicsim.nic.cc import PRESETS, AlphaUpdate, CcConfig, DcqcnParams, cc_from_dict
 from nicsim.nic.cc.config import CcAlgorithm, CcConfigError
 from nicsim.nic.cc.dcqcn import Dcqcn
@@ -153,7 +154,7 @@ class Harness:
         self.changes: list[float | None] = []
         self.cc = Dcqcn(self.env, CcConfig(CcAlgorithm.DCQCN, "t", p), lambda: 100.0,
                         lambda qp: self.changes.append(qp.rate))
-        self.qp = QpCtx(1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)  # type: ignore[arg-type]
+        self.qp = QpCtx(1, QpType.RC, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         self.p = p
 
     def run(self, ns: float) -> None:
