@@ -55,7 +55,7 @@ def _send_inline(nic: NicConfig | None, inline: bool = True) -> tuple[float, dic
     return w.env.now - t, ca, b.mr.read(len(PAYLOAD), 0)
 
 
-def test_blueflame_brings_a_small_inline_wqe_with_its_doorbell():
+def test_blueflame_brings_a_small_inline_wqe_with_its_doorbell(monkeypatch):
     t_bf, c, data = _send_inline(None)
     assert data == PAYLOAD
     assert c["wqe_fetch.bf_wqes"] == 2 and c["wqe_fetch.sq_dma_reads"] == 0
@@ -65,9 +65,17 @@ def test_blueflame_brings_a_small_inline_wqe_with_its_doorbell():
     assert data == PAYLOAD
     assert c["wqe_fetch.bf_wqes"] == 0 and c["wqe_fetch.sq_dma_reads"] == 2
     assert t_db - t_bf > 200  # a 64 B DMA read (~480 ns) less the longer MMIO burst
-    # Not inline: no BlueFlame either (mlx5 uses it for inline WQEs only).
-    _, c, data = _send_inline(None, inline=False)
+    # Not inline: a lone WQE that fits goes by BlueFlame too (mlx5's default, prefer_bf),
+    # and the NIC reads only the payload; unless the environment turns that off, as
+    # MLX5_POST_SEND_PREFER_BF=0 does for mlx5.
+    t_sge, c, data = _send_inline(None, inline=False)
+    assert data == PAYLOAD and c["wqe_fetch.bf_wqes"] == 2
+    assert c["wqe_fetch.sq_dma_reads"] == 0
+    monkeypatch.setenv("NSNIC_POST_SEND_PREFER_BF", "0")
+    t_fetch, c, data = _send_inline(None, inline=False)
     assert data == PAYLOAD and c["wqe_fetch.bf_wqes"] == 0
+    assert c["wqe_fetch.sq_dma_reads"] == 2
+    assert t_fetch - t_sge > 200  # the WQE's DMA read
 
 
 def test_the_device_advertises_blueflame_in_its_features_register():

@@ -9,6 +9,7 @@ record in host memory. None of it enters the kernel.
 from __future__ import annotations
 
 import errno
+import os
 import struct
 from dataclasses import dataclass, field
 
@@ -145,6 +146,12 @@ class RawWc:
     src_qp: int = 0
 
 
+def prefer_bf() -> bool:
+    """Whether a post of one non-inline WR goes by BlueFlame too: yes unless the environment
+    says NSNIC_POST_SEND_PREFER_BF=0, as mlx5's provider reads MLX5_POST_SEND_PREFER_BF."""
+    return os.environ.get("NSNIC_POST_SEND_PREFER_BF", "1") != "0"
+
+
 @dataclass
 class ProviderQp:
     host: Host
@@ -156,6 +163,7 @@ class ProviderQp:
     max_inline: int
     sq_sig_all: bool
     state: int = ibv_qp_state.IBV_QPS_RESET
+    prefer_bf: bool = field(default_factory=prefer_bf)
     ud: bool = False  # a UD QP: each WQE carries its address vector (hwif.UdAv)
     srq: ProviderSrq | None = None  # the SRQ it receives from
     rq_busy: list[bool] | None = None  # (a QP's own RQ completes in ring order)
@@ -191,11 +199,12 @@ class ProviderQp:
             if n:
                 costs = self.host.costs
                 db = (self.r.qpn << 32) | (self.sq_head & WQE_INDEX_MASK)
-                # One WR with inline data goes by BlueFlame when the device has it (as
-                # mlx5 does): the WQE is stored with the doorbell, write-combined, and the
-                # NIC need not read it back from the ring.
+                # A post of one WR goes by BlueFlame when its WQE fits the device's buffer
+                # (inline data, or any WQE if prefer_bf: mlx5's default, its
+                # MLX5_POST_SEND_PREFER_BF): the WQE is stored with the doorbell,
+                # write-combined, and the NIC need not read it back from the ring.
                 bf = bf_burst_len(len(wqe), self.db.bf_size) \
-                    if n == 1 and wqe[1] & _WQE_INLINE else 0
+                    if n == 1 and (self.prefer_bf or wqe[1] & _WQE_INLINE) else 0
                 if bf:
                     self.host.spend(costs.post_send + costs.mmio_write * (-(-bf // 64) - 1))
                     self.db.write_bf(db.to_bytes(8, "little") + wqe.ljust(bf - 8, b"\0"))

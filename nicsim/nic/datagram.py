@@ -211,12 +211,15 @@ class Datagram:
         l3 = p.l3_off
         grh = frame[l3:l3 + 40] if p.ipv6 else bytes(20) + frame[l3:l3 + 20]
         ready = nic.walk(walk, n, ready)
-        done, _ = nic.dma.place(walk.segs, (0, 0), grh + bytes(p.payload), ready)
+        nic.dma.place(walk.segs, (0, 0), grh + bytes(p.payload), ready)
+        # The CQE follows the data's write in PCIe's posted-write order (PCIe base spec
+        # 2.4.1), so it is issued once that write is, as the RC responder does.
+        posted = nic.pcie.last_write_start
         flags = int(CqeFlags.GRH)
         if p.imm is not None:
             flags |= CqeFlags.WITH_IMM
         c.bump("received")
         c.bump("received_bytes", p.payload_len)
         nic.cq.post(qp.recv_cqn, qp.qpn, index, CqeOpcode.RECV, CqeStatus.SUCCESS, n,
-                    p.imm or 0, src_qp=p.deth_src_qp or 0, flags=flags, not_before=done,
+                    p.imm or 0, src_qp=p.deth_src_qp or 0, flags=flags, not_before=posted,
                     solicited=p.solicited)

@@ -6,8 +6,9 @@ being polled (nicsim.nic, nicsim.host.pcie), with warm translation caches and no
 in flight:
 
   post_send CPU time; the doorbell MMIO write across PCIe and its decode; the WQE fetch (a
-  DMA read of one WQE slot) and its decode, or for a small inline WQE the BlueFlame write
-  that carries it with the doorbell; the first payload DMA read; the transmit
+  DMA read of one WQE slot) and its decode, or, for a WQE that fits the BlueFlame buffer
+  (inline data, or any if the provider prefers BlueFlame), the write that carries it with
+  the doorbell; the first payload DMA read; the transmit
   pipeline; every packet on the wire at the line rate, or behind the PCIe read completions
   when those are slower;
   propagation (store and forward at each switch); the receive pipeline (a SEND's receive
@@ -26,13 +27,15 @@ messages of every kind and size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from nicsim.driver.user.provider import prefer_bf
 from nicsim.host.host import CpuCosts
 from nicsim.host.pcie import PcieConfig
 from nicsim.hwif import (
     CQE_SIZE,
     SEND_WQE_CTRL_SIZE,
+    SGE_SIZE,
     bf_burst_len,
     send_wqe_stride,
 )
@@ -57,6 +60,7 @@ class IdealConfig:
     max_send_sge: int = 4
     max_inline: int = 0
     max_recv_sge: int = 4
+    prefer_bf: bool = field(default_factory=prefer_bf)  # the provider's BlueFlame policy
 
 
 class Ideal:
@@ -149,8 +153,11 @@ class Ideal:
         the path `fwd` (requester to responder) and `back`."""
         c = self.cfg
         nic = c.nic
-        bf = bf_burst_len(SEND_WQE_CTRL_SIZE + n, nic.bf_size) \
-            if inline and op is not OpKind.READ and op not in ATOMICS else 0
+        inline = inline and op is not OpKind.READ and op not in ATOMICS
+        # A lone post goes by BlueFlame if its WQE fits (the provider's prefer_bf, as mlx5's
+        # default), or only if it is inline.
+        bf = bf_burst_len(SEND_WQE_CTRL_SIZE + (n if inline else SGE_SIZE), nic.bf_size) \
+            if inline or c.prefer_bf else 0
         if bf:  # BlueFlame: the WQE comes with the doorbell, in 64-byte write-combined TLPs
             t = c.cpu.post_send + c.cpu.mmio_write * (-(-bf // 64) - 1) + \
                 sum(min(64, bf - o) + c.pcie.tlp_overhead for o in range(0, bf, 64)) / \
