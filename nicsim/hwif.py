@@ -121,6 +121,7 @@ class CmdOpcode(IntEnum):
     QUERY_DEVICE = 0x01  # output: DeviceCaps
     INIT_HCA = 0x02  # input: HcaInit (where the MPT and MTT tables live in host memory)
     QUERY_PORT = 0x03  # CMD_MOD = port number (1); output: PortInfo
+    QUERY_ODP = 0x04  # output: OdpCaps (a device without on-demand paging: BAD_OPCODE)
     CREATE_CQ = 0x10
     DESTROY_CQ = 0x11
     QUERY_CQ = 0x12  # CMD_MOD = CQN; output: the Cqc, with its state
@@ -131,6 +132,13 @@ class CmdOpcode(IntEnum):
     WRITE_MPT = 0x30  # CMD_MOD = MPT index; input: an Mpt
     INVALIDATE_MPT = 0x31  # CMD_MOD = MPT index
     WRITE_MTT = 0x32  # CMD_MOD = first MTT index; input: count u32, pad u32, count x u64 PA
+    # On-demand paging (MptFlags.ODP regions). RESUME_PAGE_FAULT: CMD_MOD = MPT index, bit 31
+    # set when the driver could not make the pages present; the work waiting on the region
+    # retries. ODP_INVALIDATE: CMD_MOD = MPT index; input: OdpRange; the entries become not
+    # present and every translation held through the region is revoked (fenced, as
+    # INVALIDATE_MPT).
+    RESUME_PAGE_FAULT = 0x33
+    ODP_INVALIDATE = 0x34
     CREATE_EQ = 0x40  # input: an Eqc
     DESTROY_EQ = 0x41  # CMD_MOD = EQN
     CREATE_SRQ = 0x50  # input: an Srqc
@@ -459,6 +467,7 @@ class VendorErr(IntEnum):
     LKEY_ACCESS = 0x12
     LKEY_BOUNDS = 0x13
     MTT_FAULT = 0x14
+    ODP_FAULT = 0x15  # an on-demand paging region's page could not be made present
     RECV_TOO_SMALL = 0x20
     REMOTE_NAK = 0x30
     RETRY_EXCEEDED = 0x40
@@ -474,6 +483,13 @@ class MptFlags(IntFlag):
     VALID = 0x01
     MW = 0x02  # a memory window (IBA 10.6.7): allocated by the driver, bound by a BIND_MW WQE
     MW_TYPE2 = 0x04  # a type 2 window (invalidated by LOCAL_INV or SEND with invalidate)
+    # On-demand paging: the region's pages are not pinned; an MTT entry of 0 (physical page
+    # 0 is never a process's) is a page not present, whose access raises a page fault
+    # (EqeType.PAGE_FAULT) instead of a protection error.
+    ODP = 0x08
+
+
+RESUME_FAILED = 1 << 31  # RESUME_PAGE_FAULT's CMD_MOD bit: the fault could not be resolved
 
 
 @dataclass(slots=True)
@@ -521,6 +537,8 @@ class XlateStatus(IntEnum):
     ACCESS = 3  # the MR does not grant the access asked for
     BOUNDS = 4  # [va, va + length) is not inside [start, start + length)
     MTT_FAULT = 5  # the MPT points at MTT entries beyond the table
+    PAGE_FAULT = 6  # an on-demand paging region's page is not present: the work waits
+    ODP_ERROR = 7  # ... and the driver could not make it present (RESUME_FAILED)
 
 
 @dataclass(slots=True)
@@ -712,6 +730,8 @@ class EqeType(IntEnum):
     PORT_ERR = 10
     SRQ_LIMIT_REACHED = 15  # an SRQ's WQE count fell below its armed limit; obj = SRQN
     COMPLETION = 0x80  # obj = CQN
+    # For the driver itself, on ODP_EQN: a page fault (the layout is PageFaultEqe).
+    PAGE_FAULT = 0x81
 
 
 @dataclass(slots=True)
@@ -734,6 +754,72 @@ class Eqe(Record):
 
 EQE_SIZE = Eqe.FMT.size  # 16
 EQE_OWNER_OFFSET = 15
+ODP_EQN = 1  # page faults go to this EQ, which the driver creates when it enables ODP
+
+
+class FaultFlags(IntFlag):
+    WRITE = 0x01  # the access that faulted writes the pages (they must be writable)
+
+
+@dataclass(slots=True)
+class PageFaultEqe(Record):
+    """An EQE of type PAGE_FAULT, 16 bytes (type, obj and owner where every EQE has them).
+
+    offset size field
+      0     1   type (EqeType.PAGE_FAULT)
+      1     1   flags (FaultFlags)
+      2     2   npages: pages from `page` on that the access needs
+      4     4   obj: the MPT index of the region
+      8     4   page: the first page not present, counted from the region's first page
+     12     3   reserved
+     15     1   owner
+    """
+
+    FMT = struct.Struct("<BBHII3xB")
+    type: int
+    flags: int
+    npages: int
+    obj: int
+    page: int
+    owner: int = 0
+
+
+@dataclass(slots=True)
+class OdpRange(Record):
+    """Input of ODP_INVALIDATE: MTT entries [first, first + count) of the region."""
+
+    FMT = struct.Struct("<II")
+    first: int
+    count: int
+
+
+class OdpGeneral(IntFlag):
+    """General on-demand paging capabilities (the values of ibv_odp_general_caps)."""
+
+    SUPPORT = 1  # ODP regions
+    SUPPORT_IMPLICIT = 2  # a region for the whole address space
+
+
+class OdpTransport(IntFlag):
+    """What an ODP region may be used for, per transport (ibv_odp_transport_cap_bits)."""
+
+    SEND = 1
+    RECV = 2
+    WRITE = 4
+    READ = 8
+    ATOMIC = 16
+    SRQ_RECV = 32
+
+
+@dataclass(slots=True)
+class OdpCaps(Record):
+    """Output of QUERY_ODP: what the device's page-fault handling covers."""
+
+    FMT = struct.Struct("<IIII")
+    general: int
+    rc: int
+    uc: int
+    ud: int
 
 
 @dataclass(slots=True)

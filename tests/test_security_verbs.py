@@ -19,6 +19,7 @@ from driver.user.verbs import (
     QPAttr,
     SendWR,
 )
+from nicsim.nic.config import NicConfig
 from nicsim.world import World
 from tests.rdma import ALL_ACCESS, Side, make_side, pair, wait
 
@@ -145,9 +146,10 @@ def test_reg_mr_with_unknown_access_bit_is_einval():
     assert _errno(MR, a.pd, 4096, LW | (1 << 15)) == errno.EINVAL
 
 
-def test_reg_mr_on_demand_is_eopnotsupp():
-    """IBV_ACCESS_ON_DEMAND is a known flag this device does not support: EOPNOTSUPP."""
-    w, a, b = pair()
+def test_reg_mr_on_demand_without_odp_is_eopnotsupp():
+    """IBV_ACCESS_ON_DEMAND on a device without on-demand paging (NicConfig(odp=False)):
+    a known flag the device does not support, EOPNOTSUPP (ib_check_mr_access)."""
+    w, a, b = pair(nic=NicConfig(odp=False))
     assert _errno(MR, a.pd, 4096, LW | (1 << 6)) == errno.EOPNOTSUPP
 
 

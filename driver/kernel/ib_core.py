@@ -25,6 +25,7 @@ from nicsim.driver.kernel.hw.nsnic import (
     NsnicDriver,
     RingPool,
 )
+from nicsim.driver.kernel.hw.odp import Advice
 from nicsim.driver.kernel.query import (
     PKEY_DEFAULT,
     DeviceAttrs,
@@ -38,7 +39,17 @@ from nicsim.driver.kernel.query import (
 
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
-from nicsim.hwif import Access, Cqc, QpAttrMask, Qpc, QpState, QpType, Srqc, blank_qpc
+from nicsim.hwif import (
+    Access,
+    Cqc,
+    OdpCaps,
+    QpAttrMask,
+    Qpc,
+    QpState,
+    QpType,
+    Srqc,
+    blank_qpc,
+)
 
 
 class KernelError(Exception):
@@ -128,21 +139,26 @@ class RereFlag(IntFlag):
     CHANGE_ACCESS = 4
 
 
+ADVISE_FLUSH = 1  # IB_UVERBS_ADVISE_MR_FLAG_FLUSH: the prefetch is done when the call returns
 _REREG_FLAGS = int(RereFlag.CHANGE_TRANSLATION | RereFlag.CHANGE_PD | RereFlag.CHANGE_ACCESS)
 
 
-def check_mr_access(access: int) -> None:
-    """ib_check_mr_access, then what the device supports (rxe's reg_user_mr check)."""
+def check_mr_access(access: int, odp: bool = False) -> None:
+    """ib_check_mr_access, then what the device supports (rxe's reg_user_mr check). `odp`:
+    the device has on-demand paging (IBK_ON_DEMAND_PAGING); without it ON_DEMAND is
+    EOPNOTSUPP, as ib_check_mr_access answers."""
     a = int(access)
     # Remote write/atomic access needs local write (IBA 10.6.3.1).
     if a & (MrAccess.REMOTE_WRITE | MrAccess.REMOTE_ATOMIC) and not a & MrAccess.LOCAL_WRITE:
         raise KernelError("remote write access requires local write", errno.EINVAL)
     if a & ~_ACCESS_KNOWN or a < 0:
         raise KernelError(f"unknown access flags 0x{a & ~_ACCESS_KNOWN:x}", errno.EINVAL)
-    if a & ~(_ACCESS_NSNIC | _ACCESS_OPTIONAL):
-        raise KernelError(f"access flags 0x{a & ~(_ACCESS_NSNIC | _ACCESS_OPTIONAL):x} are not "
-                          "supported by nsnic (no on-demand paging, flush, zero-based or "
-                          "huge-page MRs)", errno.EOPNOTSUPP)
+    if a & MrAccess.ON_DEMAND and not odp:
+        raise KernelError("the device has no on-demand paging", errno.EOPNOTSUPP)
+    if a & ~(_ACCESS_NSNIC | _ACCESS_OPTIONAL | MrAccess.ON_DEMAND):
+        bad = a & ~(_ACCESS_NSNIC | _ACCESS_OPTIONAL | MrAccess.ON_DEMAND)
+        raise KernelError(f"access flags 0x{bad:x} are not supported by nsnic (no flush, "
+                          "zero-based or huge-page MRs)", errno.EOPNOTSUPP)
 
 
 def modify_is_ok(cur: QpState, nxt: QpState, mask: int, qp_type: QpType = QpType.RC) -> bool:
@@ -320,12 +336,16 @@ class IbDevice:
 
     def reg_mr(self, uctx: Ucontext, pd: IbPd, va: int, length: int, access: int) -> IbMr:
         _check_ints(va=va, length=length, access=access)
-        check_mr_access(access)
+        odp = bool(access & MrAccess.ON_DEMAND)
+        check_mr_access(access, self.hw.odp.supported)
         if va < 0 or length < 0 or va + length > 1 << 64:
             # ib_umem_get: a range that wraps the address space is invalid, not a fault.
             raise KernelError(f"MR range 0x{va:x}+{length} wraps", errno.EINVAL)
+        if odp and va == 0 and length == (1 << 64) - 1:
+            # Implicit ODP: the device reports no IMPLICIT capability (rxe refuses the same).
+            raise KernelError("implicit on-demand paging MRs are not supported", errno.EINVAL)
         hw = _hw(lambda: self.hw.reg_mr(uctx.aspace, va, length, access & _ACCESS_NSNIC,
-                                        pd.pdn))
+                                        pd.pdn, odp))
         mr = IbMr(0, pd, hw, access)
         mr.handle = uctx.add(mr)
         pd.users += 1
@@ -343,7 +363,10 @@ class IbDevice:
         if new_pd is None:
             raise KernelError("IBV_REREG_MR_CHANGE_PD without a PD", errno.EINVAL)
         if flags & RereFlag.CHANGE_ACCESS:
-            check_mr_access(access)
+            check_mr_access(access, self.hw.odp.supported)
+            if (access ^ mr.access) & MrAccess.ON_DEMAND:
+                raise KernelError("rereg cannot turn on-demand paging on or off",
+                                  errno.EOPNOTSUPP)
         else:
             access = mr.access
         if flags & RereFlag.CHANGE_TRANSLATION:
@@ -355,6 +378,43 @@ class IbDevice:
         mr.pd.users -= 1
         mr.pd, mr.access = new_pd, access
         new_pd.users += 1
+
+    def query_odp_caps(self) -> OdpCaps:
+        """ib_device_attr.odp_caps: what the device's QUERY_ODP reported (zeros without)."""
+        return self.hw.odp.caps
+
+    def advise_mr(self, uctx: Ucontext, pd: IbPd, advice: int, flags: int,
+                  sges: list[tuple[int, int, int]]) -> None:
+        """ib_uverbs advise_mr (ibv_advise_mr) with rxe's checks: flags other than FLUSH
+        EINVAL (uverbs' flags attribute), an advice the device does not know EOPNOTSUPP, no
+        SGE EINVAL; each (addr, length, lkey) must name an ODP MR of the PD (EINVAL), the
+        range inside it (EINVAL), with LOCAL_WRITE for PREFETCH_WRITE (EPERM)."""
+        _check_ints(advice=advice, flags=flags)
+        if flags & ~ADVISE_FLUSH:
+            raise KernelError(f"advise_mr flags 0x{flags:x}", errno.EINVAL)
+        if not self.hw.odp.supported:
+            raise KernelError("the device has no on-demand paging", errno.EOPNOTSUPP)
+        try:
+            adv = Advice(advice)
+        except ValueError:
+            raise KernelError(f"advice {advice}", errno.EOPNOTSUPP) from None
+        if not sges:
+            raise KernelError("advise_mr without an SGE", errno.EINVAL)
+        todo = []
+        for addr, length, lkey in sges:
+            _check_ints(addr=addr, length=length, lkey=lkey)
+            mr = next((o for o in uctx.objects.values() if isinstance(o, IbMr)
+                       and o.hw.key == lkey and o.pd is pd), None)
+            if mr is None or not mr.hw.odp:
+                raise KernelError(f"lkey 0x{lkey:x} is not an on-demand paging MR of the PD",
+                                  errno.EINVAL)
+            if addr < mr.hw.va or addr + length > mr.hw.va + mr.hw.length:
+                raise KernelError(f"0x{addr:x}+{length} is outside the MR", errno.EINVAL)
+            if adv is Advice.PREFETCH_WRITE and not mr.access & MrAccess.LOCAL_WRITE:
+                raise KernelError("PREFETCH_WRITE on an MR without local write", errno.EPERM)
+            todo.append((mr.hw, addr, length))
+        for hw_mr, addr, length in todo:
+            self.hw.odp.advise(hw_mr, addr, length, adv, bool(flags & ADVISE_FLUSH))
 
     def alloc_mw(self, uctx: Ucontext, pd: IbPd, mw_type: int) -> IbMw:
         """ib_alloc_mw: type 1 or type 2 (2B: bound to a QP by a BIND_MW work request)."""

@@ -67,6 +67,9 @@ class Cmd(IntEnum):
     GET_CQ_EVENT = 0x1003  # read a completion channel: the CQ handle of its next event
     GET_ASYNC_EVENT = 0x1004  # read the async event file
     DESTROY_COMP_CHANNEL = 0x1005  # close a completion channel
+    # Extended commands (ib_uverbs' ex commands and ioctl methods).
+    QUERY_ODP_CAPS = 0x1006  # the odp_caps of IB_USER_VERBS_EX_CMD_QUERY_DEVICE
+    ADVISE_MR = 0x1007  # UVERBS_METHOD_ADVISE_MR
 
 
 @dataclass
@@ -175,6 +178,12 @@ class UverbsFile:
         dev, u = self.dev, self.uctx
         if cmd is Cmd.QUERY_DEVICE:
             return dev.query_device()
+        if cmd is Cmd.QUERY_ODP_CAPS:
+            return dev.query_odp_caps()
+        if cmd is Cmd.ADVISE_MR:
+            dev.advise_mr(u, u.get(a["pd"], IbPd), a["advice"], a["flags"],  # type: ignore
+                          a["sges"])  # type: ignore[arg-type]
+            return None
         if cmd is Cmd.QUERY_PORT:
             return dev.query_port(a["port"])  # type: ignore[arg-type]
         if cmd is Cmd.QUERY_GID:

@@ -117,7 +117,7 @@ class DeviceAttr(_Attrs):
 
 @dataclass
 class ODPCaps(PyverbsObject):
-    """On-demand paging capabilities: none (nsnic pins every MR)."""
+    """On-demand paging capabilities (ibv_odp_caps), as the device reports them."""
 
     general_caps: int = 0
     rc_odp_caps: int = 0
@@ -179,17 +179,18 @@ class QueryDeviceExInput(PyverbsObject):
 
 class DeviceAttrEx(PyverbsObject):
     """ibv_device_attr_ex: the basic attributes and the extended capabilities, every one of
-    them zero (not supported) for nsnic except the port count."""
+    them zero (not supported) for nsnic except the port count and on-demand paging."""
 
-    def __init__(self, orig: DeviceAttr) -> None:
+    def __init__(self, orig: DeviceAttr, odp: ODPCaps | None = None) -> None:
         self._orig = orig
         self.comp_mask = 0
+        self._odp = odp or ODPCaps()
 
     @property
     def orig_attr(self) -> DeviceAttr:
         return self._orig
 
-    odp_caps = property(lambda self: ODPCaps())
+    odp_caps = property(lambda self: self._odp)
     completion_timestamp_mask = property(lambda self: 0)
     hca_core_clock = property(lambda self: 0)
     device_cap_flags_ex = property(lambda self: self._orig.device_cap_flags)

@@ -58,8 +58,17 @@ def munmap(addr: int, length: int) -> None:
 
 
 def madvise(addr: int, length: int, flags: int = MADV_DONTNEED) -> None:
-    raise unsupported("Failed to madvise memory",
-                      "the simulated process's memory takes no advice (it is never paged)")
+    """MADV_DONTNEED: the range's pages are freed (an on-demand paging MR over them is
+    invalidated first); the next access gives zeroed pages. Other advice: unsupported."""
+    if flags != MADV_DONTNEED:
+        raise unsupported("Failed to madvise memory",
+                          f"the simulated process takes only MADV_DONTNEED, not {flags}")
+    if length <= 0 or addr & 4095:
+        raise PyverbsError(f"Failed to madvise memory: EINVAL (0x{addr:x}+{length})")
+    try:
+        _aspace().madvise_dontneed(addr, length)
+    except MemoryError_ as e:
+        raise PyverbsError(f"Failed to madvise memory: {e}") from None
 
 
 def posix_memalign(size: int, alignment: int = 8) -> int:

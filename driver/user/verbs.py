@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from nicsim.driver.kernel.uverbs import Cmd, UverbsError, UverbsFile, open_device
 from nicsim.driver.user import errors
 from nicsim.driver.user.base import PyverbsCM, PyverbsObject, inc_rkey
-from nicsim.driver.user.device import AsyncEvent, DeviceAttr, DeviceAttrEx, GIDEntry, PortAttr
+from nicsim.driver.user.device import (
+    AsyncEvent,
+    DeviceAttr,
+    DeviceAttrEx,
+    GIDEntry,
+    ODPCaps,
+    PortAttr,
+)
 from nicsim.driver.user.enums import (
     ibv_qp_attr_mask,
     ibv_qp_create_send_ops_flags,
@@ -488,7 +495,9 @@ class Context(_Resource):
         return DeviceAttr(self._q(f"Failed to query device {self.name}", Cmd.QUERY_DEVICE))
 
     def query_device_ex(self, ex_input: object = None) -> DeviceAttrEx:
-        return DeviceAttrEx(self.query_device())
+        c = self._q(f"Failed to query device {self.name}", Cmd.QUERY_ODP_CAPS)
+        return DeviceAttrEx(self.query_device(), ODPCaps(
+            c.general, c.rc, c.uc, c.ud, 0))  # type: ignore[attr-defined]
 
     def query_port(self, port_num: int = 1) -> PortAttr:
         return PortAttr(self._q(f"Failed to query port {port_num}", Cmd.QUERY_PORT,
@@ -624,6 +633,14 @@ class PD(_Resource):
         self.ctx = creator
         self.handle: int = _call("Failed to allocate PD", creator.file.write, Cmd.ALLOC_PD)
         self._created()
+
+    def advise_mr(self, advise: int, flags: int, sg_list: list[SGE]) -> None:
+        """ibv_advise_mr: prefetch ranges of on-demand paging MRs of this PD (advise: an
+        ibv_advise_mr_advice; flags: IBV_ADVISE_MR_FLAG_FLUSH waits for the prefetch)."""
+        self._check()
+        sges = [(int(s.addr), int(s.length), int(s.lkey)) for s in sg_list]
+        _call("Failed to advise MR", self.ctx.file.write, Cmd.ADVISE_MR, pd=self.handle,
+              advice=int(advise), flags=int(flags), sges=sges)
 
     def close(self) -> None:
         if self.closed:

@@ -92,6 +92,12 @@ class CpuCosts:
     mmio_write: float = 20.0
     # An interrupt: entry, the handler taking EQEs, waking the thread blocked on the event.
     interrupt: float = 2000.0
+    # An on-demand paging fault in the driver's handler (a kernel worker): finding the
+    # region and the range, the MMU-notifier sequence, per fault; and per page resolved
+    # (hmm_range_fault's page-table walk, a zeroed page where the process has none yet,
+    # the DMA mapping). Rough figures: ConnectX ODP faults are reported at tens of us.
+    odp_fault: float = 4000.0
+    odp_page: float = 300.0
     # Variation of every CPU cost: each is drawn from [c, c * (1 + spread)] by the host's
     # seeded generator (cache and TLB misses, branch mispredictions, frequency steps make the
     # same call cost more some of the time). 0: every call costs exactly its figure.

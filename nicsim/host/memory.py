@@ -335,6 +335,14 @@ class AddressSpace:
         self.pages: dict[int, int] = {}
         self._next = base
         self._kernel: set[int] = set()  # vpns mapping kernel memory (rings): never freed here
+        # Mapped anonymous pages with no physical page yet (after MADV_DONTNEED): the first
+        # access gives them a zeroed page, as a CPU page fault does.
+        self._zero: set[int] = set()
+        # MMU notifiers (mmu_interval_notifier): called with (va, length) before the pages of
+        # a range are taken from the process (munmap, MADV_DONTNEED), so a device's mapping
+        # of them (an on-demand paging MR) is gone before the pages are freed.
+        self.notifiers: list[Callable[[int, int], None]] = []
+        self.populated = 0  # pages given on first touch
 
     def mmap(self, size: int) -> int:
         """Anonymous memory backed by scattered physical pages; returns a page-aligned VA."""
@@ -371,7 +379,18 @@ class AddressSpace:
 
     def munmap(self, va: int, size: int) -> None:
         """Unmap anonymous memory and free its pages (a pinned page is freed at its unpin)."""
+        self._drop(va, size, keep=False)
+
+    def madvise_dontneed(self, va: int, size: int) -> None:
+        """MADV_DONTNEED on private anonymous memory: its pages are freed and the range stays
+        mapped; the next access finds a zeroed page. A pinned page is freed at its unpin:
+        the device keeps the old page, the process gets a new one, as in Linux."""
+        self._drop(va, size, keep=True)
+
+    def _drop(self, va: int, size: int, keep: bool) -> None:
         npages = max(1, (size + PAGE_SIZE - 1) >> PAGE_SHIFT)
+        for n in list(self.notifiers):
+            n(va & ~(PAGE_SIZE - 1), npages << PAGE_SHIFT)
         for i in range(npages):
             vpn = (va >> PAGE_SHIFT) + i
             if vpn in self._kernel:
@@ -379,12 +398,26 @@ class AddressSpace:
             pa = self.pages.pop(vpn, None)
             if pa is not None:
                 self.mem.free_page(pa)
+                if keep:
+                    self._zero.add(vpn)
+            elif not keep:
+                self._zero.discard(vpn)
 
     def translate(self, va: int) -> int:
         pa = self.pages.get(va >> PAGE_SHIFT)
         if pa is None:
-            raise MemoryError_(f"address 0x{va:x} is not mapped", errno.EFAULT)
+            vpn = va >> PAGE_SHIFT
+            if vpn not in self._zero:
+                raise MemoryError_(f"address 0x{va:x} is not mapped", errno.EFAULT)
+            pa = self.mem.alloc_page()  # (freed pages read as zeros)
+            self._zero.discard(vpn)
+            self.pages[vpn] = pa
+            self.populated += 1
         return pa + (va & (PAGE_SIZE - 1))
+
+    def is_present(self, va: int) -> bool:
+        """Whether the page under `va` has a physical page now (without touching it)."""
+        return va >> PAGE_SHIFT in self.pages
 
     def pin(self, va: int, length: int) -> list[int]:
         """Pin the pages under [va, va+length) and return their physical addresses in order

@@ -10,7 +10,7 @@ know the CQE is seen last (PCIe ordering rules, PCIe base spec 2.4.1).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import simpy
@@ -197,8 +197,16 @@ class Bar:
     def read64(self, offset: int) -> int:
         """A non-posted read: it cannot pass the posted writes issued before it (PCIe
         ordering), so the device answers only after they have all arrived."""
-        rt = self._pcie.mmio_read_roundtrip()
-        now = self._env.now
-        behind = self._last_write_at - now + rt / 2  # queued behind the last posted write
-        self._spend(rt if rt > behind else behind)
+        self._spend(self._read_wait())
         return self._dev.mmio_read(offset)
+
+    def read64_in_process(self, offset: int) -> Generator[simpy.Event, None, int]:
+        """read64 from a SimPy process (a kernel worker, not a program): the CPU stall is
+        the process waiting the same time."""
+        yield self._env.timeout(self._read_wait())
+        return self._dev.mmio_read(offset)
+
+    def _read_wait(self) -> float:
+        rt = self._pcie.mmio_read_roundtrip()
+        behind = self._last_write_at - self._env.now + rt / 2  # behind the last posted write
+        return rt if rt > behind else behind

@@ -24,6 +24,7 @@ from nicsim.hwif import (
     MPT_SIZE,
     MTT_ENTRY_SIZE,
     QPC_SIZE,
+    RESUME_FAILED,
     CmdOpcode,
     CmdStatus,
     Cqc,
@@ -32,6 +33,10 @@ from nicsim.hwif import (
     Eqc,
     HcaInit,
     Mpt,
+    OdpCaps,
+    OdpGeneral,
+    OdpRange,
+    OdpTransport,
     PathMtu,
     PortInfo,
     PortPhysState,
@@ -61,10 +66,18 @@ _IN_SIZE = {
     CmdOpcode.CREATE_EQ: Eqc.size(),
     CmdOpcode.CREATE_SRQ: Srqc.size(),
     CmdOpcode.MODIFY_SRQ: Srqc.size(),
+    CmdOpcode.ODP_INVALIDATE: OdpRange.size(),
 }
+_ODP_COMMANDS = (CmdOpcode.QUERY_ODP, CmdOpcode.RESUME_PAGE_FAULT, CmdOpcode.ODP_INVALIDATE)
+# What an ODP region may be used for: every RC operation the NIC has, and UD sends and
+# receives (the set rxe reports since Linux 6.13, without FLUSH and ATOMIC_WRITE).
+_RC_ODP = (OdpTransport.SEND | OdpTransport.RECV | OdpTransport.WRITE | OdpTransport.READ
+           | OdpTransport.ATOMIC | OdpTransport.SRQ_RECV)
+_UD_ODP = OdpTransport.SEND | OdpTransport.RECV | OdpTransport.SRQ_RECV
 
 # Commands whose completion the driver takes as "the NIC no longer reaches this memory".
-_FENCED = (CmdOpcode.INVALIDATE_MPT, CmdOpcode.DESTROY_QP, CmdOpcode.DESTROY_CQ,
+_FENCED = (CmdOpcode.INVALIDATE_MPT, CmdOpcode.ODP_INVALIDATE, CmdOpcode.DESTROY_QP,
+           CmdOpcode.DESTROY_CQ,
            CmdOpcode.DESTROY_EQ, CmdOpcode.DESTROY_SRQ)
 MAX_EQ = 64  # event queues the device has (EQNs 0..63)
 MAX_SRQ = 1 << 16  # SRQ numbers 1..MAX_SRQ-1
@@ -173,12 +186,16 @@ class CommandProcessor:
             Mpt.unpack(raw)  # must decode
             nic.dma.write(nic.xlate.mpt_base + mod * MPT_SIZE, raw)
             nic.xlate.invalidate_mpt(mod)
+            nic.odp.forget(mod)
             return b""
         if op is CmdOpcode.INVALIDATE_MPT:
             self._check_index(mod, nic.mpt_entries)
             nic.dma.write(nic.xlate.mpt_base + mod * MPT_SIZE, bytes(MPT_SIZE))
             nic.xlate.invalidate_mpt(mod)
+            nic.odp.forget(mod)
             return b""
+        if op in _ODP_COMMANDS:
+            return self._odp_command(op, raw, mod)
         if op is CmdOpcode.WRITE_MTT:
             pas = unpack_mtt(raw)
             if mod + len(pas) > nic.mtt_entries:
@@ -242,6 +259,28 @@ class CommandProcessor:
             self._reset(qp)
             return b""
         raise CommandError(CmdStatus.BAD_OPCODE)
+
+    def _odp_command(self, op: CmdOpcode, raw: bytes, mod: int) -> bytes:
+        nic = self.nic
+        if not nic.cfg.odp:
+            raise CommandError(CmdStatus.BAD_OPCODE)  # a device without on-demand paging
+        if op is CmdOpcode.QUERY_ODP:
+            return OdpCaps(OdpGeneral.SUPPORT, _RC_ODP, 0, _UD_ODP).pack()
+        idx = mod & ~RESUME_FAILED
+        self._check_index(idx, nic.mpt_entries)
+        if op is CmdOpcode.RESUME_PAGE_FAULT:
+            nic.odp.resume(idx, bool(mod & RESUME_FAILED))
+            return b""
+        # ODP_INVALIDATE: the entries become not present, and what was translated through
+        # the region is revoked before the driver lets the pages go (fenced).
+        r = OdpRange.unpack(raw)
+        if r.first + r.count > nic.mtt_entries:
+            raise CommandError(CmdStatus.EXCEED_LIM)
+        nic.dma.write(nic.xlate.mtt_base + r.first * MTT_ENTRY_SIZE,
+                      bytes(r.count * MTT_ENTRY_SIZE))
+        nic.xlate.invalidate_mtt(r.first, r.count)
+        nic.xlate.invalidate_mpt(idx)
+        return b""
 
     @staticmethod
     def _check_index(i: int, n: int) -> None:

@@ -62,6 +62,9 @@ class NicConfig:
     # BlueFlame: bytes of a UAR page's WQE-by-MMIO buffer (hwif.BF_OFFSET; 0: none). A post
     # of one small WQE writes it with the doorbell and the NIC skips the WQE fetch.
     bf_size: int = 256
+    # On-demand paging (nicsim.nic.odp): the NIC raises page faults for regions registered
+    # without pinning. False: a device without it (QUERY_ODP answers BAD_OPCODE).
+    odp: bool = True
     # Address translation cache.
     mpt_cache_entries: int = 512
     mtt_cache_entries: int = 4096

@@ -134,6 +134,9 @@ class Datagram:
         else:
             pieces = [(lkey, addr, length) for addr, length, lkey in wqe.sges if length]
             st, walk, t = nic.check_walk(pieces, qp.pd, 0, t)
+            if st is XlateStatus.PAGE_FAULT:
+                nic.requester.stall(qp, wqe)
+                return
             if st is not XlateStatus.OK:
                 c.bump("local_errors")
                 comp.local_error(qp, wqe.index, WqeOpcode(ctrl.opcode), CqeStatus.LOC_PROT_ERR,
@@ -187,13 +190,19 @@ class Datagram:
         t = self.env.now + nic.cfg.rx_pipeline_ns
         sges, ready = nic.fetch.fetch_rq(rq, t)
         index = rq.rq_ci
+        pieces = [(lkey, addr, length) for addr, length, lkey in sges if length]
+        st, walk, ready = nic.check_walk(pieces, rq.pd, int(Access.LOCAL_WRITE), ready)
+        if st is XlateStatus.PAGE_FAULT:
+            # The receive buffer's page is not present: the datagram is dropped, its WQE
+            # kept for the next one (no RNR for UD, o10-5.2.1); the fault is raised.
+            nic.odp.counters["ud_drops"] += 1
+            c.bump("drop_page_fault")
+            return
         if qp.srq is not None:
             nic.srq.took(qp.srq)
         else:
             qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
             nic.fetch.consumed_rq(qp)
-        pieces = [(lkey, addr, length) for addr, length, lkey in sges if length]
-        st, walk, ready = nic.check_walk(pieces, rq.pd, int(Access.LOCAL_WRITE), ready)
         n = GRH_LEN + p.payload_len
         fail = None
         if st is not XlateStatus.OK:

@@ -14,6 +14,7 @@ events are lost, not written over the entries software has not read.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from nicsim.hwif import EQE_SIZE, Eqc, Eqe, EqeType, cqe_owner
@@ -69,6 +70,12 @@ class EventQueues:
 
     def post(self, eqn: int, kind: EqeType, obj: int, not_before: float = 0.0) -> None:
         """Write one EQE (after `not_before`, when what it announces has landed)."""
+        self.post_record(eqn, lambda owner: _EQE.pack(int(kind), obj, owner), not_before)
+
+    def post_record(self, eqn: int, build: Callable[[int], bytes],
+                    not_before: float = 0.0) -> None:
+        """Write the EQE `build(owner bit)` returns (an Eqe, or a type with its own layout
+        such as PageFaultEqe)."""
         eq = self.eqs.get(eqn)
         c = self.counters
         if eq is None:
@@ -78,7 +85,7 @@ class EventQueues:
             c["eq_overflows"] += 1
             return
         pa = eq.base + (eq.pi & (eq.size - 1)) * EQE_SIZE
-        raw = _EQE.pack(int(kind), obj, cqe_owner(eq.pi, eq.log_size))
+        raw = build(cqe_owner(eq.pi, eq.log_size))
         eq.pi += 1
         c["eqes"] += 1
         landed = self.dma.write(pa, raw, not_before)

@@ -24,6 +24,7 @@ from nicsim.hwif import (
     PAGE_SIZE,
     UAR_BASE,
     WQE_INDEX_MASK,
+    Access,
     DevFeature,
     QpState,
     QpType,
@@ -42,6 +43,7 @@ from nicsim.nic.datagram import Datagram
 from nicsim.nic.dma import Dma
 from nicsim.nic.engines import Units, cycles_ns
 from nicsim.nic.eq import EventQueues
+from nicsim.nic.odp import PageFaults
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
 from nicsim.nic.requester import Requester
@@ -66,6 +68,8 @@ from nicsim.wire.opcodes import Opcode
 from nicsim.wire.packet import L3_CACHE
 
 _MIDDLES = (int(Opcode.RC_SEND_MIDDLE), int(Opcode.RC_RDMA_WRITE_MIDDLE))
+# Accesses that write the region (a page fault for them needs writable pages).
+_WRITES = int(Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_ATOMIC)
 
 
 def gid_to_ip(gid: bytes) -> bytes:
@@ -96,6 +100,7 @@ class Nic(MmioDevice):
         self.eq = EventQueues(self.dma)
         self.cq = CqWriter(self.dma, self.eq, cycles_ns(cfg.cqe_cycles, cfg.clock_mhz))
         self.srq = SharedReceiveQueues(self.eq)
+        self.odp = PageFaults(self.eq, lambda qp: self.engine.kick(qp))
         self.cq.on_overrun = self._cq_overrun
         self.engine = SendEngine(env, self.port, cfg.tx_readahead, cfg.tx_quantum,
                                  cfg.cc.pacing_jitter, crc32(name.encode()))
@@ -228,12 +233,25 @@ class Nic(MmioDevice):
 
     def translate(self, key: int, pd: int, access: int, va: int, length: int,
                   t: float) -> tuple[XlateStatus, list[tuple[int, int]], float]:
-        """Check and translate through the cache; each miss costs a DMA read after `t`."""
+        """Check and translate through the cache; each miss costs a DMA read after `t`.
+        A page of an on-demand paging region not present: PAGE_FAULT, the fault raised."""
         st, segs, misses = self.xlate.translate(key, pd, access, va, length)
         pcie = self.pcie
         for _ in range(misses):
             t = pcie.dma_read(64, t)  # an MPT entry or a line of MTT entries
+        if st is XlateStatus.PAGE_FAULT:
+            st = self._page_fault(access, t)
         return st, segs, t
+
+    def _page_fault(self, access: int, t: float) -> XlateStatus:
+        """Translation met a page not present (xlate.fault says where): raise the fault, or
+        ODP_ERROR if the driver could not resolve the region's last one."""
+        fault = self.xlate.fault
+        assert fault is not None
+        if fault[0] in self.odp.failed:
+            return XlateStatus.ODP_ERROR
+        self.odp.fault(fault, bool(access & _WRITES), t)
+        return XlateStatus.PAGE_FAULT
 
     def check_walk(self, pieces: list[tuple[int, int, int]], pd: int, access: int, t: float
                    ) -> tuple[XlateStatus, Walk, float]:
@@ -244,8 +262,10 @@ class Nic(MmioDevice):
         for key, va, length in pieces:
             st, mpt, misses = xlate.check_key(key, pd, access, va, length)
             for _ in range(misses):
-                t = pcie.dma_read(64, t)  # an MPT entry
+                t = pcie.dma_read(64, t)  # an MPT entry (ODP: and MTT lines)
             if st is not XlateStatus.OK:
+                if st is XlateStatus.PAGE_FAULT:
+                    st = self._page_fault(access, t)
                 return st, Walk(), t
             checked.append((mpt, va, length))
         return XlateStatus.OK, Walk(checked), t
@@ -402,7 +422,7 @@ class Nic(MmioDevice):
             "pcie": self.pcie.counters, "sched": self.engine.counters,
             "wqe_fetch": self.fetch.counters, "requester": self.requester.counters,
             "responder": self.responder.counters, "completer": self.completer.counters,
-            "datagram": self.datagram.counters,
+            "datagram": self.datagram.counters, "odp": self.odp.counters,
             "cq": self.cq.counters, "cmd": self.commands.counters,
             "np": self.np.counters, "cc": self.cc.counters if self.cc else {},
             "xlate": {"mpt_hits": self.xlate.mpt_hits, "mpt_misses": self.xlate.mpt_misses,

@@ -175,6 +175,7 @@ class QpCtx:
     retry_left: int = 7
     rnr_left: int = 7
     rnr_until: float = 0.0  # RNR NAK: no sending before this time
+    odp_wait: bool = False  # its next send WQE waits for a page fault (nicsim.nic.odp)
     recv_msgs_sent: int = 0  # receive-consuming messages started (SEND, WRITE with imm)
     recv_outstanding: int = 0  # of those, not yet completed
     rd_outstanding: int = 0  # READs and atomics awaiting their response

@@ -46,6 +46,7 @@ _XLATE_VENDOR = {
     XlateStatus.ACCESS: VendorErr.LKEY_ACCESS,
     XlateStatus.BOUNDS: VendorErr.LKEY_BOUNDS,
     XlateStatus.MTT_FAULT: VendorErr.MTT_FAULT,
+    XlateStatus.ODP_ERROR: VendorErr.ODP_FAULT,
 }
 
 
@@ -106,11 +107,15 @@ class Requester:
     # -- local translation ------------------------------------------------------------------
 
     def _local(self, qp: QpCtx, wqe: SendWqe, access: int, t: float
-               ) -> tuple[CqeStatus, VendorErr, Walk | None, int, float, tuple[int, ...]]:
+               ) -> tuple[CqeStatus | None, VendorErr, Walk | None, int, float,
+                          tuple[int, ...]]:
         """Check every SGE's key (the buffer is walked through the MTT as it is sent);
-        returns status, vendor error, the walk, length, ready time and the lkeys."""
+        returns status, vendor error, the walk, length, ready time and the lkeys. Status
+        None: a page of an on-demand paging region is not present, the fault is raised."""
         pieces = [(lkey, addr, length) for addr, length, lkey in wqe.sges if length]
         st, walk, t = self.nic.check_walk(pieces, qp.pd, access, t)
+        if st is XlateStatus.PAGE_FAULT:
+            return None, VendorErr.NONE, None, 0, t, ()
         if st is not XlateStatus.OK:
             return CqeStatus.LOC_PROT_ERR, _XLATE_VENDOR[st], None, 0, t, ()
         if walk.total > MAX_MSG:
@@ -163,8 +168,10 @@ class Requester:
         if qp.state is QpState.ERR:
             self.flush_sq(qp)
             return False
-        if qp.state is not QpState.RTS or qp.rnr_until > env.now:
-            return False  # a doorbell is remembered; RTS and the end of an RNR wait kick it
+        if qp.state is not QpState.RTS or qp.rnr_until > env.now or qp.odp_wait:
+            # A doorbell is remembered; RTS, the end of an RNR wait and the resolution of a
+            # page fault kick it.
+            return False
         if qp.type is QpType.UD:
             return (yield from self.nic.datagram.turn(qp))
         if qp.resend_psn is not None:
@@ -202,6 +209,8 @@ class Requester:
                 self._start(qp, fetched.popleft())
                 if qp.sq_pending:
                     self.nic.fetch.prefetch_sq(qp)
+                if qp.odp_wait:
+                    return False  # its WQE waits for a page fault (nicsim.nic.odp)
                 if qp.cur is None:
                     # A local error (flush what is left) or a local operation done (on to
                     # the next WQE).
@@ -273,6 +282,10 @@ class Requester:
             status, verr, walk, total, t, keys = self._local(qp, wqe, Access.LOCAL_WRITE, t)
             if status is CqeStatus.SUCCESS and op is not WqeOpcode.RDMA_READ and total != 8:
                 status, verr = CqeStatus.LOC_LEN_ERR, VendorErr.NONE
+        if status is None:
+            c["wqes"] -= 1  # not started: it is counted when it starts
+            self.stall(qp, wqe)
+            return
         if status is not CqeStatus.SUCCESS:
             c["local_errors"] += 1
             nic.completer.local_error(qp, wqe.index, op, status, verr)
@@ -291,6 +304,15 @@ class Requester:
             qp.rd_outstanding += 1
         qp.outstanding.append(sop)
         qp.cur, qp.cur_k, qp.cur_again, qp.cur_pos, qp.cur_t = sop, 0, False, (0, 0), t
+
+    def stall(self, qp: QpCtx, wqe: SendWqe) -> None:
+        """`wqe` met a page not present: it goes back to the head of the QP's fetched WQEs,
+        and the QP waits for the fault's resolution (nicsim.nic.odp), as a NIC's requester
+        holds a WQE whose local pages fault."""
+        qp.fetched.appendleft(wqe)
+        fault = self.nic.xlate.fault
+        assert fault is not None
+        self.nic.odp.wait(qp, fault[0])
 
     def _local_op(self, qp: QpCtx, wqe: SendWqe, op: WqeOpcode) -> None:
         """BIND_MW or LOCAL_INV: done in the NIC, completed now (when signaled); a failure

@@ -111,6 +111,13 @@ class Responder:
         self._send_ack(qp, psn, Syndrome.RNR_NAK | (qp.min_rnr_timer & 0x1F), t)
         qp.resp.nak_sent = True
 
+    def _fault_rnr(self, qp: QpCtx, psn: int, t: float) -> None:
+        """The request's pages of an on-demand paging region are not present: the fault is
+        raised (nicsim.nic.odp) and the request refused with an RNR NAK, which the requester
+        retries after the RNR timer, rather than the responder holding the QP's packets."""
+        self.nic.odp.counters["rnr_naks"] += 1
+        self._rnr_nak(qp, psn, t)
+
     def _fatal_nak(self, qp: QpCtx, psn: int, syndrome: int, t: float,
                    recv_status: CqeStatus | None = None) -> None:
         """A class C/D error (IBA 9.9.3.1): NAK, and the responder QP goes to ERR (UC: see
@@ -324,7 +331,8 @@ class Responder:
         """Start a message that consumes a receive WQE; RNR NAK if there is none."""
         r = qp.resp
         rq = qp.srq or qp  # an SRQ has the fields of a receive queue
-        if r.held_wqe is not None:  # (UC) an SRQ WQE a dropped message had taken
+        held = r.held_wqe is not None
+        if held:  # (UC) an SRQ WQE a dropped message had taken
             (index, sges), ready, r.held_wqe = r.held_wqe, t, None
         else:
             if rq.rq_ci == rq.rq_pi:
@@ -332,11 +340,16 @@ class Responder:
                 return False
             sges, ready = self.nic.fetch.fetch_rq(rq, t)
             index = rq.rq_ci
-            if qp.srq is not None:  # taken now: other QPs take the next ones
-                self.nic.srq.took(qp.srq)
-        r.wqe_sges = sges
         pieces = [(lkey, addr, length) for addr, length, lkey in sges if length]
         st, walk, ready = self.nic.check_walk(pieces, rq.pd, _LW, ready)
+        if st is XlateStatus.PAGE_FAULT:
+            if held:
+                r.held_wqe = (index, sges)
+            self._fault_rnr(qp, p.psn, t)  # the WQE stays for the retried request
+            return False
+        if not held and qp.srq is not None:  # taken now: other QPs take the next ones
+            self.nic.srq.took(qp.srq)
+        r.wqe_sges = sges
         if st is not XlateStatus.OK:
             r.rq_index, r.rq_cap, r.msg_len, r.recv_active = index, 0, 0, True
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_OP, t, CqeStatus.LOC_PROT_ERR)
@@ -402,6 +415,9 @@ class Responder:
             # and nothing is placed.
             pieces = [(p.reth_rkey, p.reth_va, length)] if length else []
             st, walk, ready = self.nic.check_walk(pieces, qp.pd, _RW, t)
+            if st is XlateStatus.PAGE_FAULT:
+                self._fault_rnr(qp, p.psn, t)
+                return
             if st is not XlateStatus.OK:
                 self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
                 return
@@ -493,6 +509,9 @@ class Responder:
         # C9-88: a zero-length READ has no R_Key or address to check.
         pieces = [(p.reth_rkey, p.reth_va, length)] if length else []
         st, walk, ready = self.nic.check_walk(pieces, qp.pd, _RR, t)
+        if st is XlateStatus.PAGE_FAULT:
+            self._fault_rnr(qp, p.psn, t)
+            return None
         if st is not XlateStatus.OK:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return None
@@ -570,6 +589,9 @@ class Responder:
             return
         st, segs, ready = self.nic.translate(p.atomic_rkey, qp.pd, _RA, va, 8,
                                              t)
+        if st is XlateStatus.PAGE_FAULT:
+            self._fault_rnr(qp, p.psn, t)
+            return
         if st is not XlateStatus.OK:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return

@@ -44,6 +44,7 @@ from nicsim.hwif import (
 Segments = list[tuple[int, int]]  # (physical address, length)
 _VALID = int(MptFlags.VALID)
 _MW = int(MptFlags.MW)
+_ODP = int(MptFlags.ODP)
 _REMOTE = int(Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC)
 MTT_LINE = 8  # MTT entries fetched per miss: one 64-byte line
 _MTT_LINE_FMT = struct.Struct(f"<{MTT_LINE}Q")
@@ -170,6 +171,9 @@ class TranslationCache:
         self.epoch = 0
         self._revoked_at: dict[int, int] = {}
         self.revocations = 0
+        # The last PAGE_FAULT: (MPT index, first page not present counted from the region's
+        # first page, pages from there the access needs).
+        self.fault: tuple[int, int, int] | None = None
 
     @property
     def mtt_misses(self) -> int:
@@ -239,7 +243,32 @@ class TranslationCache:
         if length and mpt.mtt_index + ((va + length - 1) >> mpt.page_shift) - \
                 (mpt.start >> mpt.page_shift) >= self.mtt_entries:
             return XlateStatus.MTT_FAULT, None, misses
+        if mpt.flags & _ODP and length:
+            st, more = self._present(mpt, va, length)
+            if st is not XlateStatus.OK:
+                return st, None, misses + more
+            misses += more
         return st, mpt, misses
+
+    def _present(self, mpt: Mpt, va: int, length: int) -> tuple[XlateStatus, int]:
+        """An on-demand paging region: whether every page of the range is present (its MTT
+        entry is not 0), and the MTT lines that took. A page not present is a PAGE_FAULT,
+        described in `fault`."""
+        shift = mpt.page_shift
+        first = mpt.start >> shift
+        base = mpt.mtt_index - first
+        p0, p1 = va >> shift, (va + length - 1) >> shift
+        mtt = self._mtt
+        before = mtt.misses
+        for p in range(p0, p1 + 1):
+            if not mtt[base + p]:
+                self.fault = (key_index(mpt.key), p - first, min(p1 - p + 1, 0xFFFF))
+                new = mtt.misses - before
+                self.mtt_hits += p - p0 + 1 - new
+                return XlateStatus.PAGE_FAULT, new
+        new = mtt.misses - before
+        self.mtt_hits += p1 - p0 + 1 - new
+        return XlateStatus.OK, new
 
     def walk(self, w: Walk, upto: int) -> int:
         """Extend w.segs to cover at least `upto` bytes (whole chunks); returns the MTT cache
@@ -278,6 +307,11 @@ class TranslationCache:
         if mpt.mtt_index + ((va + length - 1) >> shift) - (mpt.start >> shift) >= \
                 self.mtt_entries:
             return XlateStatus.MTT_FAULT, [], misses
+        if mpt.flags & _ODP:
+            st, more = self._present(mpt, va, length)
+            misses += more
+            if st is not XlateStatus.OK:
+                return st, [], misses
         before = self._mtt.misses
         segs = split(mpt, self._mtt, va, length)
         new = self._mtt.misses - before

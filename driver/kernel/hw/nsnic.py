@@ -10,8 +10,10 @@ from __future__ import annotations
 import errno
 import ipaddress
 from collections import deque
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
+import simpy
 from nicsim.driver.kernel.query import FIRST_QPN, GID_TABLE_LEN, MAX_SRQ
 
 from nicsim.host.host import Host, PciFunction
@@ -164,8 +166,16 @@ class HwMr:
     npages: int
     va: int
     length: int
-    pages: list[int]  # the pinned physical pages handed to the NIC
+    pages: list[int]  # the pinned physical pages handed to the NIC (none: ODP)
     aspace: AddressSpace
+    odp: bool = False  # on-demand paging: nothing pinned, pages mapped as the NIC faults
+    present: set[int] = field(default_factory=set)  # ODP: pages (from the first) mapped
+    seq: int = 0  # ODP: advanced by every invalidation (mmu_interval_notifier's sequence)
+    dead: bool = False  # deregistered: a fault being resolved for it is abandoned
+
+    @property
+    def first_va(self) -> int:
+        return self.va & ~(PAGE_SIZE - 1)
 
 
 @dataclass
@@ -240,6 +250,7 @@ class NsnicDriver:
         self.bar = fn.bar
         self.name = name
         self.lim = Limits()
+        self._mbox_busy = False  # the command mailbox is taken (a program or the ODP worker)
         self.dev_id = self.bar.read64(Reg.DEV_ID)
         if self.dev_id != DEV_ID:
             raise HwError(f"{name}: not an nsnic device", errno.ENODEV)
@@ -274,39 +285,78 @@ class NsnicDriver:
         self.srqs: dict[int, HwSrq] = {}
         self.mws: set[int] = set()  # MPT indices of memory windows
         self.srqns = Allocator(1, MAX_SRQ)
+        from nicsim.driver.kernel.hw.odp import OdpHandler  # (it builds on this module)
+
+        self.odp = OdpHandler(self)
 
     # -- command mailbox --------------------------------------------------------------------
 
     def cmd(self, op: CmdOpcode, data: bytes = b"", mod: int = 0, out_size: int = 0) -> bytes:
         """Run one mailbox command and wait for it (the driver polls CMD_STATUS over MMIO)."""
-        mem = self.host.mem
         if len(data) > PAGE_SIZE * 16:
             raise HwError("command input too large", errno.EINVAL)
-        mem.write(self.cmd_in_pa, data)
-        bar = self.bar
-        bar.write64(Reg.CMD_OPCODE, op)
-        bar.write64(Reg.CMD_IN, self.cmd_in_pa)
-        bar.write64(Reg.CMD_OUT, self.cmd_out_pa)
-        bar.write64(Reg.CMD_MOD, mod)
-        bar.write64(Reg.CMD_GO, 1)
-        self.host.spend(self.fn.pcie.cfg.latency_ns)  # let GO reach the device
-        while True:
-            st = bar.read64(Reg.CMD_STATUS)
-            if not st & CMD_BUSY:
-                break
+        while self._mbox_busy:  # the ODP worker has the mailbox: wait for it
             self.host.spend(500.0)
+        self._mbox_busy = True
+        try:
+            self._post_cmd(op, data, mod, cpu=True)
+            self.host.spend(self.fn.pcie.cfg.latency_ns)  # let GO reach the device
+            while True:
+                st = self.bar.read64(Reg.CMD_STATUS)
+                if not st & CMD_BUSY:
+                    break
+                self.host.spend(500.0)
+            return self._cmd_result(op, st, out_size)
+        finally:
+            self._mbox_busy = False
+
+    def _post_cmd(self, op: CmdOpcode, data: bytes, mod: int, cpu: bool) -> None:
+        self.host.mem.write(self.cmd_in_pa, data)
+        bar = self.bar
+        for reg, value in ((Reg.CMD_OPCODE, op), (Reg.CMD_IN, self.cmd_in_pa),
+                           (Reg.CMD_OUT, self.cmd_out_pa), (Reg.CMD_MOD, mod), (Reg.CMD_GO, 1)):
+            bar.write64(reg, value, cpu=cpu)
+
+    def _cmd_result(self, op: CmdOpcode, st: int, out_size: int) -> bytes:
         self.lim.commands += 1
         self.lim.command_log.append(op.name)
         status = CmdStatus(st & 0xFF)
         if status is not CmdStatus.OK:
             raise HwError(f"{op.name} failed: {status.name}", _CMD_ERRNO[status])
-        return mem.read(self.cmd_out_pa, out_size) if out_size else b""
+        return self.host.mem.read(self.cmd_out_pa, out_size) if out_size else b""
+
+    def mailbox(self) -> Generator[simpy.Event, None, None]:
+        """Take the command mailbox from a SimPy process (the ODP worker); give it back
+        with `release_mailbox`."""
+        while self._mbox_busy:
+            yield self.host.env.timeout(500.0)
+        self._mbox_busy = True
+
+    def release_mailbox(self) -> None:
+        self._mbox_busy = False
+
+    def cmd_in_process(self, op: CmdOpcode, data: bytes = b"", mod: int = 0
+                       ) -> Generator[simpy.Event, None, None]:
+        """`cmd` from a SimPy process that holds the mailbox: its MMIO writes and status
+        polls cost the process the time they cost a program."""
+        env = self.host.env
+        self._post_cmd(op, data, mod, cpu=False)
+        yield env.timeout(5 * self.host.costs.mmio_write + self.fn.pcie.cfg.latency_ns)
+        while True:
+            st = yield from self.bar.read64_in_process(Reg.CMD_STATUS)
+            if not st & CMD_BUSY:
+                break
+            yield env.timeout(500.0)
+        self._cmd_result(op, st, 0)
 
     # -- memory registration ----------------------------------------------------------------
 
-    def reg_mr(self, aspace: AddressSpace, va: int, length: int, access: int, pd: int) -> HwMr:
+    def reg_mr(self, aspace: AddressSpace, va: int, length: int, access: int, pd: int,
+               odp: bool = False) -> HwMr:
         if length <= 0:
             raise HwError("zero-length MR", errno.EINVAL)
+        if odp:
+            return self.odp.reg_mr(aspace, va, length, access, pd)
         pages = aspace.pin(va, length)  # get_user_pages: fails with EFAULT if unmapped
         try:
             idx = self.mpts.alloc()
@@ -332,11 +382,11 @@ class NsnicDriver:
         return (idx << 8) | variant
 
     def _write_mr(self, key: int, idx: int, mtt_start: int, pages: list[int], va: int,
-                  length: int, access: int, pd: int) -> None:
+                  length: int, access: int, pd: int, flags: MptFlags = MptFlags.VALID) -> None:
         for i in range(0, len(pages), _MTT_PER_CMD):
             chunk = pages[i:i + _MTT_PER_CMD]
             self.cmd(CmdOpcode.WRITE_MTT, pack_mtt(chunk), mod=mtt_start + i)
-        mpt = Mpt(key, pd, va, length, mtt_start, access, MptFlags.VALID, PAGE_SHIFT)
+        mpt = Mpt(key, pd, va, length, mtt_start, access, flags, PAGE_SHIFT)
         self.cmd(CmdOpcode.WRITE_MPT, mpt.pack(), mod=idx)
 
     def rereg_mr(self, mr: HwMr, va: int, length: int, access: int, pd: int) -> None:
@@ -345,6 +395,9 @@ class NsnicDriver:
         translation, then the new pages' MTT entries and the MPT are written. A failure
         leaves the MR invalid (its key matches nothing), as ibv_rereg_mr may."""
         self.cmd(CmdOpcode.INVALIDATE_MPT, mod=mr.index)
+        if mr.odp:
+            self.odp.rereg(mr, va, length, access, pd)
+            return
         if (va, length) != (mr.va, mr.length):
             pages = mr.aspace.pin(va, length)
             start = self.mtt.alloc(len(pages))
@@ -385,6 +438,8 @@ class NsnicDriver:
         pages can be unpinned (and freed by their owner) at once."""
         self.cmd(CmdOpcode.INVALIDATE_MPT, mod=mr.index)
         del self.mrs[mr.index]
+        if mr.odp:
+            self.odp.forget(mr)
         self.mtt.free(mr.mtt_start, mr.npages)
         self.mpts.free(mr.index)
         self.host.mem.unpin(mr.pages)
@@ -415,16 +470,26 @@ class NsnicDriver:
     def take_eqes(self, eq: HwEq) -> list[Eqe]:
         """The interrupt handler's loop: the EQEs the device wrote since the last call (by
         their owner bit), then the consumer index reported and the EQ re-armed (EQ_DB)."""
+        out = [Eqe.unpack(raw) for raw in self.new_eqes(eq)]
+        self.bar.write64(Reg.EQ_DB, self.eq_rearm_word(eq))
+        return out
+
+    def new_eqes(self, eq: HwEq) -> list[bytes]:
+        """The raw EQEs the device wrote since the last call, by their owner bit."""
         mem = self.host.mem
         out = []
         while True:
             raw = mem.read(eq.ring_pa + (eq.ci & (eq.size - 1)) * EQE_SIZE, EQE_SIZE)
             if raw[EQE_OWNER_OFFSET] & 1 != ((eq.ci >> eq.log_size) & 1) ^ 1:
                 break
-            out.append(Eqe.unpack(raw))
+            out.append(raw)
             eq.ci += 1
-        self.bar.write64(Reg.EQ_DB, (eq.eqn << 32) | (1 << 31) | (eq.ci & 0x7FFFFFFF))
         return out
+
+    @staticmethod
+    def eq_rearm_word(eq: HwEq) -> int:
+        """EQ_DB: the entries taken reported, and the EQ armed for its next interrupt."""
+        return (eq.eqn << 32) | (1 << 31) | (eq.ci & 0x7FFFFFFF)
 
     # -- CQ ---------------------------------------------------------------------------------
 
