@@ -1,7 +1,8 @@
 """A test oracle for the protection model: every DMA access a NIC makes is checked against what
 its host's driver says the device may reach at that moment.
 
-The device may reach the pages of a live registration (an MR the driver has not deregistered),
+The device may reach the pages of a live registration (an MR the driver has not deregistered;
+for an on-demand paging MR, the pages the driver has mapped for it and not invalidated),
 the rings and doorbell records of live QPs and CQs, its own tables (MPT, MTT) and the command
 mailbox. An access anywhere else is a violation, however it came about: a translation held
 past deregistration, a ring used after destroy, a stale page list. And no page may go back to
@@ -56,12 +57,15 @@ class DmaAudit:
 
         def allowed() -> set[int]:
             # (an MR re-registered in place keeps its key but not its pages)
-            sig = (tuple((i, m.key, m.mtt_start, m.npages) for i, m in drv.mrs.items()),
+            # (an on-demand paging MR: the pages the driver has mapped for the device now)
+            sig = (tuple((i, m.key, m.mtt_start, m.npages, m.seq, len(m.present))
+                         for i, m in drv.mrs.items()),
                    tuple(drv.qps), tuple(drv.cqs), tuple(drv.eqs), tuple(drv.srqs))
             if sig != cache["sig"]:
                 pfns = set(fixed)
                 for m in drv.mrs.values():
                     pfns.update(pa >> PAGE_SHIFT for pa in m.pages)
+                    pfns.update(pa >> PAGE_SHIFT for pa in m.present.values())
                 for q in drv.qps.values():
                     pfns.update(_pfns(q.sq_pa, q.sq_bytes))
                     pfns.update(_pfns(q.rq_pa, q.rq_bytes))

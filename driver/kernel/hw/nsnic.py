@@ -169,7 +169,8 @@ class HwMr:
     pages: list[int]  # the pinned physical pages handed to the NIC (none: ODP)
     aspace: AddressSpace
     odp: bool = False  # on-demand paging: nothing pinned, pages mapped as the NIC faults
-    present: set[int] = field(default_factory=set)  # ODP: pages (from the first) mapped
+    # ODP: the pages mapped for the device, by page number from the region's first page
+    present: dict[int, int] = field(default_factory=dict)
     seq: int = 0  # ODP: advanced by every invalidation (mmu_interval_notifier's sequence)
     dead: bool = False  # deregistered: a fault being resolved for it is abandoned
 

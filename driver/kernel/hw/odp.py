@@ -151,7 +151,8 @@ class OdpHandler:
         a, b = min(hit), max(hit)
         self.hw.cmd(CmdOpcode.ODP_INVALIDATE, OdpRange(mr.mtt_start + a, b - a + 1).pack(),
                     mod=mr.index)
-        mr.present.difference_update(range(a, b + 1))
+        for p in hit:
+            del mr.present[p]
         self.counters["invalidations"] += 1
         self.counters["pages_invalidated"] += len(hit)
 
@@ -242,11 +243,12 @@ class OdpHandler:
                     self.counters["retries"] += 1
                     continue
                 for start, pas in runs:
+                    # Mapped for the device from the moment its MTT entries may be written.
+                    mr.present.update(zip(range(start, start + len(pas)), pas, strict=True))
                     for i in range(0, len(pas), _MTT_PER_CMD):
                         yield from hw.cmd_in_process(CmdOpcode.WRITE_MTT,
                                                      pack_mtt(pas[i:i + _MTT_PER_CMD]),
                                                      mr.mtt_start + start + i)
-                    mr.present.update(range(start, start + len(pas)))
                 self.counters["pages_mapped" if resume else "pages_prefetched"] += mapped
                 if resume:
                     bad = failed and not mapped
