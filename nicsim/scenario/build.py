@@ -124,7 +124,8 @@ def cpu_costs(sc: Scenario) -> CpuCosts:
     c = sc.cpu
     return CpuCosts(post_send=c.post_send_ns, post_recv=c.post_recv_ns,
                     poll_empty=c.poll_empty_ns, poll_cqe=c.poll_cqe_ns, syscall=c.syscall_ns,
-                    mmio_write=c.mmio_write_ns, spread=c.spread)
+                    mmio_write=c.mmio_write_ns, odp_fault=c.odp_fault_ns,
+                    odp_page=c.odp_page_ns, spread=c.spread)
 
 
 def tap_path(pcap: str, port: str) -> str:

@@ -123,6 +123,8 @@ class NicSpec(Strict):
     mtt_cache_entries: Annotated[int, Field(ge=1)] = 4096
     ack_coalesce: Annotated[int, Field(ge=1, le=1024)] = 16
     ecn_capable: bool = True
+    odp: Annotated[bool, Field(description="on-demand paging: page faults for MRs registered "
+                               "with IBV_ACCESS_ON_DEMAND")] = True
 
     @model_validator(mode="after")
     def _bf(self) -> NicSpec:
@@ -141,6 +143,8 @@ class CpuSpec(Strict):
     poll_cqe_ns: NsFloat = 40.0
     syscall_ns: NsFloat = 700.0
     mmio_write_ns: NsFloat = 20.0
+    odp_fault_ns: NsFloat = 4000.0  # the driver's page-fault handler, per fault
+    odp_page_ns: NsFloat = 300.0  # ... and per page it makes present
     spread: Annotated[float, Field(ge=0, le=10, description="each CPU cost varies in "
                                    "[c, c*(1+spread)], seeded")] = 0.0
     # The socket path's cost model (nicsim.apps.echo): what a send() and a receive cost the
