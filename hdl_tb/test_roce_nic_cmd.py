@@ -605,7 +605,8 @@ def _model_host(params: dict[str, int]):  # noqa: ANN202
                     log_mtt_entries=(params["MTT_DEPTH"] - 1).bit_length(),
                     max_qp_wr=params["MAX_QP_WR"], max_sge=params["MAX_SGE"],
                     max_cqe=params["MAX_CQE"], max_qp_rd_atom=params["MAX_QP_RD_ATOM"],
-                    max_inline=params["MAX_INLINE"], max_uar=params["MAX_UAR"])
+                    max_inline=params["MAX_INLINE"], max_uar=params["MAX_UAR"],
+                    odp=False)  # the RTL has no on-demand paging (QUERY_ODP: BAD_OPCODE)
     nic = Nic(env, "model.nic0", cfg, host.mem)
     rec = CmdRecorder(nic)
     host.plug("0000:01:00.0", rec, nic.pcie, NetDev("eth0", MAC, IP))
@@ -649,7 +650,9 @@ def mtt_chunk() -> int:
 # BAD_OPCODE, which the driver reports as EOPNOTSUPP for the verbs that need them.
 NOT_IN_RTL = frozenset({
     hwif.CmdOpcode.CREATE_EQ, hwif.CmdOpcode.DESTROY_EQ, hwif.CmdOpcode.CREATE_SRQ,
-    hwif.CmdOpcode.MODIFY_SRQ, hwif.CmdOpcode.QUERY_SRQ, hwif.CmdOpcode.DESTROY_SRQ})
+    hwif.CmdOpcode.MODIFY_SRQ, hwif.CmdOpcode.QUERY_SRQ, hwif.CmdOpcode.DESTROY_SRQ,
+    # On-demand paging: the driver asks (QUERY_ODP, BAD_OPCODE on both) and uses no more.
+    hwif.CmdOpcode.RESUME_PAGE_FAULT, hwif.CmdOpcode.ODP_INVALIDATE})
 
 
 def compare(model: list, rtl: list, what: str) -> None:

@@ -386,6 +386,7 @@ class CommandProcessor:
         qp.held = False
         qp.pace_gen += 1
         qp.cnp_at = float("-inf")
+        self.nic.odp.drop(qp)  # a send WQE waiting for a page fault is gone with the rest
 
     def _apply(self, qp: QpCtx, c: Qpc, m: QpAttrMask) -> None:
         M = QpAttrMask

@@ -53,7 +53,7 @@ class PageFaults:
     def wait(self, qp: QpCtx, idx: int) -> None:
         """`qp`'s next send WQE waits for region `idx`'s fault to be resolved."""
         waiters = self.pending.setdefault(idx, [])
-        if qp not in waiters:
+        if all(w is not qp for w in waiters):  # (identity: QpCtx compares by fields)
             waiters.append(qp)
         qp.odp_wait = True
         self.counters["wqe_waits"] += 1
@@ -74,6 +74,13 @@ class PageFaults:
         work waiting on the old one tries again (and meets the new entry)."""
         self.failed.discard(idx)
         self._wake(idx)
+
+    def drop(self, qp: QpCtx) -> None:
+        """`qp` was reset or destroyed: it waits for nothing any more."""
+        if qp.odp_wait:
+            qp.odp_wait = False
+            for idx, waiters in self.pending.items():
+                self.pending[idx] = [w for w in waiters if w is not qp]
 
     def _wake(self, idx: int) -> None:
         for qp in self.pending.pop(idx, ()):
