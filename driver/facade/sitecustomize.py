@@ -19,3 +19,7 @@ for _entry in sys.path:
         if _spec is not None and _spec.loader is not None:
             _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
         break
+
+from nicsim.exec import threads as _threads  # noqa: E402 - after pyverbs, as above
+
+_threads.install()

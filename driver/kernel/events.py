@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from nicsim.driver.kernel import sched
 from nicsim.driver.kernel.hw.nsnic import HwEq, HwError, NsnicDriver
 
 from nicsim.hwif import EqeType
@@ -110,6 +111,7 @@ class EventQueue:
         env = host.env
         deadline = env.now + timeout_ns
         msi = self.eq.msi_pa
+        waiting = sched.since()
         while True:
             # (a write already posted to the vector word wakes the wait when it lands)
             woke = host.poll_wait(0.0, msi, msi + 4, min(_WAKE_CAP_NS, deadline - env.now))
@@ -120,6 +122,8 @@ class EventQueue:
             if ready():
                 return
             if not woke and env.peek() == float("inf"):
+                if sched.wait_for_others(waiting):
+                    continue  # another side of the program may still act (nicsim exec)
                 raise EventError("no event can arrive: the simulated world has nothing left "
                                  "to do", errno.ETIMEDOUT)
             if env.now >= deadline:

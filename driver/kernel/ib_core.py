@@ -528,7 +528,10 @@ class IbDevice:
         uctx.rings.free(srq.hw.ring_pa, srq.hw.ring_bytes)
 
     def create_qp(self, uctx: Ucontext, pd: IbPd, qp_type: int, send_cq: IbCq, recv_cq: IbCq,
-                  cap: tuple[int, int, int, int, int], srq: IbSrq | None = None) -> IbQp:
+                  cap: tuple[int, int, int, int, int], srq: IbSrq | None = None,
+                  special_qpn: int = 0) -> IbQp:
+        """ib_create_qp. `special_qpn` is for the kernel's own QPs (the GSI QP, QP1, which
+        the CM's MAD agent creates as a UD QP): user space cannot ask for it."""
         _check_ints(qp_type=qp_type, **dict(zip(_CAP_NAMES, cap, strict=True)))
         try:
             t = QpType(qp_type)
@@ -543,7 +546,8 @@ class IbDevice:
             raise KernelError("negative QP capability", errno.EINVAL)
         hw = _hw(lambda: self.hw.create_qp(t, pd.pdn, uctx.uar, uctx.rings, send_cq.hw.cqn,
                                            recv_cq.hw.cqn, *cap,
-                                           srqn=srq.hw.srqn if srq is not None else 0))
+                                           srqn=srq.hw.srqn if srq is not None else 0,
+                                           special_qpn=special_qpn))
         qp = IbQp(0, pd, send_cq, recv_cq, hw, t, srq=srq)
         if srq is not None:
             srq.users += 1

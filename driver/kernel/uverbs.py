@@ -24,6 +24,7 @@ from nicsim.driver.kernel.ib_core import (
     IbSrq,
     Kernel,
     KernelError,
+    Ucontext,
 )
 
 from nicsim.host.host import Host
@@ -101,6 +102,21 @@ class CreateCqResp:
     ring_va: int
     log_size: int
     dbrec_va: int
+
+
+def cq_resp(u: Ucontext, cq: IbCq) -> CreateCqResp:
+    """What the provider needs of a new CQ: its ring and doorbell record, as mapped."""
+    hw = cq.hw
+    return CreateCqResp(cq.handle, hw.cqn, u.rings.va(hw.ring_pa), hw.log_size,
+                        u.rings.va(hw.dbrec_pa))
+
+
+def qp_resp(u: Ucontext, qp: IbQp) -> CreateQpResp:
+    """What the provider needs of a new QP: its rings, as mapped."""
+    hw = qp.hw
+    return CreateQpResp(qp.handle, hw.qpn, u.rings.va(hw.sq_pa), hw.sq_log_size,
+                        hw.sq_log_stride, u.rings.va(hw.rq_pa), hw.rq_log_size,
+                        hw.rq_log_stride)
 
 
 class UverbsError(Exception):
@@ -235,9 +251,7 @@ class UverbsFile:
             ch = a.get("channel")
             cq = dev.create_cq(u, a["cqe"],  # type: ignore[arg-type]
                                None if ch is None else u.get(ch, CompChannel))  # type: ignore
-            hw = cq.hw
-            return CreateCqResp(cq.handle, hw.cqn, u.rings.va(hw.ring_pa), hw.log_size,
-                                u.rings.va(hw.dbrec_pa))
+            return cq_resp(u, cq)  # type: ignore[arg-type]
         if cmd is Cmd.QUERY_CQ:
             return dev.query_cq(u.get(a["cq"], IbCq))  # type: ignore[arg-type]
         if cmd is Cmd.DESTROY_CQ:
@@ -264,10 +278,7 @@ class UverbsFile:
             qp = dev.create_qp(u, u.get(a["pd"], IbPd), a["qp_type"],  # type: ignore
                                u.get(a["send_cq"], IbCq), u.get(a["recv_cq"], IbCq),
                                a["cap"], None if srq is None else u.get(srq, IbSrq))  # type: ignore
-            hw = qp.hw
-            return CreateQpResp(qp.handle, hw.qpn, u.rings.va(hw.sq_pa), hw.sq_log_size,
-                                hw.sq_log_stride, u.rings.va(hw.rq_pa), hw.rq_log_size,
-                                hw.rq_log_stride)
+            return qp_resp(u, qp)  # type: ignore[arg-type]
         if cmd is Cmd.MODIFY_QP:
             qp = u.get(a["qp"], IbQp)
             attrs: Qpc = a["attrs"]  # type: ignore[assignment]

@@ -13,6 +13,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 
+from nicsim.driver.kernel import sched
 from nicsim.driver.kernel.uverbs import CreateCqResp, CreateQpResp, CreateSrqResp, DoorbellPage
 from nicsim.driver.user.enums import ibv_qp_state, ibv_send_flags, ibv_wc_flags, ibv_wr_opcode
 
@@ -383,6 +384,8 @@ class ProviderCq:
             a.write(self.r.dbrec_va, struct.pack("<I", self.ci & 0xFFFFFFFF))
             self.host.spend(self.host.costs.poll_cqe * len(out))
             self.silent = False
+        elif sched.idle():
+            self.silent = False  # another side of the program ran first: look again
         else:
             self.silent = not self.host.poll_wait(self.host.costs.poll_empty, self._ring_pa,
                                                   self._ring_pa + self.size * CQE_SIZE)

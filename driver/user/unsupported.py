@@ -123,9 +123,6 @@ MWBind = attrs("MWBind", ("info", None), ("send_flags", 0), ("wr_id", 0))
 CompCntrInitAttr = attrs("CompCntrInitAttr", ("comp_mask", 0), ("cntr_type", 0), ("flags", 0))
 GRH = attrs("GRH", ("sgid", None), ("dgid", None), ("version_tclass_flow", 0), ("paylen", 0),
             ("next_hdr", 0), ("hop_limit", 1))
-ConnParam = attrs("ConnParam", ("resources", 1), ("depth", 1), ("flow_control", 0), ("retry", 5),
-                  ("rnr_retry", 5), ("srq", 0), ("qp_num", 0), ("data_len", 0))
-JoinMCAttrEx = attrs("JoinMCAttrEx", ("addr", None), ("comp_mask", 0), ("join_flags", 0))
 DataBuffer = attrs("DataBuffer", ("addr", 0), ("length", 0))
 Spec = attrs("Spec")
 EthSpec = attrs("EthSpec", ("dst_mac", None), ("dst_mac_mask", None), ("src_mac", None),
@@ -161,13 +158,6 @@ Buf = verb("Buf", "Failed to allocate a buffer", "nsnic has no parent-domain buf
 BufMR = verb("BufMR", "Failed to register a buffer MR", "nsnic has no parent-domain buffers")
 CompCntr = verb("CompCntr", "Failed to create completion counter",
                 "nsnic has no completion counters")
-CMID = verb("CMID", "Failed to create CM ID", "nsnic has no RDMA CM yet")
-AddrInfo = verb("AddrInfo", "Failed to get address info", "nsnic has no RDMA CM yet")
-CMEventChannel = verb("CMEventChannel", "Failed to create CM event channel",
-                      "nsnic has no RDMA CM yet")
-CMEvent = verb("CMEvent", "Failed to get CM event", "nsnic has no RDMA CM yet")
-UDParam = verb("UDParam", "Failed to read UD parameters", "nsnic has no RDMA CM yet",
-               PyverbsObject)
 WcTmInfo = attrs("WcTmInfo", ("tag", 0), ("priv", 0))
 
 

@@ -40,6 +40,7 @@ from nicsim.driver.user.enums import (
     ibv_srq_attr_mask,
     ibv_srq_init_attr_mask,
     ibv_srq_type,
+    ibv_wc_flags,
     ibv_wr_opcode,
 )
 from nicsim.driver.user.errors import PyverbsError, PyverbsRDMAError, PyverbsUserError
@@ -658,9 +659,12 @@ class AH(_Resource):
         super().__init__(pd)
         self.pd = pd
         attr = kwargs.get("attr")
+        if attr is None and kwargs.get("wc") is not None:
+            attr = _ah_from_wc(pd.ctx, kwargs["wc"], int(kwargs.get("port_num", 1)),  # type: ignore
+                               kwargs.get("grh"))
         if attr is None:
-            raise _unsupported("Failed to create AH",
-                               "AHs from a work completion need UD QPs, which nsnic lacks yet")
+            raise PyverbsUserError("An AH is created from an AHAttr (attr=) or a work "
+                                   "completion (wc=, port_num=, grh=)")
         if not isinstance(attr, AHAttr):
             raise PyverbsUserError(f"attr must be an AHAttr, not {type(attr)}")
         self.ah_attr = attr
@@ -673,6 +677,31 @@ class AH(_Resource):
             return
         _call("Failed to destroy AH", self.pd.ctx.file.write, Cmd.DESTROY_AH, ah=self.handle)
         self._closed_now()
+
+
+def _ah_from_wc(ctx: Context, wc: WC, port_num: int, grh: object) -> AHAttr:
+    """ibv_init_ah_from_wc: the way back to a datagram's sender, from the GRH at the head of
+    its receive buffer (RoCEv2 over IPv4: 20 reserved bytes, then the IPv4 header, its
+    addresses IPv4-mapped GIDs; over IPv6: the IPv6 header). The source GID index is the one
+    holding the datagram's destination GID; the hop limit is 0xFF, as libibverbs sets it."""
+    if not int(wc.wc_flags) & int(ibv_wc_flags.IBV_WC_GRH) or not isinstance(grh, int):
+        errors.last_errno = errno.EINVAL
+        raise PyverbsRDMAError("Failed to create AH: a RoCE completion without its GRH",
+                               errno.EINVAL)
+    g = ctx.read_mem(grh, 40)
+    if g[:20] == bytes(20) and g[20] >> 4 == 4:
+        sgid, dgid = bytes(10) + b"\xff\xff" + g[32:36], bytes(10) + b"\xff\xff" + g[36:40]
+        tclass, flow = g[21], 0
+    else:
+        sgid, dgid = g[8:24], g[24:40]
+        tclass, flow = (g[0] & 0xF) << 4 | g[1] >> 4, int.from_bytes(g[1:4], "big") & 0xFFFFF
+    if ctx.query_gid(port_num, 0).raw != dgid:
+        errors.last_errno = errno.EINVAL
+        raise PyverbsRDMAError("Failed to create AH: the datagram's destination GID is not in "
+                               "the GID table", errno.EINVAL)
+    return AHAttr(is_global=1, port_num=port_num, sl=int(getattr(wc, "sl", 0)),
+                  gr=GlobalRoute(dgid=GID(sgid), sgid_index=0, hop_limit=0xFF,
+                                 traffic_class=tclass, flow_label=flow))
 
 
 class MR(_Resource):

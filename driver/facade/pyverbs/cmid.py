@@ -1,8 +1,9 @@
-"""pyverbs.cmid (RDMA CM): not in nsnic yet, every object answers EOPNOTSUPP."""
+"""pyverbs.cmid (RDMA CM): librdmacm over nsnic's kernel connection manager, which carries the
+CM protocol in MADs on QP1 (nicsim.driver.user.rdmacm, nicsim.driver.kernel.cm)."""
 
-from nicsim.driver.user.unsupported import (
+from nicsim.driver.user.rdma_addrinfo import AddrInfo
+from nicsim.driver.user.rdmacm import (
     CMID,
-    AddrInfo,
     CMEvent,
     CMEventChannel,
     ConnParam,

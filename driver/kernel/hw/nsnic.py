@@ -536,8 +536,13 @@ class NsnicDriver:
 
     def create_qp(self, qp_type: int, pd: int, uar: int, pool: RingPool, send_cqn: int,
                   recv_cqn: int, max_send_wr: int, max_recv_wr: int, max_send_sge: int,
-                  max_recv_sge: int, max_inline: int, srqn: int = 0) -> HwQp:
-        """A QP; with `srqn` it receives from that SRQ (its own RQ is the smallest ring)."""
+                  max_recv_sge: int, max_inline: int, srqn: int = 0,
+                  special_qpn: int = 0) -> HwQp:
+        """A QP; with `srqn` it receives from that SRQ (its own RQ is the smallest ring).
+        `special_qpn`: one of the QPNs the allocator keeps back (IBA 10.2.4: QP1 is the GSI
+        QP), for the kernel's own QPs."""
+        if special_qpn and (special_qpn >= FIRST_QPN or special_qpn in self.qps):
+            raise HwError(f"QPN {special_qpn} is not a free special QPN", errno.EINVAL)
         if srqn:
             max_recv_wr = max_recv_sge = 0
         c = self.caps
@@ -556,7 +561,7 @@ class NsnicDriver:
             pool.free(sq, sq_bytes)
             raise
         try:
-            qpn = self.qpns.alloc()
+            qpn = special_qpn or self.qpns.alloc()
         except HwError:
             pool.free(sq, sq_bytes)
             pool.free(rq, rq_bytes)
@@ -570,7 +575,8 @@ class NsnicDriver:
         try:
             self.cmd(CmdOpcode.CREATE_QP, qpc.pack(), mod=srqn)
         except HwError:
-            self.qpns.free(qpn)
+            if not special_qpn:
+                self.qpns.free(qpn)
             pool.free(sq, sq_bytes)
             pool.free(rq, rq_bytes)
             raise
@@ -590,7 +596,8 @@ class NsnicDriver:
         caller first removes every mapping of them."""
         self.cmd(CmdOpcode.DESTROY_QP, mod=qp.qpn)
         del self.qps[qp.qpn]
-        self.qpns.free(qp.qpn)
+        if qp.qpn >= FIRST_QPN:  # (a special QPN is not the allocator's)
+            self.qpns.free(qp.qpn)
 
     @staticmethod
     def free_qp(qp: HwQp, pool: RingPool) -> None:
