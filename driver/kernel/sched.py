@@ -42,6 +42,7 @@ class WorldLock:
         self._queue: deque[int] = deque()
         self.stop: set[int] = set()  # threads asked to terminate
         self.threads = 1  # flows of control that may still act (the installing one)
+        self.round: set[int] = set()  # threads that found nothing since time last passed
 
     def _check_stop(self, me: int) -> None:
         if me in self.stop:
@@ -137,9 +138,22 @@ def lock() -> WorldLock | None:
 
 
 def idle() -> bool:
-    """A wait on the world found nothing: let another ready thread run first. Returns whether
-    one did (the caller then looks again before letting simulated time pass)."""
-    return _lock is not None and _lock.yield_()
+    """A wait on the world found nothing: let the other threads run first. Returns whether
+    they did (the caller then looks again before letting simulated time pass). A round ends
+    when a thread comes back to idle() having already let the others run in it: every thread
+    has looked and found nothing, so this one lets simulated time pass (False), and no two
+    waiters hand the world to each other forever."""
+    if _lock is None:
+        return False
+    me = threading.get_ident()
+    if me in _lock.round:
+        _lock.round.clear()
+        return False
+    _lock.round.add(me)
+    if _lock.yield_():
+        return True
+    _lock.round.clear()
+    return False
 
 
 def others() -> bool:
