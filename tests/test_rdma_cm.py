@@ -19,7 +19,7 @@ from nicsim.driver.user.cm_enums import rdma_cm_event_type as EV
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.process import Process, attach
 from nicsim.driver.user.rdma_addrinfo import AddrInfo
-from nicsim.driver.user.rdmacm import CMID, UDParam, CMEvent, CMEventChannel, ConnParam
+from nicsim.driver.user.rdmacm import CMID, CMEvent, CMEventChannel, ConnParam, UDParam
 from nicsim.driver.user.verbs import AH, QPCap, QPInitAttr
 from scapy.utils import RawPcapReader
 

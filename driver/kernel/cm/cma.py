@@ -572,11 +572,19 @@ class CmKernel:
         else:
             self.counters.mads_unmatched += 1
 
-    def _listener(self, ps: int, port: int, dst_ip: str, dev: IbDevice) -> CmId | None:
+    def _match(self, g: Gsi, sid: int, private: bytes
+               ) -> tuple[CmId | None, tuple[str, str, int] | None]:
+        """The listener a request is for (by the Service ID's port space and port, and the
+        destination address in rdma_cm's header), and that header's addresses."""
+        try:
+            src = m.parse_cma_hdr(private)
+        except m.MadError:
+            return None, None
+        ps, port = m.split_service_id(sid)
         for lid in self.listeners.get((ps, port), []):
-            if _any(lid.src_ip) or (lid.src_ip == dst_ip and lid.dev is dev):
-                return lid
-        return None
+            if _any(lid.src_ip) or (lid.src_ip == src[1] and lid.dev is g.dev):
+                return lid, src
+        return None, src
 
     def _child(self, lid: CmId, g: Gsi, sgid: bytes, tid: int, src: tuple[str, str, int]
                ) -> CmId:
@@ -594,12 +602,7 @@ class CmKernel:
         for c in self.ids.values():  # a retransmitted REQ for a connection we have
             if c.remote_comm_id == req.local_comm_id and c.remote_gid == sgid:
                 return
-        ps, port = m.split_service_id(req.service_id)
-        try:
-            src = m.parse_cma_hdr(req.private_data)
-        except m.MadError:
-            src = None
-        lid = None if src is None else self._listener(ps, port, src[1], g.dev)
+        lid, src = self._match(g, req.service_id, req.private_data)
         if lid is None or src is None:
             self.counters.rej_sent += 1
             self._reply(g, sgid, tid, m.AttrId.REJ, m.Rej(
@@ -620,12 +623,7 @@ class CmKernel:
                     qp_num=req.local_qpn)
 
     def _on_sidr_req(self, g: Gsi, sgid: bytes, tid: int, req: m.SidrReq) -> None:
-        ps, port = m.split_service_id(req.service_id)
-        try:
-            src = m.parse_cma_hdr(req.private_data)
-        except m.MadError:
-            src = None
-        lid = None if src is None else self._listener(ps, port, src[1], g.dev)
+        lid, src = self._match(g, req.service_id, req.private_data)
         if lid is None or src is None:
             self._reply(g, sgid, tid, m.AttrId.SIDR_REP, m.SidrRep(
                 req.request_id, m.SidrStatus.SERVICE_ID_NOT_SUPPORTED, 0, req.service_id, 0))
