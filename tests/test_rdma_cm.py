@@ -338,3 +338,39 @@ def test_tshark_decodes_the_cm_exchange(world: World, tmp_path: Path) -> None:
     assert f"Local QPN: 0x{pair.cli.qpn:06x}" in out
     assert "IP CM Source IP: 10.0.0.1" in out and "IP CM Destination IP: 10.0.0.2" in out
     assert "Management Class: 0x07" in out
+
+
+def test_a_lost_req_is_sent_again_after_the_response_timeout(world: World,
+                                                             tmp_path: Path) -> None:
+    pair = Pair(world)
+    pair.cli.connect(ConnParam())
+    b = world.hosts["b"]
+    cm_b = b.kernel.cm  # type: ignore[attr-defined]
+    gsi_b = next(iter(cm_b._gsi.values()))
+    lost = []
+    while not lost:  # the REQ reaches b's QP1 and is lost there
+        b.spend(1000.0)
+        lost = gsi_b.poll()
+    assert m.parse(lost[0].mad).attr is m.AttrId.REQ
+    t0 = world.env.now
+    ev = CMEvent(pair.sch)  # nothing left to do but wait for the REQ to come again
+    assert ev.event_type == EV.RDMA_CM_EVENT_CONNECT_REQUEST
+    assert world.env.now - t0 >= 2 * 4096.0 * (1 << 20) * 0.99
+    assert world.hosts["a"].kernel.cm.counters.mads_resent == 1  # type: ignore[attr-defined]
+    mads = _mads(world, tmp_path)
+    reqs = [mad for h, mad, _ in mads if mad.attr is m.AttrId.REQ]
+    assert len(reqs) == 2 and reqs[0].pack() == reqs[1].pack()  # the same MAD, same TID
+
+
+def test_a_peer_whose_cm_never_answers_is_unreachable(world: World,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    pair = Pair(world)
+    cm_b = world.hosts["b"].kernel.cm  # type: ignore[attr-defined]
+    monkeypatch.setattr(cm_b, "_handle", lambda *a: None)  # b's CM takes MADs, answers none
+    pair.cli.connect(ConnParam())
+    ev = CMEvent(pair.cch)
+    assert (ev.event_type, ev.status) == (EV.RDMA_CM_EVENT_UNREACHABLE, -errno.ETIMEDOUT)
+    cm_a = world.hosts["a"].kernel.cm  # type: ignore[attr-defined]
+    assert (cm_a.counters.mads_resent, cm_a.counters.timeouts) == (15, 1)  # Max CM Retries
+    assert cm_b.counters.mads_received == 16  # every REQ reached b
+    assert cm_a.counters.mads_sent == 2  # the REQ, then a REJ (reason Timeout) as ib_cm sends

@@ -70,7 +70,7 @@ from nicsim.driver.user.verbs import (
     SendWR,
 )
 
-from nicsim.host.host import Host
+from nicsim.host.host import Host, advance
 from nicsim.hwif import QpState
 
 EV = rdma_cm_event_type
@@ -122,8 +122,11 @@ def _wait(ch: EventChannel, match: Callable[[CmEvent], bool], what: str) -> CmEv
             raise fail(what, "the event channel is closed", errno.EBADF)
         if sched.idle():
             continue
+        due = min(cm_of(h.kernel).next_timer() for h in hosts)  # type: ignore[arg-type]
         if env.peek() != float("inf"):
-            hosts[0].poll_wait(0.0, 0, 0, _WAIT_NS)
+            hosts[0].poll_wait(0.0, 0, 0, max(min(_WAIT_NS, due - env.now), 1.0))
+        elif due != float("inf"):
+            advance(env, due)  # nothing else will happen before a CM timer: go to it
         elif not sched.wait_for_others(started):
             raise fail(what, "no CM event can arrive: the simulated world is idle and no "
                        "other side of the program can act", errno.ETIMEDOUT)

@@ -20,9 +20,9 @@ reason "invalid service ID" (8), SIDR_REP with status "service ID not supported"
 
 The MAD handler runs when a program waits on the CM (it stands in for the kernel's MAD
 completion handler, which runs from the QP1 CQ's interrupt): see CmKernel.service.
-Not done: MAD retransmission on a CM timeout (a lost MAD leaves the connection waiting: the
-wait ends in ETIMEDOUT once the world is idle), MRA, LAP/APR (path migration), TIMEWAIT_EXIT
-events, multicast joins (EOPNOTSUPP).
+A request (REQ, REP, DREQ, SIDR_REQ) goes again when its answer is late (IBA 12.4), up to
+Max CM Retries times; its timers, like the MAD handler, run when a program waits on the CM.
+Not done: MRA, LAP/APR (path migration), TIMEWAIT_EXIT events, multicast joins (EOPNOTSUPP).
 """
 
 from __future__ import annotations
@@ -49,6 +49,12 @@ MAX_CM_RETRIES = 15  # CMA_MAX_CM_RETRIES
 PORT_FIRST = 0x8000  # ephemeral ports (the local port range)
 CMA_HDR = m.CMA_HDR_SIZE
 _CA_GUID_BASE = 0x0002C90300000000  # an EUI-64 style GUID, derived from the MAC below
+
+
+# What answers each request (IBA 12.6: REQ by REP or REJ, REP by RTU or REJ, DREQ by DREP).
+_ANSWERS = {m.AttrId.REQ: (m.AttrId.REP, m.AttrId.REJ), m.AttrId.REP: (m.AttrId.RTU, m.AttrId.REJ),
+            m.AttrId.DREQ: (m.AttrId.DREP,), m.AttrId.SIDR_REQ: (m.AttrId.SIDR_REP,)}
+_ANSWERED = frozenset(_ANSWERS)
 
 
 class CmState(Enum):
@@ -119,6 +125,21 @@ class ConnInfo:
     qkey: int = 0
 
 
+@dataclass
+class Pending:
+    attr: m.AttrId
+    mad: bytes
+    dgid: bytes
+    due: float
+    left: int
+    sent: int = 1
+
+
+def response_timeout_ns(exp: int) -> float:
+    """4.096 us * 2^exp (IBA 12.7.34's timeout encoding)."""
+    return 4096.0 * (1 << exp)
+
+
 @dataclass(eq=False)
 class CmId:
     cm: CmKernel
@@ -147,6 +168,10 @@ class CmId:
     path_mtu: int = 5
     listen: CmId | None = None
     backlog: int = 0
+    # The request this side waits an answer to (REQ, REP, DREQ, SIDR_REQ): its bytes, when
+    # it goes again (simulated ns) and how many more times it may (IBA 12.4: the sender
+    # resends after the response timeout, up to Max CM Retries, then gives up).
+    pending: Pending | None = None
 
     @property
     def ud(self) -> bool:
@@ -166,6 +191,9 @@ class CmCounters:
     mads_unmatched: int = 0
     rej_sent: int = 0
     rej_received: int = 0
+    mads_resent: int = 0
+    duplicates: int = 0
+    timeouts: int = 0
 
 
 def _ip(addr: str) -> str:
@@ -473,7 +501,52 @@ class CmKernel:
 
     def _send(self, cid: CmId, attr: m.AttrId, msg: m.Message) -> None:
         self.counters.mads_sent += 1
-        cid.gsi.send(cid.remote_gid or ip_gid(cid.dst_ip), m.Mad(attr, cid.tid, msg).pack())
+        dgid = cid.remote_gid or ip_gid(cid.dst_ip)
+        raw = m.Mad(attr, cid.tid, msg).pack()
+        cid.gsi.send(dgid, raw)
+        if attr in _ANSWERED:
+            # The peer's CM answers within its response timeout, plus the way there and back
+            # (cm_ack_timeout's packet life): ~4.3 s each with rdma_cm's 20.
+            cid.pending = Pending(attr, raw, dgid, self.host.env.now + 2 * response_timeout_ns(
+                CM_RESPONSE_TIMEOUT), MAX_CM_RETRIES)
+        else:
+            cid.pending = None
+
+    def next_timer(self) -> float:
+        """When the next request is due again (inf: none is waiting for an answer)."""
+        return min((c.pending.due for c in self.ids.values() if c.pending is not None),
+                   default=float("inf"))
+
+    def _timers(self) -> None:
+        """Resend the requests whose answer is late; give up on those out of retries, as
+        ib_cm does (REQ and REP: a REJ with reason Timeout, and the ID is unreachable;
+        DREQ: the connection is down anyway; SIDR_REQ: unreachable)."""
+        now = self.host.env.now
+        for cid in list(self.ids.values()):
+            p = cid.pending
+            if p is None or p.due > now:
+                continue
+            if p.left > 0:
+                p.left -= 1
+                p.sent += 1
+                p.due = now + 2 * response_timeout_ns(CM_RESPONSE_TIMEOUT)
+                self.counters.mads_resent += 1
+                with contextlib.suppress(KernelError):
+                    cid.gsi.send(p.dgid, p.mad)
+                continue
+            cid.pending = None
+            self.counters.timeouts += 1
+            if p.attr is m.AttrId.DREQ:
+                cid.state = CmState.TIMEWAIT
+                self._event(cid, EV.RDMA_CM_EVENT_DISCONNECTED, -errno.ETIMEDOUT)
+                continue
+            if p.attr in (m.AttrId.REQ, m.AttrId.REP):
+                with contextlib.suppress(KernelError):
+                    self._send(cid, m.AttrId.REJ, m.Rej(
+                        cid.local_comm_id, cid.remote_comm_id, m.RejReason.TIMEOUT,
+                        0 if p.attr is m.AttrId.REQ else 1))
+            cid.state = CmState.REJECTED
+            self._event(cid, EV.RDMA_CM_EVENT_UNREACHABLE, -errno.ETIMEDOUT)
 
     def _reply(self, gsi: Gsi, sgid: bytes, tid: int, attr: m.AttrId, msg: m.Message) -> None:
         self.counters.mads_sent += 1
@@ -488,6 +561,7 @@ class CmKernel:
         does this from the QP1 CQ's completion interrupt; here whoever waits on the CM runs
         it, which changes no simulated time: MADs are taken when they are there.)"""
         n = 0
+        self._timers()
         for g in list(self._gsi.values()):
             for r in g.poll():
                 n += 1
@@ -510,6 +584,7 @@ class CmKernel:
             if cid is None or cid.state is not CmState.SIDR_REQ_SENT:
                 self.counters.mads_unmatched += 1
                 return
+            cid.pending = None
             if msg.status == m.SidrStatus.VALID:
                 cid.state = CmState.ESTABLISHED
                 cid.remote_qpn, cid.remote_qkey = msg.qpn, msg.qkey
@@ -534,6 +609,14 @@ class CmKernel:
                 self._reply(g, sgid, mad.tid, m.AttrId.REJ, m.Rej(
                     0, msg.local_comm_id, m.RejReason.STALE_CONN, 1))
             return
+        if isinstance(msg, m.Rep) and cid.state is CmState.ESTABLISHED and \
+                cid.remote_comm_id == msg.local_comm_id:
+            # our RTU was lost: the REP came again (cm_dup_rep_handler resends the RTU)
+            self._reply(g, sgid, mad.tid, m.AttrId.RTU,
+                        m.Rtu(cid.local_comm_id, cid.remote_comm_id))
+            return
+        if cid.pending is not None and mad.attr in _ANSWERS[cid.pending.attr]:
+            cid.pending = None  # the answer to what we sent
         if isinstance(msg, m.Rep) and cid.state is CmState.REQ_SENT:
             cid.remote_comm_id, cid.remote_qpn, cid.remote_psn = \
                 msg.local_comm_id, msg.local_qpn, msg.starting_psn
@@ -601,6 +684,11 @@ class CmKernel:
     def _on_req(self, g: Gsi, sgid: bytes, tid: int, req: m.Req) -> None:
         for c in self.ids.values():  # a retransmitted REQ for a connection we have
             if c.remote_comm_id == req.local_comm_id and c.remote_gid == sgid:
+                self.counters.duplicates += 1
+                if c.state is CmState.REP_SENT and c.pending is not None:
+                    # our REP was lost: send it again now (cm_dup_req_handler)
+                    with contextlib.suppress(KernelError):
+                        g.send(sgid, c.pending.mad)
                 return
         lid, src = self._match(g, req.service_id, req.private_data)
         if lid is None or src is None:
