@@ -26,6 +26,7 @@ devices for itself, as a process would; its IDs and contexts close when it ends.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import threading
 from collections.abc import Callable
 
@@ -40,12 +41,15 @@ from nicsim.driver.kernel.cm.cma import (
     EventChannel,
     cm_of,
 )
+from nicsim.driver.kernel.cm.gsi import ip_gid
 from nicsim.driver.kernel.ib_core import KernelError
 from nicsim.driver.user.base import PyverbsCM, PyverbsObject
 from nicsim.driver.user.cm_enums import (
     RAI_PASSIVE,
     RDMA_OPTION_ID_ACK_TIMEOUT,
     rdma_cm_event_type,
+    rdma_cm_join_mc_attr_mask,
+    rdma_cm_mc_join_flags,
     rdma_port_space,
 )
 from nicsim.driver.user.enums import ibv_access_flags, ibv_qp_type, ibv_send_flags, ibv_wr_opcode
@@ -77,6 +81,7 @@ EV = rdma_cm_event_type
 _SIGNALED = int(ibv_send_flags.IBV_SEND_SIGNALED)
 _LOCAL_WRITE = int(ibv_access_flags.IBV_ACCESS_LOCAL_WRITE)
 _WAIT_NS = 20_000.0  # how far simulated time runs between looks at the CM's queues
+MULTICAST_QPN = 0xFFFFFF  # the destination QPN of a multicast datagram (IBA 10.5.2.2)
 
 
 def _kerr(what: str, e: KernelError) -> PyverbsRDMAError:
@@ -311,6 +316,7 @@ class CMID(PyverbsCM):
         self._ps = int(port_space)
         self._qp_init = qp_init_attr
         self._ai: AddrInfo | None = None
+        self._groups: dict[bytes, int] = {}  # joined multicast groups, by GID: join flags
         self._owner = _owner()
         self.closed = False
         if creator is None:
@@ -595,15 +601,48 @@ class CMID(PyverbsCM):
 
     def join_multicast(self, addr: AddrInfo | None = None, mc_attr: JoinMCAttrEx | None = None,
                        context: int = 0) -> None:
+        """rdma_join_multicast[_ex]: on RoCE a join asks nothing of the fabric (no SA, IGMP is
+        the netdev's business): the ID's QP is attached to the group (ibv_attach_mcast; not
+        for a send-only member) and MULTICAST_JOIN reports how to send to it (QPN 0xFFFFFF,
+        the port space's Q_Key, the group's GID)."""
+        what = "Failed to Join multicast"
         if addr is None and mc_attr is None:
             raise PyverbsUserError("Join to multicast must have AddrInfo or JoinMCAttrEx "
                                    "arguments")
-        raise fail("Failed to Join multicast", "nsnic's CM has no multicast joins",
-                   errno.EOPNOTSUPP)
+        flags = int(rdma_cm_mc_join_flags.RDMA_MC_JOIN_FLAG_FULLMEMBER)
+        if mc_attr is not None:
+            addr = mc_attr.addr
+            if mc_attr.comp_mask & rdma_cm_join_mc_attr_mask.RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS:
+                flags = int(mc_attr.join_flags)
+            if flags not in (int(f) for f in rdma_cm_mc_join_flags):
+                raise fail(what, f"join flags {flags}", errno.EINVAL)
+        gid = self._group(addr, what)
+        attach = getattr(self.qp, "attach_mcast", None)
+        if attach is None:
+            raise fail(what, "nsnic's verbs have no multicast attach", errno.EOPNOTSUPP)
+        if flags == rdma_cm_mc_join_flags.RDMA_MC_JOIN_FLAG_FULLMEMBER:
+            attach(GID(gid))
+        self._groups[gid] = flags
+        self._channel().events.append(CmEvent(EV.RDMA_CM_EVENT_MULTICAST_JOIN, self._k,
+                                              qp_num=MULTICAST_QPN, qkey=RDMA_UDP_QKEY,
+                                              ah_dgid=gid))
 
     def leave_multicast(self, addr: AddrInfo) -> None:
-        raise fail("Failed to leave multicast", "nsnic's CM has no multicast joins",
-                   errno.EOPNOTSUPP)
+        what = "Failed to leave multicast"
+        gid = self._group(addr, what)
+        flags = self._groups.pop(gid, None)
+        if flags is None:
+            raise fail(what, "the ID has not joined that group", errno.EADDRNOTAVAIL)
+        if flags == rdma_cm_mc_join_flags.RDMA_MC_JOIN_FLAG_FULLMEMBER:
+            self.qp.detach_mcast(GID(gid))  # type: ignore[union-attr]
+
+    def _group(self, addr: AddrInfo | None, what: str) -> bytes:
+        ip = None if addr is None else addr.src_addr
+        if ip is None or not ipaddress.ip_address(ip).is_multicast:
+            raise fail(what, f"{ip} is not a multicast address", errno.EINVAL)
+        if self.qp is None or self._ps != rdma_port_space.RDMA_PS_UDP:
+            raise fail(what, "a join needs the ID's UD QP (RDMA_PS_UDP)", errno.EINVAL)
+        return ip_gid(ip)
 
     # -- the QP -----------------------------------------------------------------------------
 
