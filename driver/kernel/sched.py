@@ -43,6 +43,7 @@ class WorldLock:
         self.stop: set[int] = set()  # threads asked to terminate
         self.threads = 1  # flows of control that may still act (the installing one)
         self.round: set[int] = set()  # threads that found nothing since time last passed
+        self.grants = 0  # times the lock was taken by a thread that did not hold it
 
     def _check_stop(self, me: int) -> None:
         if me in self.stop:
@@ -55,6 +56,7 @@ class WorldLock:
             if self._owner == me:
                 self._depth += 1
                 return
+            self.grants += 1
             if self._owner is None and not self._queue:
                 self._owner, self._depth = me, 1
                 return
@@ -154,6 +156,28 @@ def idle() -> bool:
         return True
     _lock.round.clear()
     return False
+
+
+QUIET_S = 0.2  # wall-clock time with no other side taking the world, before time may jump
+
+
+def quiet() -> bool:
+    """Before simulated time jumps ahead (to a timer of an idle world): whether every other
+    side of the program has left the world alone for QUIET_S of wall-clock time, the world
+    free meanwhile. A side just released by a barrier is not yet back on the world, and must
+    act before time passes under it; False as soon as one takes the world (look again)."""
+    lk = _lock
+    if lk is None or lk.threads <= 1:
+        return True
+    seen = lk.grants
+    end = time.monotonic() + QUIET_S
+    while time.monotonic() < end:
+        with unlocked():
+            time.sleep(0.001)
+        if lk.grants != seen + 1:  # (+1: this thread's own restore)
+            return False
+        seen = lk.grants
+    return True
 
 
 def others() -> bool:
