@@ -82,10 +82,12 @@ class AddrInfo(PyverbsObject):
             if self.src_addr is None:
                 self.src_addr = "0.0.0.0"
             return
-        if dst is None:
-            raise fail(what, "an active AddrInfo needs a destination", errno.EINVAL)
+        if dst is None and self.src_addr is None:
+            raise fail(what, "no address: neither a source nor a destination", errno.EINVAL)
         self.src_port = _port(src_service, what)
-        self.dst_addr, self.dst_port = _addr(dst, what), _port(dst_service, what)
+        # (a source alone, as pyverbs asks for a multicast group's address: no destination)
+        self.dst_addr = None if dst is None else _addr(dst, what)
+        self.dst_port = _port(dst_service, what)
 
     def close(self) -> None:
         """(rdma_freeaddrinfo: nothing to free)"""

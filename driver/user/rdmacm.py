@@ -82,6 +82,7 @@ _SIGNALED = int(ibv_send_flags.IBV_SEND_SIGNALED)
 _LOCAL_WRITE = int(ibv_access_flags.IBV_ACCESS_LOCAL_WRITE)
 _WAIT_NS = 20_000.0  # how far simulated time runs between looks at the CM's queues
 MULTICAST_QPN = 0xFFFFFF  # the destination QPN of a multicast datagram (IBA 10.5.2.2)
+_JOIN_FLAGS = frozenset(int(f) for f in rdma_cm_mc_join_flags.__members__.values())
 
 
 def _kerr(what: str, e: KernelError) -> PyverbsRDMAError:
@@ -615,7 +616,7 @@ class CMID(PyverbsCM):
             addr = mc_attr.addr
             if mc_attr.comp_mask & rdma_cm_join_mc_attr_mask.RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS:
                 flags = int(mc_attr.join_flags)
-            if flags not in (int(f) for f in rdma_cm_mc_join_flags):
+            if flags not in _JOIN_FLAGS:
                 raise fail(what, f"join flags {flags}", errno.EINVAL)
         gid = self._group(addr, what)
         attach = getattr(self.qp, "attach_mcast", None)
