@@ -54,9 +54,11 @@ class TimeCoupler:
         self.env: simpy.Environment | None = None
         self.offset_ps = 0
         self.hooks: list[Callable[[], None]] = []  # run (RTL side) before each catch-up
-        # statistics: catch-ups, wall seconds spent running the RTL, effects applied late
+        # statistics: catch-ups, wall and CPU seconds spent running the RTL (the CPU time is the
+        # process's: the two sides never run at once), effects applied late
         self.catchups = 0
         self.rtl_wall = 0.0
+        self.rtl_cpu = 0.0
         self.late = 0
         self.max_ahead_ns = 0.0
         self._sync = resume(self.catch_up)
@@ -118,6 +120,7 @@ class TimeCoupler:
         if d == 0:
             return
         self.catchups += 1
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         await Timer(d, unit="ps")
         self.rtl_wall += time.perf_counter() - t0
+        self.rtl_cpu += time.process_time() - c0

@@ -41,6 +41,7 @@ class EthMac:
         self.counters = {"tx_frames": 0, "tx_bytes": 0, "tx_bad": 0, "rx_frames": 0,
                          "rx_bytes": 0, "rx_dropped": 0, "rx_stalled_ns": 0}
         self.sent: list[bytes] = []  # every good frame the design sent (keep_sent)
+        self.sent_at: list[int] = []  # the RTL time (ps) of each one's first beat
         self.keep_sent = False
         self._rxq: deque[tuple[float, bytes]] = deque()
         self._rx_more = Event()
@@ -73,6 +74,7 @@ class EthMac:
             frame = bytes(fr.tdata)
             if self.keep_sent:
                 self.sent.append(frame)
+                self.sent_at.append(int(fr.sim_time_start))
             if self.link is None:
                 continue
             n = len(frame)
