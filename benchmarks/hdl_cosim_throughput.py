@@ -101,10 +101,12 @@ def stage_figures(g: dict, trace: dict[str, list], clk_ns: float) -> dict:
     wqes = [t for t in trace.get("wqe", []) if t0 <= t <= t1]
     if wqes:
         row["first_wqe_after_post_ns"] = wqes[0] - t0
-        # the requester's cycles per WQE in each state, from its first WQE to the last frame
-        per = state_cycles(trace.get("req_state", []), wqes[0], g["frames"][-1]["start_ns"],
-                           clk_ns)
-        row["req_state_cycles_per_wqe"] = {k: v / len(wqes) for k, v in per.items()}
+        # the requester's cycles per WQE in each state, between taking the first and the last
+        # WQE (one WQE: until its last frame)
+        end, n = (wqes[-1], len(wqes) - 1) if len(wqes) > 1 else \
+            (g["frames"][-1]["start_ns"], 1)
+        per = state_cycles(trace.get("req_state", []), wqes[0], end, clk_ns)
+        row["req_state_cycles_per_wqe"] = {k: v / n for k, v in per.items()}
     return row
 
 
@@ -128,10 +130,10 @@ def run_summary(line: dict) -> dict:
 
 def print_table(r: dict) -> None:
     ideal_gbps = r["data_width"] * r["clock_mhz"] / 1000
-    pay = r["params"].get("PAY_DEPTH") or "default"
+    extra = "".join(f", {k} {v}" for k, v in r["params"].items() if k in r["overrides"])
     print(f"\n{r['simulator']}, DATA_WIDTH {r['data_width']} at {r['clock_mhz']:g} MHz "
-          f"(stream at most {ideal_gbps:g} Gb/s), path MTU {r['mtu']}, PAY_DEPTH {pay}; line "
-          f"rate {LINE_GBPS:g} Gb/s")
+          f"(stream at most {ideal_gbps:g} Gb/s), path MTU {r['mtu']}{extra}; line rate "
+          f"{LINE_GBPS:g} Gb/s")
     print(f"{'size':>6} {'msgs':>4} {'pkts':>4} {'cyc/pkt':>8} {'ideal':>7} {'frac':>5} "
           f"{'Gb/s':>6} {'in-msg':>7} {'between':>8} {'1st frame':>9}")
     for s in r["sizes"]:
@@ -164,7 +166,7 @@ def print_table(r: dict) -> None:
                                                   for c in cells)
                   + f"   first WQE {st.get('first_wqe_after_post_ns', 0):.0f} ns after the "
                   "first post")
-        print("roce_req's cycles per WQE by state, from the first WQE to the last frame:")
+        print("roce_req's cycles per WQE by state (between taking its first and last WQE):")
         for st in r["stages"]:
             per = st.get("req_state_cycles_per_wqe", {})
             print(f"{st['size']:>6} " + ", ".join(f"{k} {v:.1f}" for k, v in per.items()))
@@ -180,8 +182,9 @@ def main() -> int:
     ap.add_argument("--trace", action="store_true",
                     help="record the requester's handshakes each cycle (slower; per-stage "
                     "intervals)")
-    ap.add_argument("--pay-depth", type=int, default=0,
-                    help="roce_nic PAY_DEPTH (requester payload FIFO, beats; 0: its default)")
+    ap.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                    help="override a roce_nic parameter, e.g. PAY_DEPTH=256 (the requester's "
+                    "payload FIFO, beats) or WQE_OUTSTANDING=8 (WQE reads in flight)")
     args = ap.parse_args()
     try:
         parse_sizes(args.sizes)
@@ -190,8 +193,12 @@ def main() -> int:
         ap.error(f"bad --sizes or --widths: {ex}")
     if bad := [x for x in widths if x not in CLK_NS]:
         ap.error(f"--widths: {bad} not one of {sorted(CLK_NS)}")
-    if args.pay_depth and (args.pay_depth < 16 or args.pay_depth & (args.pay_depth - 1)):
-        ap.error(f"--pay-depth {args.pay_depth}: a power of two >= 16 (or 0)")
+    overrides: dict[str, int] = {}
+    for p in args.param:
+        name, eq, value = p.partition("=")
+        if not eq or not name.isidentifier() or not value.isdigit():
+            ap.error(f"--param {p!r}: want NAME=VALUE with a decimal VALUE")
+        overrides[name] = int(value)
     if not simulator_available(args.sim):
         print(f"simulator {args.sim} is not installed", file=sys.stderr)
         return 1
@@ -200,14 +207,18 @@ def main() -> int:
         out = Path(d) / "cosim.jsonl"
         for w in widths:
             params = bench_params(w)
-            if args.pay_depth:
-                params["PAY_DEPTH"] = args.pay_depth
-            run("roce_nic", roce_nic_sources(), "bench_cosim_throughput", params, sim=args.sim,
-                extra_env={PARAMS_ENV: json.dumps(params), "HDL_BENCH_OUT": str(out),
-                           "BENCH_SIZES": args.sizes, "BENCH_MTU": str(args.mtu),
-                           "BENCH_CLK_NS": str(CLK_NS[w]),
-                           "BENCH_TRACE": "1" if args.trace else "0"})
-        results = [run_summary(json.loads(x)) for x in out.read_text().splitlines()]
+            params |= overrides
+            try:
+                run("roce_nic", roce_nic_sources(), "bench_cosim_throughput", params,
+                    sim=args.sim, extra_env={
+                        PARAMS_ENV: json.dumps(params), "HDL_BENCH_OUT": str(out),
+                        "BENCH_SIZES": args.sizes, "BENCH_MTU": str(args.mtu),
+                        "BENCH_CLK_NS": str(CLK_NS[w]), "BENCH_TRACE": "1" if args.trace else "0"})
+            except AssertionError as ex:   # the bench's accounting failed (its log says how)
+                print(f"DATA_WIDTH {w}: {ex}", file=sys.stderr)
+                return 1
+        results = [run_summary(json.loads(x)) | {"overrides": sorted(overrides)}
+                   for x in out.read_text().splitlines()]
     if args.json:
         print(json.dumps(results, indent=2))
     else:

@@ -42,6 +42,8 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
     for part in text.split(","):
         size, _, n = part.partition(":")
         out.append((int(size), int(n or 4)))
+        if out[-1][0] < 1 or out[-1][1] < 1:
+            raise ValueError(f"{part!r}: a size and a message count of at least 1")
     return out
 
 
@@ -134,7 +136,10 @@ TRACED = {
     "doorbell": ("db_valid", None),                                  # SQ doorbell taken (+RQ)
     "wqe_ar": ("u_wqe.m_axi_arvalid", "u_wqe.m_axi_arready"),         # WQE read issued
     "wqe": ("m_wqe_valid", "m_wqe_ready"),                            # WQE into the requester
+    "xlate": ("u_req.mr_req_valid", "u_req.mr_req_ready"),          # lkey lookup issued
+    "xlate_rsp": ("u_req.mr_rsp_valid", None),                       # its answer
     "pay_ar": ("u_req.m_axi_arvalid", "u_req.m_axi_arready"),        # payload read issued
+    "pay_r": ("u_req.m_axi_rvalid", "u_req.m_axi_rready"),           # payload beat in
     "hdr": ("u_req.tx_hdr_valid", "u_req.tx_hdr_ready"),             # descriptor to framer
 }
 
