@@ -34,6 +34,8 @@ from nicsim.wire.packet import parse
 
 # (message size, messages): a few per size, small enough for Icarus at 512 bits
 DEFAULT_SIZES = "64:8,256:8,1024:8,4096:8,16384:4,65536:2"
+MAX_MESSAGES = 64            # the send queue's depth (test_cosim.Side)
+MAX_BYTES = 16 << 20         # per host, of its 64 MiB
 MTU_ENUM = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}   # IBA 9.6.1.2 path MTU codes
 
 
@@ -42,8 +44,10 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
     for part in text.split(","):
         size, _, n = part.partition(":")
         out.append((int(size), int(n or 4)))
-        if out[-1][0] < 1 or out[-1][1] < 1:
-            raise ValueError(f"{part!r}: a size and a message count of at least 1")
+        if out[-1][0] < 1 or not 1 <= out[-1][1] <= MAX_MESSAGES:
+            raise ValueError(f"{part!r}: a size of at least 1 and 1 to {MAX_MESSAGES} messages")
+    if sum(size * n for size, n in out) > MAX_BYTES:
+        raise ValueError(f"more than {MAX_BYTES >> 20} MiB in all")
     return out
 
 
@@ -58,8 +62,7 @@ def write_stream(w, rtl, sizes: list[tuple[int, int]], mtu: int) -> dict:  # noq
 
     boot_rtl_host(w)
     ha, hb = w.hosts["a"], w.hosts["b"]
-    total = sum(-(-size * n // 4096) * 4096 for size, n in sizes)
-    mr_len = (total + 4095) // 4096 * 4096
+    mr_len = sum(-(-size * n // 4096) * 4096 for size, n in sizes)
     acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
     a, b = Side(ha, mr_len, acc), Side(hb, mr_len, acc)
     a.connect(b, "10.0.0.2", MTU_ENUM[mtu])
@@ -85,7 +88,8 @@ def write_stream(w, rtl, sizes: list[tuple[int, int]], mtu: int) -> dict:  # noq
             a.qp.post_send(wr)
             posted.append(w.env.now)
         done = []
-        while len(done) < n:
+        give_up = w.env.now + 1e6   # 1 ms: a stuck NIC ends the run with what completed
+        while len(done) < n and w.env.now < give_up:
             _c, wcs = a.cq.poll(16)
             done += [(wc.wr_id, wc.status, wc.byte_len) for wc in wcs]
         groups.append({"size": size, "messages": n, "offset": off,
