@@ -88,6 +88,7 @@ class DevFeature(IntFlag):
     """Optional features a device advertises in Reg.FEATURES (bits 15:0)."""
 
     BLUEFLAME = 1 << 0  # UarReg.BF takes a WQE with its doorbell
+    MULTICAST = 1 << 1  # ATTACH_MCAST / DETACH_MCAST: UD multicast groups (MCAST_* limits)
 
 
 BF_MAX = 256  # the largest BlueFlame buffer (doorbell word and WQE) the layout allows
@@ -145,6 +146,16 @@ class CmdOpcode(IntEnum):
     MODIFY_SRQ = 0x51  # CMD_MOD = SRQN; input: an Srqc, of which only `limit` is applied
     QUERY_SRQ = 0x52  # CMD_MOD = SRQN; output: the Srqc, `wqes` filled in
     DESTROY_SRQ = 0x53  # CMD_MOD = SRQN
+    # CMD_MOD = QPN (a UD QP); input: the 16-byte multicast GID (DevFeature.MULTICAST).
+    # BAD_PARAM: not a UD QP or not a multicast GID; EXCEED_LIM: MCAST_MAX_GROUPS groups or
+    # MCAST_MAX_QP_ATTACH QPs in the group already; BAD_RESOURCE: detaching what is not there.
+    ATTACH_MCAST = 0x60
+    DETACH_MCAST = 0x61
+
+
+MCAST_GID_SIZE = 16
+MCAST_MAX_GROUPS = 8192  # groups a DevFeature.MULTICAST device holds (rxe's number)
+MCAST_MAX_QP_ATTACH = 56  # QPs attached to one group
 
 
 class CmdStatus(IntEnum):

@@ -13,6 +13,7 @@ from nicsim.fabric.switch import Switch, SwitchConfig
 from nicsim.fabric.topology import (
     Shape,
     TopologySpec,
+    flood_tree,
     host_ip,
     host_mac,
     switch_port_mac,
@@ -133,6 +134,8 @@ class World:
                 hops = [(port_on[s, ci], mac_on[n, ci]) for n, ci in nb[s]
                         if dist.get(n) == dist[s] - 1 and (n == h or n in w.switches)]
                 w.switches[s].add_route(ip, hops)
+        for s, ports in flood_tree(g).items():
+            w.switches[s].set_flood_ports([port_on[s, ci] for ci in ports])
         for h in g.hosts:
             ((gw, ci),) = nb[h]
             gw_mac = mac_on[gw, ci].hex(":")

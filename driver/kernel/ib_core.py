@@ -50,6 +50,7 @@ from nicsim.hwif import (
     Srqc,
     blank_qpc,
 )
+from nicsim.wire import is_multicast_ip
 
 
 class KernelError(Exception):
@@ -256,6 +257,7 @@ class IbQp:
     state: QpState = QpState.RESET
     attrs: Qpc = field(default_factory=blank_qpc)
     srq: IbSrq | None = None
+    mcast: set[bytes] = field(default_factory=set)  # the multicast GIDs it is attached to
 
 
 @dataclass
@@ -302,7 +304,7 @@ class IbDevice:
     def query_device(self) -> DeviceAttrs:
         hw = self.hw
         return device_attrs(hw.caps, hw.dev_id, hw.fn.netdev.mac, hw.lim.log_mtt,
-                            NUM_COMP_VECTORS)
+                            NUM_COMP_VECTORS, hw.features)
 
     def query_port(self, port: int) -> PortAttrs:
         _query(lambda: check_port(port))
@@ -624,7 +626,34 @@ class IbDevice:
     def query_qp(self, qp: IbQp) -> Qpc:
         return _hw(lambda: self.hw.query_qp(qp.hw.qpn))
 
-    def destroy_qp(self, uctx: Ucontext, qp: IbQp) -> None:
+    def attach_mcast(self, qp: IbQp, gid: object, lid: int, attach: bool = True) -> None:
+        """ib_attach_mcast / ib_detach_mcast through uverbs: a UD QP and a multicast GID
+        (EINVAL otherwise, as ib_attach_mcast checks); attaching twice is one attachment
+        and detaching what is not attached is EINVAL (ib_uverbs_attach/detach_mcast)."""
+        _check_ints(lid=lid)
+        if not isinstance(gid, bytes) or len(gid) != 16:
+            raise KernelError("bad multicast GID", errno.EINVAL)
+        if not is_multicast_ip(gid) or qp.qp_type is not QpType.UD:
+            raise KernelError("multicast needs a UD QP and a multicast GID", errno.EINVAL)
+        if attach:
+            if gid in qp.mcast:
+                return
+            _hw(lambda: self.hw.attach_mcast(qp.hw.qpn, gid))
+            qp.mcast.add(gid)
+        else:
+            if gid not in qp.mcast:
+                raise KernelError("the QP is not attached to that group", errno.EINVAL)
+            _hw(lambda: self.hw.attach_mcast(qp.hw.qpn, gid, attach=False))
+            qp.mcast.discard(gid)
+
+    def destroy_qp(self, uctx: Ucontext, qp: IbQp, exiting: bool = False) -> None:
+        """A QP still attached to a group is not destroyed (EBUSY, uverbs_free_qp) unless
+        the process is exiting, when its attachments go first."""
+        if qp.mcast:
+            if not exiting:
+                raise KernelError("QP is attached to multicast groups", errno.EBUSY)
+            for gid in list(qp.mcast):
+                self.attach_mcast(qp, gid, 0, attach=False)
         _hw(lambda: self.hw.destroy_qp(qp.hw))
         qp.pd.users -= 1
         qp.send_cq.users -= 1
@@ -674,7 +703,10 @@ class IbDevice:
     def close(self, uctx: Ucontext) -> None:
         """Process exit: destroy everything, QPs first, then AHs, MRs, CQs and PDs
         (ib_uverbs_cleanup_ucontext's order), so the NIC keeps no working QP or key."""
-        for kind, destroy in ((IbQp, self.destroy_qp), (IbAh, self.destroy_ah),
+        def destroy_qp(uctx: Ucontext, qp: IbQp) -> None:
+            self.destroy_qp(uctx, qp, exiting=True)
+
+        for kind, destroy in ((IbQp, destroy_qp), (IbAh, self.destroy_ah),
                               (IbMw, self.dealloc_mw),
                               (IbMr, self.dereg_mr), (IbSrq, self.destroy_srq),
                               (IbCq, self.destroy_cq), (CompChannel, self.destroy_comp_channel),

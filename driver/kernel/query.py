@@ -10,7 +10,16 @@ import errno
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
-from nicsim.hwif import PAGE_SIZE, PathMtu, PortInfo, PortPhysState, PortState
+from nicsim.hwif import (
+    MCAST_MAX_GROUPS,
+    MCAST_MAX_QP_ATTACH,
+    PAGE_SIZE,
+    DevFeature,
+    PathMtu,
+    PortInfo,
+    PortPhysState,
+    PortState,
+)
 
 GID_TABLE_LEN = 16  # entries per port; index 0 holds the netdev's address (RoCEv2)
 PKEY_DEFAULT = 0xFFFF  # RoCE: one P_Key, the default full-membership one (Annex A17.4.2)
@@ -192,10 +201,12 @@ MAX_SRQ = 1 << 16  # SRQ numbers the driver hands out (1..MAX_SRQ-1)
 
 
 def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
-                 num_comp_vectors: int) -> DeviceAttrs:
-    """ib_device_attr from the device's DeviceCaps (QUERY_DEVICE), its DEV_ID register and
-    what the driver set up (the MTT it gave the NIC bounds the largest MR)."""
+                 num_comp_vectors: int, features: DevFeature) -> DeviceAttrs:
+    """ib_device_attr from the device's DeviceCaps (QUERY_DEVICE), its DEV_ID and FEATURES
+    registers and what the driver set up (the MTT it gave the NIC bounds the largest MR)."""
     c = caps
+    mc = DevFeature.MULTICAST in features
+    groups, per_group = (MCAST_MAX_GROUPS, MCAST_MAX_QP_ATTACH) if mc else (0, 0)
     guid = guid_from_mac(mac)
     max_mpt = c.max_mpt  # type: ignore[attr-defined]
     return DeviceAttrs(
@@ -214,8 +225,8 @@ def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
         max_res_rd_atom=c.max_qp * c.max_qp_rd_atom,  # type: ignore[attr-defined]
         max_qp_init_rd_atom=c.max_qp_rd_atom, max_ee_init_rd_atom=0,  # type: ignore
         atomic_caps=int(AtomicCap.HCA), max_ee=0, max_rdd=0, max_mw=max_mpt - 1, max_raw_ipv6_qp=0,
-        max_raw_ethy_qp=0, max_mcast_grp=0, max_mcast_qp_attach=0,
-        max_total_mcast_qp_attach=0, max_ah=0, max_fmr=0, max_map_per_fmr=0,
+        max_raw_ethy_qp=0, max_mcast_grp=groups, max_mcast_qp_attach=per_group,
+        max_total_mcast_qp_attach=groups * per_group, max_ah=0, max_fmr=0, max_map_per_fmr=0,
         max_srq=MAX_SRQ - 1, max_srq_wr=c.max_qp_wr - 1,  # type: ignore[attr-defined]
         max_srq_sge=c.max_sge, max_pkeys=1,  # type: ignore[attr-defined]
         local_ca_ack_delay=0, phys_port_cnt=1, num_comp_vectors=num_comp_vectors)

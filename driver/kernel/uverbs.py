@@ -50,6 +50,8 @@ class Cmd(IntEnum):
     CREATE_COMP_CHANNEL = 17
     CREATE_CQ = 18
     DESTROY_CQ = 20
+    ATTACH_MCAST = 22
+    DETACH_MCAST = 23
     CREATE_QP = 24
     QUERY_QP = 25
     MODIFY_QP = 26
@@ -287,6 +289,10 @@ class UverbsFile:
             return None
         if cmd is Cmd.QUERY_QP:
             return dev.query_qp(u.get(a["qp"], IbQp))  # type: ignore[arg-type]
+        if cmd is Cmd.ATTACH_MCAST or cmd is Cmd.DETACH_MCAST:
+            dev.attach_mcast(u.get(a["qp"], IbQp), a["gid"], a["lid"],  # type: ignore[arg-type]
+                             attach=cmd is Cmd.ATTACH_MCAST)
+            return None
         if cmd is Cmd.DESTROY_QP:
             dev.destroy_qp(u, u.get(a["qp"], IbQp))  # type: ignore[arg-type]
             return None

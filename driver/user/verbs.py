@@ -1251,6 +1251,23 @@ class QP(_Resource):
         self._check()
         _call("Failed to post recv", self._p.post_recv, wr)
 
+    # -- multicast (kernel) -----------------------------------------------------------------
+
+    def attach_mcast(self, gid: GID, lid: int = 0) -> None:
+        """ibv_attach_mcast: this UD QP receives the group's datagrams (sent to QPN
+        0xFFFFFF and the group's GID)."""
+        self._mcast("Failed to attach QP to MC group", Cmd.ATTACH_MCAST, gid, lid)
+
+    def detach_mcast(self, gid: GID, lid: int = 0) -> None:
+        """ibv_detach_mcast."""
+        self._mcast("Failed to detach QP from MC group", Cmd.DETACH_MCAST, gid, lid)
+
+    def _mcast(self, what: str, cmd: Cmd, gid: GID, lid: int) -> None:
+        self._check()
+        if not isinstance(gid, GID):
+            raise PyverbsUserError(f"gid must be a GID, not {type(gid)}")
+        _call(what, self.ctx.file.write, cmd, qp=self.handle, gid=gid.raw, lid=lid)
+
     def bind_mw(self, mw: MW, mw_bind: object) -> None:
         """ibv_bind_mw: bind a type 1 window through this QP's send queue (a BIND_MW WQE);
         the window's rkey is its next key from now on, the completion says whether the

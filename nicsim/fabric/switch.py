@@ -79,7 +79,10 @@ Counters (`Switch.counters()`, all always present, `N` port, `C` class):
   pN.pgC.max_bytes, .headroom_max_bytes, .xoff, .dropped.headroom_overflow
                                          ingress PG C of port N (lossless classes only)
   drop.no_route, drop.ttl, drop.not_ip, drop.bad_ip_header, drop.truncated, drop.oversize,
-  drop.not_our_mac, drop.mac_control    switch-wide drops before a queue is chosen
+  drop.not_our_mac, drop.mac_control, drop.mcast_off_tree
+                                         switch-wide drops before a queue is chosen
+  mcast_flooded                          IP multicast frames flooded (each copy is also
+                                         counted by its egress queue)
   dropped.dynamic_threshold, dropped.buffer_full, dropped.headroom_overflow, ecn_marked
                                          totals over all queues
   buffer.shared_bytes, buffer.max_used_bytes
@@ -91,6 +94,13 @@ parsed; the IPv4 header checksum is not verified (an incremental update keeps a 
 wrong, and the receiver drops it); frames addressed to the switch itself (other than MAC
 Control) are not answered; unicast frames whose destination MAC is not the ingress port's
 MAC are dropped (`drop.not_our_mac`), as a router does.
+
+Multicast: there is no multicast routing (no IGMP/PIM). A frame to an Ethernet group address
+carrying an IP multicast destination is flooded, as an L2 switch without IGMP snooping
+floods it: a copy out of every flood port except the one it came in on (TTL - 1, the source
+MAC the egress port's). The topology sets the flood ports to a spanning tree of the fabric
+(`set_flood_ports`; every port until then), so a leaf-spine floods through one spine and no
+copy loops; hosts that did not join drop the copy in their NIC's MAC filter.
 """
 
 from __future__ import annotations
@@ -130,6 +140,7 @@ from nicsim.wire.packet import (
     IPV4_HLEN,
     IPV6_HLEN,
     Ecn,
+    is_multicast_ip,
 )
 
 NUM_CLASSES = NUM_PRIORITIES
@@ -180,11 +191,12 @@ class SwitchDrop(Enum):
     OVERSIZE = "oversize"
     NOT_OUR_MAC = "not_our_mac"
     MAC_CONTROL = "mac_control"  # a MAC Control opcode the switch does not act on
+    MCAST_OFF_TREE = "mcast_off_tree"  # a group frame in on a port not on the flood tree
 
 
 _DROPS = tuple(SwitchDrop)
-_D_NO_ROUTE, _D_TTL, _D_NOT_IP, _D_BAD_IP, _D_TRUNC, _D_OVERSIZE, _D_MAC, _D_MACCTL = \
-    range(len(_DROPS))
+(_D_NO_ROUTE, _D_TTL, _D_NOT_IP, _D_BAD_IP, _D_TRUNC, _D_OVERSIZE, _D_MAC, _D_MACCTL,
+ _D_MCAST_OFF_TREE) = range(len(_DROPS))
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -501,6 +513,8 @@ class Switch:
         self.cfg = cfg
         self.ports: list[_Port] = []
         self._routes: dict[bytes, tuple[tuple[_Port, bytes], ...]] = {}
+        self._flood_ports: list[_Port] | None = None  # None: every port
+        self._mcast_flooded = 0
         # Salt and coin flips differ between switches of one world even if a topology gives
         # them all the same seed: the name goes into both.
         tag = zlib.crc32(name.encode())
@@ -642,6 +656,7 @@ class Switch:
                 out[f"{g}.dropped.headroom_overflow"] = ps.drop_headroom[c]
         for d, n in zip(_DROPS, self._drops, strict=True):
             out[f"drop.{d.value}"] = n
+        out["mcast_flooded"] = self._mcast_flooded
         for k, v in tot.items():
             out[f"dropped.{k}"] = v
         out["ecn_marked"] = marked
@@ -682,6 +697,12 @@ class Switch:
         elif n > self._mtu:
             self._drops[_D_OVERSIZE] += 1
             return
+        self._admit(ip, frame, hit)
+
+    def _admit(self, ip: _Port, frame: bytes,
+               hit: tuple[_Port, int, bytes, bytes, int, bool]) -> None:
+        """Admit, mark and enqueue one routed frame (one copy of a flooded one)."""
+        n = len(frame)
         eq, tc, head, head_ce, tail, ect = hit
         depth = eq.depth[tc]
 
@@ -813,7 +834,8 @@ class Switch:
         if n > self._mtu:
             self._drops[_D_OVERSIZE] += 1
             return None
-        if frame[0:6] != ip.mac:
+        group = bool(frame[0] & 1)
+        if frame[0:6] != ip.mac and not (group and is_multicast_ip(dip)):
             self._drops[_D_MAC] += 1
             return None
         # RFC 1812 5.3.1 / RFC 8200 3: a router decrements TTL / hop limit and discards the
@@ -821,17 +843,59 @@ class Switch:
         if ttl <= 1:
             self._drops[_D_TTL] += 1
             return None
-        hops = self._routes.get(dip)
-        if hops is None:
-            self._drops[_D_NO_ROUTE] += 1
-            return None
-        eq, l2 = hops[0] if len(hops) == 1 else hops[self._ecmp(frame, off, v6, len(hops))]
         if self._pcp:
             tc = self._pcp_map[pcp] if pcp >= 0 else self._default_tc
         else:
             tc = self._dscp_map[tos >> 2]
         ecn = tos & 3
         ect = ecn == Ecn.ECT0.value or ecn == Ecn.ECT1.value
+        if group:
+            self._flood(ip, frame, off, v6, tos, ttl, tc, ect)
+            return None
+        hops = self._routes.get(dip)
+        if hops is None:
+            self._drops[_D_NO_ROUTE] += 1
+            return None
+        eq, l2 = hops[0] if len(hops) == 1 else hops[self._ecmp(frame, off, v6, len(hops))]
+        head, head_ce, tail = self._rewrite(frame, off, v6, tos, ttl, l2)
+        hit = (eq, tc, head, head_ce, tail, ect)
+        if off == ETH_HLEN and (v6 or frame[ETH_HLEN] == 0x45):
+            flows = ip.flows
+            if len(flows) >= _FLOW_CACHE:
+                flows.clear()
+            flows[frame[:_KEY6 if v6 else _KEY4]] = hit
+        return hit
+
+    def _flood(self, ip: _Port, frame: bytes, off: int, v6: bool, tos: int, ttl: int, tc: int,
+               ect: bool) -> None:
+        """An IP multicast frame: a copy out of every flood port but the one it came in on,
+        with the group's Ethernet address kept and the egress port's as the source. Flood
+        ports are the fabric's spanning tree (set_flood_ports), so no copy comes back round
+        a loop; a group frame arriving on a port off the tree is dropped."""
+        ports = self.ports if self._flood_ports is None else self._flood_ports
+        if ip not in ports:
+            self._drops[_D_MCAST_OFF_TREE] += 1
+            return
+        self._mcast_flooded += 1
+        for eq in ports:
+            if eq is not ip:
+                head, head_ce, tail = self._rewrite(frame, off, v6, tos, ttl,
+                                                    frame[0:6] + eq.mac)
+                self._admit(ip, frame, (eq, tc, head, head_ce, tail, ect))
+
+    def set_flood_ports(self, ports: Sequence[int]) -> None:
+        """The ports multicast frames are flooded to (a spanning tree of the fabric); all
+        ports until this is called."""
+        for p in ports:
+            if not 0 <= p < len(self.ports):
+                raise ValueError(f"{self.name}: no port {p} to flood to")
+        self._flood_ports = [self.ports[p] for p in sorted(set(ports))]
+
+    @staticmethod
+    def _rewrite(frame: bytes, off: int, v6: bool, tos: int, ttl: int,
+                 l2: bytes) -> tuple[bytes, bytes, int]:
+        """The forwarded header (new Ethernet addresses `l2`, TTL - 1), the same with ECN
+        CE, and where the unchanged rest of the frame starts."""
         if v6:
             tail = off + 8
             h = bytearray(frame[:tail])
@@ -852,13 +916,7 @@ class Switch:
             # CE: the low byte of (version/IHL, TOS) goes from tos to tos | 3.
             h[off + 1] = tos | Ecn.CE.value
             head_ce = _set_csum(h, off, _csum_update(hc, 0xFEFF + 0xFFFF - tos + (tos | 3)))
-        hit = (eq, tc, head, head_ce, tail, ect)
-        if off == ETH_HLEN and (v6 or frame[ETH_HLEN] == 0x45):
-            flows = ip.flows
-            if len(flows) >= _FLOW_CACHE:
-                flows.clear()
-            flows[frame[:_KEY6 if v6 else _KEY4]] = hit
-        return hit
+        return head, head_ce, tail
 
     def _ecmp(self, frame: bytes, off: int, v6: bool, members: int) -> int:
         """ECMP member for the frame's 5-tuple: CRC-32 seeded with the switch's salt over the

@@ -120,6 +120,30 @@ class Graph:
         return dist
 
 
+def flood_tree(g: Graph) -> dict[str, list[int]]:
+    """switch -> the cables it floods multicast frames on: every host cable, and the
+    switch-to-switch cables of a breadth-first spanning tree from the first switch (the
+    tree STP would leave unblocked with that switch as root), so a flood reaches every host
+    once and never loops."""
+    nb = g.neighbours()
+    switches = set(g.switches)
+    out: dict[str, list[int]] = {s: [ci for n, ci in nb[s] if n not in switches]
+                                 for s in g.switches}
+    if not g.switches:
+        return out
+    seen = {g.switches[0]}
+    todo = deque([g.switches[0]])
+    while todo:
+        s = todo.popleft()
+        for n, ci in nb[s]:
+            if n in switches and n not in seen:
+                seen.add(n)
+                out[s].append(ci)
+                out[n].append(ci)
+                todo.append(n)
+    return out
+
+
 @dataclass(frozen=True)
 class TopologySpec:
     """A shape and its numbers (the scenario's `topology:` section)."""

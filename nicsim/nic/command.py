@@ -21,6 +21,7 @@ import simpy
 from nicsim.hwif import (
     CMD_BUSY,
     CQC_SIZE,
+    MCAST_GID_SIZE,
     MPT_SIZE,
     MTT_ENTRY_SIZE,
     QPC_SIZE,
@@ -51,6 +52,7 @@ from nicsim.hwif import (
 )
 from nicsim.nic.counters import Counters
 from nicsim.nic.cq import CqCtx
+from nicsim.nic.multicast import McastError
 from nicsim.nic.qp import QpCtx, RespCtx
 from nicsim.nic.srq import SrqCtx
 
@@ -67,6 +69,8 @@ _IN_SIZE = {
     CmdOpcode.CREATE_SRQ: Srqc.size(),
     CmdOpcode.MODIFY_SRQ: Srqc.size(),
     CmdOpcode.ODP_INVALIDATE: OdpRange.size(),
+    CmdOpcode.ATTACH_MCAST: MCAST_GID_SIZE,
+    CmdOpcode.DETACH_MCAST: MCAST_GID_SIZE,
 }
 _ODP_COMMANDS = (CmdOpcode.QUERY_ODP, CmdOpcode.RESUME_PAGE_FAULT, CmdOpcode.ODP_INVALIDATE)
 # What an ODP region may be used for: every RC operation the NIC has, and UD sends and
@@ -246,10 +250,18 @@ class CommandProcessor:
             if qp is None:
                 raise CommandError(CmdStatus.BAD_RESOURCE)
             return self._qpc_of(qp).pack()
+        if op is CmdOpcode.ATTACH_MCAST or op is CmdOpcode.DETACH_MCAST:
+            try:
+                (nic.mcast.attach if op is CmdOpcode.ATTACH_MCAST else nic.mcast.detach)(
+                    mod, bytes(raw))
+            except McastError as e:
+                raise CommandError(e.status) from None
+            return b""
         if op is CmdOpcode.DESTROY_QP:
             qp = nic.qps.pop(mod, None)
             if qp is None:
                 raise CommandError(CmdStatus.BAD_RESOURCE)
+            nic.mcast.forget_qp(mod)
             for cqn in (qp.send_cqn, qp.recv_cqn):
                 if cqn in nic.cq.cqs:
                     nic.cq.cqs[cqn].refs -= 1

@@ -44,6 +44,7 @@ from nicsim.nic.dma import Dma
 from nicsim.nic.engines import Units, cycles_ns
 from nicsim.nic.eq import EventQueues
 from nicsim.nic.odp import PageFaults
+from nicsim.nic.multicast import Multicast
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
 from nicsim.nic.requester import Requester
@@ -117,6 +118,7 @@ class Nic(MmioDevice):
         self.completer = Completer(self)
         self.windows = MemoryWindows(self)
         self.datagram = Datagram(self)
+        self.mcast = Multicast(self)
         self.commands = CommandProcessor(self)
         self.engine.start(self.requester, self.fetch)
         # Congestion control: the reaction point (None: cc none) and the notification point.
@@ -218,7 +220,8 @@ class Nic(MmioDevice):
             return DEV_ID
         if offset == Reg.FEATURES:
             bf = self.cfg.bf_size
-            return features_word(DevFeature.BLUEFLAME if bf else DevFeature(0), bf)
+            return features_word(DevFeature.MULTICAST
+                                 | (DevFeature.BLUEFLAME if bf else DevFeature(0)), bf)
         if offset == Reg.CMD_STATUS:
             return self.commands.read_status()
         return self.regs.get(offset, 0)
@@ -341,6 +344,9 @@ class Nic(MmioDevice):
         if not checked:
             rx["roce_packets"] += 1
         if frame[0:6] != self.mac:
+            if frame[0] & 1 and frame[0:6] in self.port.mcast_macs:
+                self.mcast.receive(p)  # a group address the port's filter passes
+                return
             rx["not_for_us"] += 1
             return
         info = p.info
@@ -423,6 +429,7 @@ class Nic(MmioDevice):
             "wqe_fetch": self.fetch.counters, "requester": self.requester.counters,
             "responder": self.responder.counters, "completer": self.completer.counters,
             "datagram": self.datagram.counters, "odp": self.odp.counters,
+            "mcast": self.mcast.counters,
             "cq": self.cq.counters, "cmd": self.commands.counters,
             "np": self.np.counters, "cc": self.cc.counters if self.cc else {},
             "xlate": {"mpt_hits": self.xlate.mpt_hits, "mpt_misses": self.xlate.mpt_misses,

@@ -67,6 +67,9 @@ class Port:
         # switch), at line rate on a timeline of its own, `loopback_ns` after its last bit.
         # Taps on the port record looped frames as the port's own transmissions.
         self.mac = b""
+        # The receive filter's group addresses (nicsim.nic.multicast): a frame sent to one
+        # goes out on the link and is also turned around to the device's own members.
+        self.mcast_macs: set[bytes] = set()
         self.loopback_ns = 100.0
         self.loop_taps: list[Tap] = []
         self._loop_free = 0.0
@@ -92,6 +95,10 @@ class Port:
         """
         if frame[:6] == self.mac:
             return self._loop(frame, ready_at)
+        if frame[0] & 1 and self.mcast_macs and frame[:6] in self.mcast_macs:
+            looped = self._loop(frame, ready_at)
+            if self.link is None:
+                return looped  # no link: the local members are the whole group
         if self.link is None:
             raise RuntimeError("port is not connected to a link")
         start = self.env._now  # the attribute behind the `now` property: this runs per packet

@@ -14,6 +14,7 @@ from nicsim.wire.opcodes import (
 from nicsim.wire.packet import (
     CNP_PAD,
     EXT_FIELDS,
+    MCAST_QPN,
     ROCE_UDP_PORT,
     Ecn,
     FrameBuilder,
@@ -28,8 +29,10 @@ from nicsim.wire.packet import (
     deth,
     ieth,
     immdt,
+    is_multicast_ip,
     mac_bytes,
     mac_str,
+    multicast_mac,
     pack_ext,
     packet_overhead,
     parse,
@@ -39,9 +42,10 @@ from nicsim.wire.packet import (
 )
 
 __all__ = [
-    "CNP_PAD", "EXT_FIELDS", "OPCODES", "OPCODE_TABLE", "ROCE_UDP_PORT", "Ecn", "Ext",
-    "FrameBuilder", "Kind", "OpInfo", "Opcode", "Packet", "ParseError", "Path", "Pos", "Transport",
-    "WireError", "aeth", "atomic_ack_eth", "atomic_eth", "compute_icrc", "deth", "ieth", "immdt",
-    "mac_bytes", "mac_str", "message_opcodes", "pack_ext", "packet_overhead", "parse", "reth",
-    "roce_udp_sport", "wire_bytes",
+    "CNP_PAD", "EXT_FIELDS", "MCAST_QPN", "OPCODES", "OPCODE_TABLE", "ROCE_UDP_PORT", "Ecn",
+    "Ext", "FrameBuilder", "Kind", "OpInfo", "Opcode", "Packet", "ParseError", "Path", "Pos",
+    "Transport", "WireError", "aeth", "atomic_ack_eth", "atomic_eth", "compute_icrc", "deth",
+    "ieth", "immdt", "is_multicast_ip", "mac_bytes", "mac_str", "message_opcodes",
+    "multicast_mac", "pack_ext", "packet_overhead", "parse", "reth", "roce_udp_sport",
+    "wire_bytes",
 ]

@@ -105,6 +105,27 @@ def roce_udp_sport(lqpn: int, rqpn: int) -> int:
     return low | 0xC000
 
 
+MCAST_QPN = 0xFFFFFF  # the destination QPN of every multicast packet (IBA 10.5.2.5, C10-75)
+
+
+def is_multicast_ip(ip: bytes) -> bool:
+    """Whether a 4- or 16-byte address (IPv4-mapped in a GID allowed) is IP multicast:
+    224.0.0.0/4 (RFC 5771) or ff00::/8 (RFC 4291); rdma_is_multicast_addr in Linux."""
+    if len(ip) == 16 and ip[:12] == bytes(10) + b"\xff\xff":
+        ip = ip[12:]
+    return (ip[0] & 0xF0) == 0xE0 if len(ip) == 4 else len(ip) == 16 and ip[0] == 0xFF
+
+
+def multicast_mac(ip: bytes) -> bytes:
+    """The Ethernet group address an IP multicast address maps to: 01:00:5e and the low 23
+    bits for IPv4 (RFC 1112 6.4), 33:33 and the low 32 bits for IPv6 (RFC 2464 7)."""
+    if len(ip) == 16 and ip[:12] == bytes(10) + b"\xff\xff":
+        ip = ip[12:]
+    if len(ip) == 4:
+        return b"\x01\x00\x5e" + bytes((ip[1] & 0x7F,)) + ip[2:4]
+    return b"\x33\x33" + ip[12:16]
+
+
 @dataclass(frozen=True, slots=True)
 class Path:
     """Everything below BTH that is fixed for one QP's traffic to one peer."""

@@ -50,6 +50,7 @@ from nicsim.hwif import (
     recv_wqe_stride,
     send_wqe_stride,
 )
+from nicsim.wire import is_multicast_ip, multicast_mac
 
 # Command status -> errno, as mlx5's cmd_status_to_err maps firmware statuses; a command the
 # device does not have (an RTL build without event queues or SRQs) is EOPNOTSUPP.
@@ -259,6 +260,7 @@ class NsnicDriver:
         feat = self.bar.read64(Reg.FEATURES)
         bf = (feat >> FEATURES_BF_SHIFT) & 0xFFFF
         self.bf_size = bf if feat & DevFeature.BLUEFLAME and 16 <= bf <= BF_MAX else 0
+        self.features = DevFeature(feat & 0xFFFF)
         mem = host.mem
         self.cmd_in_pa = mem.alloc_contig(PAGE_SIZE * 16)
         self.cmd_out_pa = mem.alloc_contig(PAGE_SIZE)
@@ -660,6 +662,13 @@ class NsnicDriver:
                               errno.EOPNOTSUPP) from None
             raise
 
+    # -- multicast --------------------------------------------------------------------------
+
+    def attach_mcast(self, qpn: int, gid: bytes, attach: bool = True) -> None:
+        if DevFeature.MULTICAST not in self.features:
+            raise HwError("the device has no multicast", errno.EOPNOTSUPP)
+        self.cmd(CmdOpcode.ATTACH_MCAST if attach else CmdOpcode.DETACH_MCAST, gid, mod=qpn)
+
     # -- addressing -------------------------------------------------------------------------
 
     def gid(self, index: int = 0) -> bytes:
@@ -679,6 +688,8 @@ class NsnicDriver:
         """The neighbour table lookup ib_resolve_eth_dmac does at RTR. The device's own
         address resolves to its own MAC, as a local route does in Linux: traffic to it loops
         back inside the NIC."""
+        if is_multicast_ip(dgid):  # a group: its Ethernet group address (ip_eth_mc_map)
+            return multicast_mac(dgid)
         ip = ipaddress.IPv6Address(dgid)
         addr = str(ip.ipv4_mapped) if ip.ipv4_mapped else str(ip)
         netdev = self.fn.netdev
