@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nicsim.wire.opcodes import OPCODES, Ext
+from nicsim.wire.opcodes import OPCODES, Ext, Kind
+from nicsim.wire.packet import EXT_FIELDS
 
 OUT = Path(__file__).resolve().parent / "rtl" / "roce_opcodes.vh"
 
@@ -27,8 +28,16 @@ EXT_FLAG = {Ext.RETH: "RETH", Ext.AETH: "AETH", Ext.IMMDT: "IMMDT", Ext.IETH: "I
             Ext.DETH: "DETH", Ext.CNP_PAD: "CNP_PAD"}
 
 
+# What the RTL parses and frames: every opcode but the Memory Placement ones (FLUSH and
+# ATOMIC WRITE, which the RTL NIC does not implement: its parser drops them as unknown
+# opcodes), and the extension headers those leave.
+RTL_OPCODES = {op: row for op, row in OPCODES.items()
+               if row.kind not in (Kind.FLUSH, Kind.ATOMIC_WRITE)}
+RTL_EXT_FIELDS = {e: fields for e, fields in EXT_FIELDS.items() if e in EXT_FLAG}
+
+
 def flags_of(opcode: int) -> int:
-    row = OPCODES.get(opcode)
+    row = RTL_OPCODES.get(opcode)
     if row is None:
         return 0
     v = 1 << FLAG_BITS["VALID"]
@@ -51,14 +60,14 @@ def render() -> str:
         lines.append(f"localparam ROCE_F_{name} = {bit};")
     lines += ["", "function [9:0] roce_opcode_flags;", "    input [7:0] opcode;",
               "    begin", "        case (opcode)"]
-    for op in sorted(OPCODES):
+    for op in sorted(RTL_OPCODES):
         lines.append(f"            8'h{op:02x}: roce_opcode_flags = 10'h{flags_of(op):03x};"
-                     f"  // {OPCODES[op].opcode.name}")
+                     f"  // {RTL_OPCODES[op].opcode.name}")
     lines += ["            default: roce_opcode_flags = 10'h000;", "        endcase", "    end",
               "endfunction", "", "function [7:0] roce_ext_len;", "    input [7:0] opcode;",
               "    begin", "        case (opcode)"]
-    for op in sorted(OPCODES):
-        lines.append(f"            8'h{op:02x}: roce_ext_len = 8'd{OPCODES[op].ext_len};")
+    for op in sorted(RTL_OPCODES):
+        lines.append(f"            8'h{op:02x}: roce_ext_len = 8'd{RTL_OPCODES[op].ext_len};")
     lines += ["            default: roce_ext_len = 8'd0;", "        endcase", "    end",
               "endfunction", ""]
     return "\n".join(lines)

@@ -25,9 +25,9 @@ from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 from cocotbext.axi.stream import define_stream
 
+from hdl_tb.gen_opcode_table import RTL_EXT_FIELDS as EXT_FIELDS
+from hdl_tb.gen_opcode_table import RTL_OPCODES as OPCODES
 from nicsim.wire import (
-    EXT_FIELDS,
-    OPCODES,
     Ecn,
     FrameBuilder,
     Opcode,

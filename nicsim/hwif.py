@@ -89,6 +89,8 @@ class DevFeature(IntFlag):
 
     BLUEFLAME = 1 << 0  # UarReg.BF takes a WQE with its doorbell
     MULTICAST = 1 << 1  # ATTACH_MCAST / DETACH_MCAST: UD multicast groups (MCAST_* limits)
+    FLUSH = 1 << 2  # WqeOpcode.FLUSH and its responder side (global visibility only)
+    ATOMIC_WRITE = 1 << 3  # WqeOpcode.ATOMIC_WRITE and its responder side
 
 
 BF_MAX = 256  # the largest BlueFlame buffer (doorbell word and WQE) the layout allows
@@ -210,13 +212,17 @@ class QpType(IntEnum):
 
 
 class Access(IntFlag):
-    """MR / QP access rights (same bit values as ibv_access_flags)."""
+    """MR / QP access rights, one byte (Mpt.access, Qpc.access). Bits 0-4 have the values of
+    ibv_access_flags; the flush rights (ibv_access_flags bits 8 and 9) are kept in bits 6 and
+    7 (the driver translates)."""
 
     LOCAL_WRITE = 1
     REMOTE_WRITE = 2
     REMOTE_READ = 4
     REMOTE_ATOMIC = 8
     MW_BIND = 0x10  # (MRs) memory windows may be bound to it
+    FLUSH_GLOBAL = 0x40  # FLUSH with placement type global visibility may target it
+    FLUSH_PERSISTENT = 0x80  # FLUSH with placement type persistence may target it
 
 
 class WqeOpcode(IntEnum):
@@ -230,6 +236,12 @@ class WqeOpcode(IntEnum):
     LOCAL_INV = 0x07  # imm_inv: the memory window key to invalidate
     BIND_MW = 0x08  # see the bind fields of SendWqeCtrl
     SEND_WITH_INV = 0x09
+    # Memory Placement Extensions (DevFeature.FLUSH / ATOMIC_WRITE), no SGEs:
+    # FLUSH: remote_addr, rkey, compare_add the length, swap the FETH's placement type (bits
+    # 3:0) and selectivity level (bits 5:4); ATOMIC_WRITE: remote_addr, rkey, swap the 8
+    # bytes to write (little-endian: the bytes in memory order).
+    FLUSH = 0x0E
+    ATOMIC_WRITE = 0x0F
 
 
 class WqeFlags(IntFlag):
@@ -249,6 +261,8 @@ class CqeOpcode(IntEnum):
     FETCH_ADD = 4
     BIND_MW = 5
     LOCAL_INV = 6
+    FLUSH = 8
+    ATOMIC_WRITE = 9
     RECV = 128
     RECV_RDMA_WITH_IMM = 129
 

@@ -111,8 +111,8 @@ def test_wr_api_writes_the_same_wqe_as_post_send() -> None:
 
 def test_wr_api_errors() -> None:
     w = World.two_hosts(seed=0)
-    with pytest.raises(PyverbsRDMAError) as ei:  # FLUSH: not an nsnic operation
-        _ex_side(w, e.IBV_QP_EX_WITH_SEND | e.IBV_QP_EX_WITH_FLUSH)
+    with pytest.raises(PyverbsRDMAError) as ei:  # TSO: not an nsnic operation
+        _ex_side(w, e.IBV_QP_EX_WITH_SEND | e.IBV_QP_EX_WITH_TSO)
     assert ei.value.error_code == errno.EOPNOTSUPP
     a, b = _ex_side(w, e.IBV_QP_EX_WITH_SEND), make_side(w, "b")
     a.qp.wr_start()  # the QP is in RESET: wr_complete fails as ibv_post_send would

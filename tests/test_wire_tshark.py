@@ -66,6 +66,13 @@ IPV6_OPCODES = [Opcode.RC_SEND_ONLY_WITH_IMMEDIATE, Opcode.RC_RDMA_WRITE_FIRST,
                 Opcode.UD_SEND_ONLY_WITH_IMMEDIATE, Opcode.CNP]
 
 
+# Opcodes Debian 12's tshark (Wireshark 4.0) does not dissect past the BTH: the Memory
+# Placement ones (FLUSH, ATOMIC WRITE) came after it. For them only what tshark shows is
+# compared (the BTH, IP and UDP always); tests/test_placement.py checks their extension
+# headers and payload byte by byte with nicsim's parser.
+BTH_ONLY = {Opcode.RC_FLUSH, Opcode.RC_ATOMIC_WRITE}
+
+
 def make_spec(i: int, opcode: int, path: Path) -> FrameSpec:
     """Distinct, high-bit-heavy values per frame, so a field read from the wrong offset or
     with the wrong width shows."""
@@ -195,6 +202,9 @@ def test_tshark_decodes_every_opcode(tmp_path: FsPath) -> None:
                             f"(severity {row['_ws.expert.severity']})")
         for field, want in expected_fields(spec, frame).items():
             got = tshark_value(field, row[field])
+            if got is None and spec.opcode in BTH_ONLY and not field.startswith(
+                    ("infiniband.bth.", "ip", "udp.")):
+                continue  # not dissected by this tshark (see BTH_ONLY)
             if got != want:
                 problems.append(f"{name}: {field} = {got!r}, built {want!r}")
     assert not problems, "\n".join(problems)

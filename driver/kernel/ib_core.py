@@ -42,6 +42,7 @@ from nicsim.host.memory import AddressSpace
 from nicsim.hwif import (
     Access,
     Cqc,
+    DevFeature,
     OdpCaps,
     QpAttrMask,
     Qpc,
@@ -124,12 +125,33 @@ class MrAccess(IntFlag):
 # Optional flags (bits 20-29) are hints a device may ignore: accepted, never an error.
 _ACCESS_OPTIONAL = ((1 << 30) - 1) & ~((1 << 20) - 1)
 _ACCESS_KNOWN = ((MrAccess.FLUSH_PERSISTENT << 1) - 1) | _ACCESS_OPTIONAL
-# What nsnic does with an MR: the four rights, and MW_BIND (accepted as rxe accepts it; the
-# flag has nothing to bind to until memory windows exist).
+# What nsnic does with an MR: the four rights, MW_BIND, and FLUSH_GLOBAL on a device with
+# DevFeature.FLUSH.
 _ACCESS_NSNIC = (MrAccess.LOCAL_WRITE | MrAccess.REMOTE_WRITE | MrAccess.REMOTE_READ
                  | MrAccess.REMOTE_ATOMIC | MrAccess.MW_BIND)
 _QP_ACCESS = int(Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
                  | Access.REMOTE_ATOMIC)
+_QP_FLUSH = int(Access.FLUSH_GLOBAL | Access.FLUSH_PERSISTENT)
+_FLUSH_ACCESS = ((MrAccess.FLUSH_GLOBAL, Access.FLUSH_GLOBAL),
+                 (MrAccess.FLUSH_PERSISTENT, Access.FLUSH_PERSISTENT))
+
+
+def hw_access(access: int) -> int:
+    """The device's encoding of ib access flags (hwif.Access: the flush bits move down)."""
+    a = int(access) & 0x1F
+    for ib, hw in _FLUSH_ACCESS:
+        if access & ib:
+            a |= hw
+    return a
+
+
+def ib_access(hw: int) -> int:
+    """The ib access flags of the device's encoding (the inverse of hw_access)."""
+    a = hw & 0x1F
+    for ib, dev in _FLUSH_ACCESS:
+        if hw & dev:
+            a |= ib
+    return a
 
 
 class RereFlag(IntFlag):
@@ -144,10 +166,11 @@ ADVISE_FLUSH = 1  # IB_UVERBS_ADVISE_MR_FLAG_FLUSH: the prefetch is done when th
 _REREG_FLAGS = int(RereFlag.CHANGE_TRANSLATION | RereFlag.CHANGE_PD | RereFlag.CHANGE_ACCESS)
 
 
-def check_mr_access(access: int, odp: bool = False) -> None:
-    """ib_check_mr_access, then what the device supports (rxe's reg_user_mr check). `odp`:
-    the device has on-demand paging (IBK_ON_DEMAND_PAGING); without it ON_DEMAND is
-    EOPNOTSUPP, as ib_check_mr_access answers."""
+def check_mr_access(access: int, features: DevFeature, odp: bool = False) -> int:
+    """ib_check_mr_access, then what the device supports (rxe's reg_user_mr check); returns
+    the rights nsnic keeps, in ib encoding. `odp`: the device has on-demand paging
+    (IBK_ON_DEMAND_PAGING); without it ON_DEMAND is EOPNOTSUPP, as ib_check_mr_access
+    answers."""
     a = int(access)
     # Remote write/atomic access needs local write (IBA 10.6.3.1).
     if a & (MrAccess.REMOTE_WRITE | MrAccess.REMOTE_ATOMIC) and not a & MrAccess.LOCAL_WRITE:
@@ -156,10 +179,19 @@ def check_mr_access(access: int, odp: bool = False) -> None:
         raise KernelError(f"unknown access flags 0x{a & ~_ACCESS_KNOWN:x}", errno.EINVAL)
     if a & MrAccess.ON_DEMAND and not odp:
         raise KernelError("the device has no on-demand paging", errno.EOPNOTSUPP)
-    if a & ~(_ACCESS_NSNIC | _ACCESS_OPTIONAL | MrAccess.ON_DEMAND):
-        bad = a & ~(_ACCESS_NSNIC | _ACCESS_OPTIONAL | MrAccess.ON_DEMAND)
-        raise KernelError(f"access flags 0x{bad:x} are not supported by nsnic (no flush, "
-                          "zero-based or huge-page MRs)", errno.EOPNOTSUPP)
+    ok = _ACCESS_NSNIC | MrAccess.ON_DEMAND
+    if DevFeature.FLUSH in features:
+        ok |= MrAccess.FLUSH_GLOBAL | MrAccess.FLUSH_PERSISTENT
+        if a & MrAccess.FLUSH_PERSISTENT:
+            # Host memory is DRAM: no page can be made persistent (rxe refuses a
+            # FLUSH_PERSISTENT registration of pages that are not pmem the same way).
+            raise KernelError("FLUSH_PERSISTENT needs persistent memory; the host has none",
+                              errno.EINVAL)
+    if a & ~(ok | _ACCESS_OPTIONAL):
+        raise KernelError(f"access flags 0x{a & ~(ok | _ACCESS_OPTIONAL):x} are not "
+                          "supported by nsnic (no zero-based or huge-page MRs, no flush "
+                          "without DevFeature.FLUSH)", errno.EOPNOTSUPP)
+    return a & ok
 
 
 def modify_is_ok(cur: QpState, nxt: QpState, mask: int, qp_type: QpType = QpType.RC) -> bool:
@@ -339,15 +371,14 @@ class IbDevice:
     def reg_mr(self, uctx: Ucontext, pd: IbPd, va: int, length: int, access: int) -> IbMr:
         _check_ints(va=va, length=length, access=access)
         odp = bool(access & MrAccess.ON_DEMAND)
-        check_mr_access(access, self.hw.odp.supported)
+        kept = check_mr_access(access, self.hw.features, self.hw.odp.supported)
         if va < 0 or length < 0 or va + length > 1 << 64:
             # ib_umem_get: a range that wraps the address space is invalid, not a fault.
             raise KernelError(f"MR range 0x{va:x}+{length} wraps", errno.EINVAL)
         if odp and va == 0 and length == (1 << 64) - 1:
             # Implicit ODP: the device reports no IMPLICIT capability (rxe refuses the same).
             raise KernelError("implicit on-demand paging MRs are not supported", errno.EINVAL)
-        hw = _hw(lambda: self.hw.reg_mr(uctx.aspace, va, length, access & _ACCESS_NSNIC,
-                                        pd.pdn, odp))
+        hw = _hw(lambda: self.hw.reg_mr(uctx.aspace, va, length, hw_access(kept), pd.pdn, odp))
         mr = IbMr(0, pd, hw, access)
         mr.handle = uctx.add(mr)
         pd.users += 1
@@ -365,7 +396,7 @@ class IbDevice:
         if new_pd is None:
             raise KernelError("IBV_REREG_MR_CHANGE_PD without a PD", errno.EINVAL)
         if flags & RereFlag.CHANGE_ACCESS:
-            check_mr_access(access, self.hw.odp.supported)
+            check_mr_access(access, self.hw.features, self.hw.odp.supported)
             if (access ^ mr.access) & MrAccess.ON_DEMAND:
                 raise KernelError("rereg cannot turn on-demand paging on or off",
                                   errno.EOPNOTSUPP)
@@ -376,7 +407,8 @@ class IbDevice:
                 raise KernelError(f"MR range 0x{va:x}+{length}", errno.EINVAL)
         else:
             va, length = mr.hw.va, mr.hw.length
-        _hw(lambda: self.hw.rereg_mr(mr.hw, va, length, access & _ACCESS_NSNIC, new_pd.pdn))
+        kept = check_mr_access(access, self.hw.features, self.hw.odp.supported)
+        _hw(lambda: self.hw.rereg_mr(mr.hw, va, length, hw_access(kept), new_pd.pdn))
         mr.pd.users -= 1
         mr.pd, mr.access = new_pd, access
         new_pd.users += 1
@@ -589,9 +621,11 @@ class IbDevice:
             _check_ints(qp_access_flags=attrs.access)
             if attrs.access & ~_ACCESS_KNOWN or attrs.access < 0:
                 raise KernelError(f"bad qp_access_flags 0x{attrs.access:x}", errno.EINVAL)
-            # Rights the QP cannot use on nsnic (FLUSH, relaxed ordering...) are dropped as
-            # the kernel and rxe drop them: ib_modify_qp does not check them.
-            attrs = replace(attrs, access=attrs.access & _QP_ACCESS)
+            # Rights the QP cannot use on nsnic (relaxed ordering, FLUSH without the
+            # feature...) are dropped as the kernel and rxe drop them: ib_modify_qp does not
+            # check them. The flush rights go in the device's encoding.
+            keep = _QP_ACCESS | (_QP_FLUSH if DevFeature.FLUSH in self.hw.features else 0)
+            attrs = replace(attrs, access=hw_access(attrs.access) & keep)
         a = replace(qp.attrs)
         limits = {M.MAX_QP_RD_ATOMIC: self.hw.caps.max_qp_rd_atom,
                   M.MAX_DEST_RD_ATOMIC: self.hw.caps.max_qp_rd_atom}
@@ -603,7 +637,7 @@ class IbDevice:
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise KernelError(f"{name} {v!r} out of range {lo}..{hi}", errno.EINVAL)
             setattr(a, name, v)
-        if mask & M.ACCESS_FLAGS and a.access & ~_QP_ACCESS:
+        if mask & M.ACCESS_FLAGS and a.access & ~(_QP_ACCESS | _QP_FLUSH):
             raise KernelError(f"bad qp_access_flags 0x{a.access:x}", errno.EINVAL)
         # PSNs are 24 bits on the wire (IBA 9.7.1); the upper bits are dropped, as rxe does.
         a.rq_psn &= 0xFFFFFF
@@ -624,7 +658,9 @@ class IbDevice:
         qp.attrs = blank_qpc(qp.hw.qpn) if nxt is QpState.RESET else a
 
     def query_qp(self, qp: IbQp) -> Qpc:
-        return _hw(lambda: self.hw.query_qp(qp.hw.qpn))
+        q = _hw(lambda: self.hw.query_qp(qp.hw.qpn))
+        q.access = ib_access(q.access)
+        return q
 
     def attach_mcast(self, qp: IbQp, gid: object, lid: int, attach: bool = True) -> None:
         """ib_attach_mcast / ib_detach_mcast through uverbs: a UD QP and a multicast GID

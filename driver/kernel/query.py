@@ -45,6 +45,15 @@ class DeviceCap(IntFlag):
     MEM_WINDOW_TYPE_2B = 1 << 24  # type 2 windows bound to a QP by a BIND_MW WQE
 
 
+class DeviceCapEx(IntFlag):
+    """Bits of device_cap_flags_ex above the 32 of ibv_device_cap_flags (ib_user_verbs.h
+    IB_UVERBS_DEVICE_*)."""
+
+    FLUSH_GLOBAL = 1 << 38  # FLUSH with placement type global visibility
+    FLUSH_PERSISTENT = 1 << 39  # FLUSH with placement type persistence (not on nsnic: no pmem)
+    ATOMIC_WRITE = 1 << 40
+
+
 class AtomicCap(IntEnum):
     """ibv_atomic_cap."""
 
@@ -98,6 +107,7 @@ class DeviceAttrs:
     local_ca_ack_delay: int
     phys_port_cnt: int
     num_comp_vectors: int
+    device_cap_flags_ex: int = 0  # ibv_device_attr_ex's 64-bit flags (DeviceCapEx above bit 31)
 
 
 @dataclass
@@ -207,6 +217,8 @@ def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
     c = caps
     mc = DevFeature.MULTICAST in features
     groups, per_group = (MCAST_MAX_GROUPS, MCAST_MAX_QP_ATTACH) if mc else (0, 0)
+    caps_word = int(DeviceCap.RC_RNR_NAK_GEN | DeviceCap.SYS_IMAGE_GUID | DeviceCap.MEM_WINDOW
+                    | DeviceCap.MEM_WINDOW_TYPE_2B)
     guid = guid_from_mac(mac)
     max_mpt = c.max_mpt  # type: ignore[attr-defined]
     return DeviceAttrs(
@@ -216,8 +228,7 @@ def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
         hw_ver=dev_id & 0xFFFFFFFF,
         max_qp=c.max_qp - FIRST_QPN,  # type: ignore[attr-defined]
         max_qp_wr=c.max_qp_wr,  # type: ignore[attr-defined]
-        device_cap_flags=int(DeviceCap.RC_RNR_NAK_GEN | DeviceCap.SYS_IMAGE_GUID
-                             | DeviceCap.MEM_WINDOW | DeviceCap.MEM_WINDOW_TYPE_2B),
+        device_cap_flags=caps_word,
         max_sge=c.max_sge, max_sge_rd=c.max_sge,  # type: ignore[attr-defined]
         max_cq=c.max_cq - 1, max_cqe=c.max_cqe,  # type: ignore[attr-defined]
         max_mr=max_mpt - 1, max_pd=MAX_PD,
@@ -229,4 +240,8 @@ def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
         max_total_mcast_qp_attach=groups * per_group, max_ah=0, max_fmr=0, max_map_per_fmr=0,
         max_srq=MAX_SRQ - 1, max_srq_wr=c.max_qp_wr - 1,  # type: ignore[attr-defined]
         max_srq_sge=c.max_sge, max_pkeys=1,  # type: ignore[attr-defined]
-        local_ca_ack_delay=0, phys_port_cnt=1, num_comp_vectors=num_comp_vectors)
+        local_ca_ack_delay=0, phys_port_cnt=1, num_comp_vectors=num_comp_vectors,
+        device_cap_flags_ex=caps_word | int(
+            (DeviceCapEx.FLUSH_GLOBAL if DevFeature.FLUSH in features else DeviceCapEx(0))
+            | (DeviceCapEx.ATOMIC_WRITE if DevFeature.ATOMIC_WRITE in features
+               else DeviceCapEx(0))))

@@ -193,7 +193,7 @@ class DeviceAttrEx(PyverbsObject):
     odp_caps = property(lambda self: self._odp)
     completion_timestamp_mask = property(lambda self: 0)
     hca_core_clock = property(lambda self: 0)
-    device_cap_flags_ex = property(lambda self: self._orig.device_cap_flags)
+    device_cap_flags_ex = property(lambda self: self._orig.device_cap_flags_ex)
     tso_caps = property(lambda self: TSOCaps())
     pci_atomic_caps = property(lambda self: PCIAtomicCaps())
     rss_caps = property(lambda self: RSSCaps())

@@ -42,6 +42,8 @@ _OP_FLAG = {
     ibv_wr_opcode.IBV_WR_SEND_WITH_INV: _O.IBV_QP_EX_WITH_SEND_WITH_INV,
     ibv_wr_opcode.IBV_WR_BIND_MW: _O.IBV_QP_EX_WITH_BIND_MW,
     ibv_wr_opcode.IBV_WR_LOCAL_INV: _O.IBV_QP_EX_WITH_LOCAL_INV,
+    ibv_wr_opcode.IBV_WR_FLUSH: _O.IBV_QP_EX_WITH_FLUSH,
+    ibv_wr_opcode.IBV_WR_ATOMIC_WRITE: _O.IBV_QP_EX_WITH_ATOMIC_WRITE,
 }
 
 
@@ -96,7 +98,7 @@ class QPEx(QP):
         except PyverbsRDMAError as e:
             raise PyverbsRDMAError("ibv_wr_complete failed.", e.error_code) from None
 
-    def _new(self, opcode: int, **kw: int) -> None:
+    def _new(self, opcode: int, **kw: object) -> None:
         if self._batch is None:
             raise PyverbsUserError("wr_start was not called")
         if not self._ops & int(_OP_FLAG.get(opcode, 0)):
@@ -146,11 +148,21 @@ class QPEx(QP):
         self._batch.append(SendWR(wr_id=self.wr_id))
 
     def wr_atomic_write(self, rkey: int, remote_addr: int, atomic_wr: bytes) -> None:
-        self._lacks("ATOMIC_WRITE")
+        """ibv_wr_atomic_write: the 8 bytes at atomic_wr written at remote_addr in one
+        access (the responder needs REMOTE_WRITE and an 8-byte aligned address)."""
+        data = atomic_wr.encode() if isinstance(atomic_wr, str) else bytes(atomic_wr)
+        if len(data) < 8:
+            raise PyverbsUserError(f"atomic_wr must hold 8 bytes, has {len(data)}")
+        self._new(ibv_wr_opcode.IBV_WR_ATOMIC_WRITE, rkey=rkey, remote_addr=remote_addr,
+                  atomic_wr=data[:8])
 
     def wr_flush(self, rkey: int, remote_addr: int, length: int, ptype: int,
                  level: int) -> None:
-        self._lacks("FLUSH")
+        """ibv_wr_flush: make what was written to [remote_addr, +length) (or the whole MR,
+        level IBV_FLUSH_MR) visible (ptype IBV_FLUSH_GLOBAL) or persistent
+        (IBV_FLUSH_PERSISTENT) at the responder before this completes."""
+        self._new(ibv_wr_opcode.IBV_WR_FLUSH, rkey=rkey, remote_addr=remote_addr,
+                  flush_length=length, flush_type=ptype, flush_level=level)
 
     def wr_send_tso(self, hdr: bytes, hdr_sz: int, mss: int) -> None:
         self._lacks("TSO")

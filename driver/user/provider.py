@@ -91,10 +91,27 @@ def _sges(wr: object, max_sge: int) -> list:
 
 _UD_OPCODES = (ibv_wr_opcode.IBV_WR_SEND, ibv_wr_opcode.IBV_WR_SEND_WITH_IMM)
 _INVALIDATES = (ibv_wr_opcode.IBV_WR_SEND_WITH_INV, ibv_wr_opcode.IBV_WR_LOCAL_INV)
+_PLACEMENT = (ibv_wr_opcode.IBV_WR_FLUSH, ibv_wr_opcode.IBV_WR_ATOMIC_WRITE)
 # The rights a window carries (ibv_access_flags' remote bits; LOCAL_WRITE is accepted and
 # means nothing for a window, as in rxe).
 _MW_RIGHTS = int(Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC)
 _MW_ACCESS_OK = _MW_RIGHTS | int(Access.LOCAL_WRITE)
+
+
+def _placement_fields(wr: object) -> tuple[int, int]:
+    """A FLUSH's or ATOMIC_WRITE's control fields (hwif.WqeOpcode): (compare_add, swap)."""
+    if wr.opcode == ibv_wr_opcode.IBV_WR_ATOMIC_WRITE:  # type: ignore[attr-defined]
+        data = wr.atomic_wr  # type: ignore[attr-defined]
+        if not isinstance(data, bytes) or len(data) != 8:
+            raise ProviderError("ATOMIC_WRITE needs 8 bytes of data", errno.EINVAL)
+        return 0, int.from_bytes(data, "little")
+    n, ptype, level = wr.flush_length, wr.flush_type, wr.flush_level  # type: ignore
+    if not (isinstance(n, int) and 0 <= n <= _U32 and isinstance(ptype, int)
+            and 0 <= ptype <= 0xF and isinstance(level, int) and 0 <= level <= 3):
+        # The RETH carries a 32-bit length, the FETH 4 bits of type and 2 of level.
+        raise ProviderError(f"FLUSH length {n!r}, type {ptype!r}, level {level!r}",
+                            errno.EINVAL)
+    return n, ptype | level << 4
 
 
 def _bind_fields(wr: object) -> tuple[int, int, int, int]:
@@ -249,8 +266,8 @@ class ProviderQp:
         body = b""
         inline_len = 0
         if sf & _INLINE:
-            if op in _ATOMICS or op == ibv_wr_opcode.IBV_WR_RDMA_READ:
-                raise ProviderError("inline data on a READ or atomic", errno.EINVAL)
+            if op in _ATOMICS or op in _PLACEMENT or op == ibv_wr_opcode.IBV_WR_RDMA_READ:
+                raise ProviderError("inline data on a READ, atomic or FLUSH", errno.EINVAL)
             body = b"".join(self.aspace.read(s.addr, s.length) for s in sges)
             inline_len = len(body)
             if inline_len > self.max_inline:
@@ -270,6 +287,9 @@ class ProviderQp:
             imm = wr.invalidate_rkey or imm  # type: ignore[attr-defined]
         elif op == ibv_wr_opcode.IBV_WR_BIND_MW:
             imm, raddr, cmp_add, swap = _bind_fields(wr)
+        elif op in _PLACEMENT:
+            cmp_add, swap = _placement_fields(wr)
+            body, sges = b"", []  # the operation carries its own data (hwif WqeOpcode)
         dqpn = qkey = 0
         if self.ud:
             dqpn, qkey, av = _ud_fields(wr)

@@ -17,6 +17,7 @@ import errno
 import ipaddress
 from dataclasses import dataclass, field
 
+from nicsim.driver.kernel.query import DeviceCapEx
 from nicsim.driver.kernel.uverbs import Cmd, UverbsError, UverbsFile, open_device
 from nicsim.driver.user import errors
 from nicsim.driver.user.base import PyverbsCM, PyverbsObject, inc_rkey
@@ -324,6 +325,12 @@ class SendWR(PyverbsObject):
     remote_srqn: int = 0  # XRC
     bind_mw: object = None  # BIND_MW: the window and its MWBindInfo (set_bind_wr)
     bind_info: object = None
+    # FLUSH and ATOMIC_WRITE (set by QPEx.wr_flush / wr_atomic_write: ibv_send_wr has no
+    # fields for them): the length, placement type and selectivity level; the 8 bytes.
+    flush_length: int = 0
+    flush_type: int = 0
+    flush_level: int = 0
+    atomic_wr: bytes = b""
 
     def set_wr_rdma(self, rkey: int, addr: int) -> None:
         self.rkey, self.remote_addr = rkey, addr
@@ -1055,6 +1062,9 @@ SUPPORTED_SEND_OPS = int(_O.IBV_QP_EX_WITH_RDMA_WRITE | _O.IBV_QP_EX_WITH_RDMA_W
                          | _O.IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
                          | _O.IBV_QP_EX_WITH_SEND_WITH_INV | _O.IBV_QP_EX_WITH_BIND_MW
                          | _O.IBV_QP_EX_WITH_LOCAL_INV)
+# Send operations a device offers only with the matching capability (device_cap_flags_ex).
+FEATURE_SEND_OPS = ((int(_O.IBV_QP_EX_WITH_FLUSH), DeviceCapEx.FLUSH_GLOBAL),
+                    (int(_O.IBV_QP_EX_WITH_ATOMIC_WRITE), DeviceCapEx.ATOMIC_WRITE))
 
 
 class QP(_Resource):
@@ -1072,13 +1082,19 @@ class QP(_Resource):
                 if mask & ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_SEND_OPS_FLAGS else 0
             flags = int(init_attr.create_flags) \
                 if mask & ibv_qp_init_attr_mask.IBV_QP_INIT_ATTR_CREATE_FLAGS else 0
+            supported = SUPPORTED_SEND_OPS
+            if ops & ~supported:
+                caps = creator.query_device_ex().device_cap_flags_ex
+                for op, cap in FEATURE_SEND_OPS:
+                    if caps & cap:
+                        supported |= op
             if mask & ~_INIT_ATTR_SUPPORTED or flags or \
-                    ops & ~SUPPORTED_SEND_OPS:
+                    ops & ~supported:
                 raise _unsupported("Failed to create QP",
                                    f"init attribute mask 0x{mask:x}, create flags "
                                    f"0x{flags:x}, send ops flags "
                                    f"0x{ops:x}: nsnic has the PD and the send operations "
-                                   f"0x{SUPPORTED_SEND_OPS:x} of ibv_qp_init_attr_ex")
+                                   f"0x{supported:x} of ibv_qp_init_attr_ex")
             if not mask & _INIT_ATTR_SUPPORTED or not isinstance(init_attr.pd, PD):
                 errors.last_errno = errno.EINVAL
                 raise PyverbsRDMAError("Failed to create QP: no PD", errno.EINVAL)

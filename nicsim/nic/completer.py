@@ -19,8 +19,9 @@ from nicsim.nic.aeth import CREDITS, rnr_timer_ns
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import position
 from nicsim.nic.engines import Units, cycles_ns
-from nicsim.nic.qp import PSN_MASK, QpCtx, RespState, SendOp, psn_diff
+from nicsim.nic.qp import PLACEMENT_OPS, PSN_MASK, QpCtx, RespState, SendOp, psn_diff
 from nicsim.wire import Kind, Packet
+from nicsim.wire.opcodes import Opcode
 
 if TYPE_CHECKING:
     from nicsim.nic.nic import Nic
@@ -36,6 +37,8 @@ _CQE_OPCODE = {
     WqeOpcode.ATOMIC_FETCH_AND_ADD: CqeOpcode.FETCH_ADD,
     WqeOpcode.BIND_MW: CqeOpcode.BIND_MW,
     WqeOpcode.LOCAL_INV: CqeOpcode.LOCAL_INV,
+    WqeOpcode.FLUSH: CqeOpcode.FLUSH,
+    WqeOpcode.ATOMIC_WRITE: CqeOpcode.ATOMIC_WRITE,
 }
 # NAK codes (low 5 bits of a NAK syndrome, IBA table 43) -> completion status.
 _NAK_STATUS = {
@@ -304,6 +307,9 @@ class Completer:
         c["read_response_packets"] += 1
         out = qp.outstanding
         self._complete_before(qp, p.psn)
+        if out and out[0].opcode in PLACEMENT_OPS:
+            self._placement_response(qp, p)
+            return
         if not out or out[0].opcode is not WqeOpcode.RDMA_READ:
             c["duplicate_responses"] += 1  # a READ answered twice, already completed
             return
@@ -348,6 +354,23 @@ class Completer:
             self._pop(qp)
             if op.signaled:
                 self._post_send(qp, op, CqeStatus.SUCCESS, t=t)
+        self._progress(qp)
+
+    def _placement_response(self, qp: QpCtx, p: Packet) -> None:
+        """A FLUSH or ATOMIC WRITE is answered by an RDMA READ RESPONSE ONLY without payload
+        (as rxe answers them): for a FLUSH, the responder has made the range visible."""
+        op = qp.outstanding[0]
+        if p.psn != op.first_psn:
+            self.counters["duplicate_responses"] += 1
+            return
+        if p.payload_len or p.opcode != Opcode.RC_RDMA_READ_RESPONSE_ONLY:
+            self._fail_at(qp, p.psn, CqeStatus.BAD_RESP_ERR, VendorErr.REMOTE_NAK)
+            return
+        self._pop(qp)
+        qp.acked_psn = p.psn
+        if op.signaled:
+            t = self.parser.take(self.nic.env._now + self._rx_lag, self._parse)
+            self._post_send(qp, op, CqeStatus.SUCCESS, t=t)
         self._progress(qp)
 
     def _dest_valid(self, qp: QpCtx, op: SendOp) -> bool:

@@ -43,8 +43,8 @@ from nicsim.nic.datagram import Datagram
 from nicsim.nic.dma import Dma
 from nicsim.nic.engines import Units, cycles_ns
 from nicsim.nic.eq import EventQueues
-from nicsim.nic.odp import PageFaults
 from nicsim.nic.multicast import Multicast
+from nicsim.nic.odp import PageFaults
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
 from nicsim.nic.requester import Requester
@@ -220,7 +220,8 @@ class Nic(MmioDevice):
             return DEV_ID
         if offset == Reg.FEATURES:
             bf = self.cfg.bf_size
-            return features_word(DevFeature.MULTICAST
+            return features_word(DevFeature.MULTICAST | DevFeature.FLUSH
+                                 | DevFeature.ATOMIC_WRITE
                                  | (DevFeature.BLUEFLAME if bf else DevFeature(0)), bf)
         if offset == Reg.CMD_STATUS:
             return self.commands.read_status()

@@ -62,8 +62,11 @@ class SendOp:
         return self.opcode in _WAITS_FOR_DATA
 
 
+# FLUSH and ATOMIC WRITE (the Memory Placement annex): one packet each, no local buffer,
+# answered by a READ RESPONSE without payload, so they wait like a READ.
+PLACEMENT_OPS = (WqeOpcode.FLUSH, WqeOpcode.ATOMIC_WRITE)
 _WAITS_FOR_DATA = (WqeOpcode.RDMA_READ, WqeOpcode.ATOMIC_CMP_AND_SWP,
-                   WqeOpcode.ATOMIC_FETCH_AND_ADD)
+                   WqeOpcode.ATOMIC_FETCH_AND_ADD, *PLACEMENT_OPS)
 
 
 @dataclass(slots=True)
@@ -77,6 +80,9 @@ class RdRes:
     va: int
     length: int
     orig: int | None = None  # an atomic's original value (None for a READ)
+    # FLUSH / ATOMIC WRITE: answered again (READ RESPONSE without payload), not executed
+    # again (the Memory Placement annex's duplicate rules)
+    placement: bool = False
 
 
 @dataclass(slots=True)

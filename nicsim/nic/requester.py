@@ -12,6 +12,7 @@ from the oldest unacknowledged PSN, retry_cnt times.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Generator
 from typing import TYPE_CHECKING
 
@@ -31,10 +32,20 @@ from nicsim.hwif import (
 from nicsim.nic.completer import _CQE_OPCODE
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import position
-from nicsim.nic.qp import PSN_MASK, QpCtx, SendOp, psn_diff
+from nicsim.nic.qp import PLACEMENT_OPS, PSN_MASK, QpCtx, SendOp, psn_diff
 from nicsim.nic.translation import Walk
 from nicsim.nic.wqe_fetch import SendWqe
-from nicsim.wire import Kind, Pos, Transport, atomic_eth, ieth, immdt, message_opcodes, reth
+from nicsim.wire import (
+    Kind,
+    Pos,
+    Transport,
+    atomic_eth,
+    feth,
+    ieth,
+    immdt,
+    message_opcodes,
+    reth,
+)
 from nicsim.wire.opcodes import Opcode
 
 if TYPE_CHECKING:
@@ -77,7 +88,7 @@ _MSG_BY_TRANSPORT = {Transport.RC: _MSG, Transport.UC: _messages(Transport.UC)}
 # only (IBA 9.8.1 and table 38): a READ, an atomic or a SEND with invalidate on a UC QP
 # completes with LOC_QP_OP_ERR, as rxe's requester answers (next_opcode has none for UC).
 _WIRE_OPS = {Transport.RC: set(_MSG) | {WqeOpcode.RDMA_READ, WqeOpcode.ATOMIC_CMP_AND_SWP,
-                                        WqeOpcode.ATOMIC_FETCH_AND_ADD},
+                                        WqeOpcode.ATOMIC_FETCH_AND_ADD, *PLACEMENT_OPS},
              Transport.UC: set(_MSG_BY_TRANSPORT[Transport.UC])}
 MAX_MSG = 1 << 31
 # Plain ints: IntFlag arithmetic builds enum objects, too slow for the per-WQE path.
@@ -272,7 +283,12 @@ class Requester:
             return
         keys: tuple[int, ...] = ()
         walk: Walk | None = None
-        if op in _MSG:
+        if op in PLACEMENT_OPS:
+            # Nothing local to read or write: a FLUSH names a remote range, an ATOMIC WRITE
+            # carries its 8 bytes in the WQE.
+            status, verr = CqeStatus.SUCCESS, VendorErr.NONE
+            total = ctrl.compare_add if op is WqeOpcode.FLUSH else 8
+        elif op in _MSG:
             if ctrl.flags & _INLINE:
                 total, status, verr = len(wqe.inline), CqeStatus.SUCCESS, VendorErr.NONE
             else:
@@ -290,7 +306,7 @@ class Requester:
             c["local_errors"] += 1
             nic.completer.local_error(qp, wqe.index, op, status, verr)
             return
-        npkts = 1 if op in _ATOMICS else max(1, -(-total // qp.mtu))
+        npkts = 1 if op in _SINGLE else max(1, -(-total // qp.mtu))
         psn = qp.sq_psn
         qp.sq_psn = (psn + npkts) & PSN_MASK
         # Receive credits (IBA 9.7.7.2) are RC's: a UC message is never held back for them.
@@ -353,6 +369,17 @@ class Requester:
             frame = b.build(Opcode.RC_RDMA_READ_REQUEST, qp.dest_qpn,
                             (sop.first_psn + k) & PSN_MASK,
                             reth(ctrl.remote_addr + off, ctrl.rkey, sop.length - off),
+                            ackreq=True)
+        elif sop.opcode is WqeOpcode.FLUSH:
+            self.counters.bump("flush_requests")
+            plt, sel = ctrl.swap & 0xF, (ctrl.swap >> 4) & 3
+            frame = b.build(Opcode.RC_FLUSH, qp.dest_qpn, sop.first_psn,
+                            feth(0, sel, plt) + reth(ctrl.remote_addr, ctrl.rkey, sop.length),
+                            ackreq=True)
+        elif sop.opcode is WqeOpcode.ATOMIC_WRITE:
+            self.counters.bump("atomic_write_requests")
+            frame = b.build(Opcode.RC_ATOMIC_WRITE, qp.dest_qpn, sop.first_psn,
+                            reth(ctrl.remote_addr, ctrl.rkey, 8), _Q.pack(ctrl.swap),
                             ackreq=True)
         else:
             self.counters["atomic_requests"] += 1
@@ -532,7 +559,7 @@ class Requester:
         # A READ or atomic is answered by its response, not by ACKs of later PSNs.
         if sop.opcode is WqeOpcode.RDMA_READ:
             return (sop.first_psn + sop.read_done // qp.mtu) & PSN_MASK
-        if sop.opcode in _ATOMICS:
+        if sop.opcode in _SINGLE:
             return sop.first_psn
         if qp.acked_psn >= 0 and psn_diff(qp.acked_psn, sop.first_psn) >= 0:
             return (qp.acked_psn + 1) & PSN_MASK
@@ -552,5 +579,8 @@ class Requester:
 
 
 _ATOMICS = (WqeOpcode.ATOMIC_CMP_AND_SWP, WqeOpcode.ATOMIC_FETCH_AND_ADD)
-_RD_ATOMIC = (int(WqeOpcode.RDMA_READ), int(WqeOpcode.ATOMIC_CMP_AND_SWP),
-              int(WqeOpcode.ATOMIC_FETCH_AND_ADD))
+# One request packet, answered by one response; FLUSH and ATOMIC WRITE also count against
+# max_rd_atomic and wait for fences like a READ.
+_SINGLE = (*_ATOMICS, *PLACEMENT_OPS)
+_RD_ATOMIC = tuple(int(o) for o in (WqeOpcode.RDMA_READ, *_SINGLE))
+_Q = struct.Struct("<Q")  # ATOMIC WRITE data: the WQE's swap field holds it in memory order

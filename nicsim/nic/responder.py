@@ -51,6 +51,11 @@ _ReadSource = tuple[Walk, float, tuple[int, ...]]
 # Access rights as plain ints: IntFlag arithmetic builds enum objects on every check.
 _LW, _RW, _RR, _RA = (int(a) for a in (Access.LOCAL_WRITE, Access.REMOTE_WRITE,
                                        Access.REMOTE_READ, Access.REMOTE_ATOMIC))
+# FETH placement type (bits: global visibility 1, persistence 2) -> the rights it needs;
+# selectivity levels: a range, or the whole memory region.
+_FLUSH_TYPES = {1: int(Access.FLUSH_GLOBAL), 2: int(Access.FLUSH_PERSISTENT),
+                3: int(Access.FLUSH_GLOBAL | Access.FLUSH_PERSISTENT)}
+_SEL_RANGE, _SEL_MR = 0, 1
 
 
 class Responder:
@@ -232,6 +237,10 @@ class Responder:
             self._write(qp, p, t)
         elif kind is Kind.READ_REQ:
             self._read(qp, p, t)
+        elif kind is Kind.FLUSH:
+            self._flush(qp, p, t)
+        elif kind is Kind.ATOMIC_WRITE:
+            self._atomic_write(qp, p, t)
         else:
             self._atomic(qp, p, t)
 
@@ -615,6 +624,76 @@ class Responder:
         qp.resp.unacked = 0
         self._atomic_ack(qp, p.psn, orig, t_read)
 
+    # -- FLUSH and ATOMIC WRITE (the Memory Placement annex of IBA 1.5) ----------------------
+
+    def _flush(self, qp: QpCtx, p: Packet, t: float) -> None:
+        """FLUSH: once every write this NIC placed before it has reached host memory (global
+        visibility), answer with a READ RESPONSE without payload. The QP and the region must
+        grant the placement type's flush right (else NAK remote access, as rxe checks them);
+        the selectivity level is a range (RETH) or the whole MR (the RETH's address and
+        length ignored). A persistent placement cannot be granted on nsnic: no MR holds
+        FLUSH_PERSISTENT (the host has no persistent memory)."""
+        self.counters.bump("flushes")
+        plt, sel = p.feth_plt, p.feth_sel
+        if plt not in _FLUSH_TYPES or sel not in (_SEL_RANGE, _SEL_MR):
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)  # reserved values
+            return
+        need = _FLUSH_TYPES[plt]
+        if qp.access & need != need:
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+            return
+        va, length = p.reth_va, p.reth_len
+        if sel == _SEL_MR:
+            mpt, _ = self._xlate.mpt(p.reth_rkey)
+            if mpt is not None:
+                va, length = mpt.start, mpt.length
+        st, _, ready = self.nic.check_walk([(p.reth_rkey, va, length)], qp.pd, need, t)
+        if st is not XlateStatus.OK:
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+            return
+        landed = self.nic.pcie.writes_landed_by()
+        self._placed(qp, p, max(ready, landed))
+
+    def _atomic_write(self, qp: QpCtx, p: Packet, t: float) -> None:
+        """ATOMIC WRITE: the 8-byte payload written at the RETH's address in one access (no
+        other access through this NIC sees half of it), then a READ RESPONSE without payload
+        once it is in memory. REMOTE_WRITE on the QP and the region (NAK remote access), 8
+        bytes to an 8-byte aligned address (NAK invalid request, as rxe's misaligned
+        atomic)."""
+        self.counters.bump("atomic_writes")
+        if not qp.access & _RW:
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+            return
+        if p.reth_len != 8 or p.payload_len != 8:
+            self._length_error(qp, p, t)
+            return
+        va = p.reth_va
+        st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RW, va, 8, t)
+        if st is not XlateStatus.OK:
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+            return
+        if va & 7:
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)
+            return
+        done = self.nic.dma.write(segs[0][0], bytes(p.payload), ready)
+        self.counters["bytes_placed"] += 8
+        self._placed(qp, p, done)
+
+    def _placed(self, qp: QpCtx, p: Packet, t: float) -> None:
+        """A FLUSH or ATOMIC WRITE done: remember it for its duplicates, count it, answer."""
+        self._remember(qp, RdRes(p.psn, p.psn, p.reth_rkey, p.reth_va, p.reth_len,
+                                 placement=True))
+        qp.epsn = (p.psn + 1) & PSN_MASK
+        qp.msn = (qp.msn + 1) & 0xFFFFFF
+        qp.resp.unacked = 0
+        self._placement_response(qp, p.psn, t)
+
+    def _placement_response(self, qp: QpCtx, psn: int, t: float) -> None:
+        assert qp.builder is not None
+        frame = qp.builder.build(Opcode.RC_RDMA_READ_RESPONSE_ONLY, qp.dest_qpn, psn,
+                                 aeth(Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, qp.msn))
+        self._respond(qp, frame, t)
+
     def _atomic_ack(self, qp: QpCtx, psn: int, orig: int, t: float) -> None:
         assert qp.builder is not None
         frame = qp.builder.build(Opcode.RC_ATOMIC_ACKNOWLEDGE, qp.dest_qpn, psn,
@@ -658,11 +737,20 @@ class Responder:
                 self._ack(qp, (qp.epsn - 1) & PSN_MASK, t)
             return
         res = self._find(qp, p.psn)
+        if kind is Kind.FLUSH or kind is Kind.ATOMIC_WRITE:
+            # Answered again from the remembered result, never executed twice.
+            if res is None or not res.placement or res.first_psn != p.psn:
+                self.counters.bump("duplicate_placement_dropped")
+                return
+            self.counters.bump("placement_replays")
+            self._placement_response(qp, p.psn, t)
+            return
         if kind is Kind.READ_REQ:
             # The request must ask for the rest of the remembered READ from that PSN on,
             # with its R_Key: the PSN's packet offset matches the address's (rxe checks a
             # subset; a PSN that does not match its address would misplace data).
-            if res is None or res.orig is not None or p.reth_rkey != res.rkey or \
+            if res is None or res.orig is not None or res.placement or \
+                    p.reth_rkey != res.rkey or \
                     p.reth_va - res.va != psn_diff(p.psn, res.first_psn) * qp.mtu or \
                     p.reth_va + p.reth_len != res.va + res.length:
                 self.counters["duplicate_read_dropped"] += 1

@@ -35,6 +35,9 @@ class Ext(Enum):
     IMMDT = (5, 4)
     IETH = (6, 4)  # R_Key to invalidate
     CNP_PAD = (7, 16)  # reserved bytes of a CNP (Annex A17.9.3)
+    # FLUSH extended transport header (IBA 1.5 Memory Placement Extensions annex): reserved
+    # 26 bits, selectivity level 2, placement type 4; it comes before the RETH.
+    FETH = (-1, 4)
 
     @property
     def size(self) -> int:
@@ -53,6 +56,8 @@ class Kind(Enum):
     CMP_SWAP = "CMP_SWAP"
     FETCH_ADD = "FETCH_ADD"
     CNP = "CNP"
+    FLUSH = "FLUSH"  # make earlier writes visible / persistent (Memory Placement annex)
+    ATOMIC_WRITE = "ATOMIC_WRITE"  # 8 bytes written in one access (Memory Placement annex)
 
 
 class Pos(Enum):
@@ -88,6 +93,8 @@ class Opcode(IntEnum):
     RC_FETCH_ADD = 0x14
     RC_SEND_LAST_WITH_INVALIDATE = 0x16
     RC_SEND_ONLY_WITH_INVALIDATE = 0x17
+    RC_FLUSH = 0x1C
+    RC_ATOMIC_WRITE = 0x1D
     UC_SEND_FIRST = 0x20
     UC_SEND_MIDDLE = 0x21
     UC_SEND_LAST = 0x22
@@ -128,7 +135,8 @@ class OpInfo:
         object.__setattr__(self, "is_first", self.pos in (Pos.FIRST, Pos.ONLY))
         object.__setattr__(self, "is_last", self.pos in (Pos.LAST, Pos.ONLY))
         object.__setattr__(self, "is_request", self.kind in (
-            Kind.SEND, Kind.WRITE, Kind.READ_REQ, Kind.CMP_SWAP, Kind.FETCH_ADD))
+            Kind.SEND, Kind.WRITE, Kind.READ_REQ, Kind.CMP_SWAP, Kind.FETCH_ADD, Kind.FLUSH,
+            Kind.ATOMIC_WRITE))
 
 
 def _rows() -> list[OpInfo]:
@@ -168,6 +176,9 @@ def _rows() -> list[OpInfo]:
         OpInfo(Opcode.RC_FETCH_ADD, rc, Kind.FETCH_ADD, O, (AT,), False),
         OpInfo(Opcode.RC_SEND_LAST_WITH_INVALIDATE, rc, Kind.SEND, L, (IE,), True, inv=True),
         OpInfo(Opcode.RC_SEND_ONLY_WITH_INVALIDATE, rc, Kind.SEND, O, (IE,), True, inv=True),
+        # Answered by an RDMA READ RESPONSE ONLY without payload (as rxe answers them).
+        OpInfo(Opcode.RC_FLUSH, rc, Kind.FLUSH, O, (Ext.FETH, R), False),
+        OpInfo(Opcode.RC_ATOMIC_WRITE, rc, Kind.ATOMIC_WRITE, O, (R,), True),
         OpInfo(Opcode.UD_SEND_ONLY, Transport.UD, Kind.SEND, O, (D,), True),
         OpInfo(Opcode.UD_SEND_ONLY_WITH_IMMEDIATE, Transport.UD, Kind.SEND, O, (D, I), True,
                imm=True),

@@ -182,6 +182,12 @@ def deth(qkey: int, src_qpn: int) -> bytes:
     return _DETH.pack(qkey, src_qpn & 0xFFFFFF)
 
 
+def feth(rsvd: int, sel: int, plt: int) -> bytes:
+    """FETH: reserved (26 bits, sent as 0 by requesters), selectivity level (2), placement
+    type (4)."""
+    return _I.pack((rsvd & 0x3FFFFFF) << 6 | (sel & 3) << 4 | (plt & 0xF))
+
+
 CNP_PAD = bytes(16)
 
 # The fields of each extension header, in wire order, named as Packet names them, with their
@@ -196,11 +202,12 @@ EXT_FIELDS: dict[Ext, tuple[tuple[str, int], ...]] = {
     Ext.IMMDT: (("imm", 32),),
     Ext.IETH: (("ieth_rkey", 32),),
     Ext.CNP_PAD: (),
+    Ext.FETH: (("feth_rsvd", 26), ("feth_sel", 2), ("feth_plt", 4)),
 }
 _EXT_PACK = {
     Ext.RETH: reth, Ext.AETH: aeth, Ext.ATOMIC_ETH: atomic_eth,
     Ext.ATOMIC_ACK_ETH: atomic_ack_eth, Ext.DETH: deth, Ext.IMMDT: immdt, Ext.IETH: ieth,
-    Ext.CNP_PAD: lambda: CNP_PAD,
+    Ext.CNP_PAD: lambda: CNP_PAD, Ext.FETH: feth,
 }
 
 
@@ -360,6 +367,9 @@ class Packet:
     atomic_orig: int | None = None
     deth_qkey: int | None = None
     deth_src_qp: int | None = None
+    feth_rsvd: int | None = None
+    feth_sel: int | None = None
+    feth_plt: int | None = None
 
     @property
     def solicited(self) -> bool:
@@ -484,6 +494,9 @@ def parse(frame: bytes, *, check_icrc: bool = True,
         elif e is Ext.DETH:
             qkey, src = _DETH.unpack_from(frame, x)
             p.deth_qkey, p.deth_src_qp = qkey, src & 0xFFFFFF
+        elif e is Ext.FETH:
+            (v,) = _I.unpack_from(frame, x)
+            p.feth_rsvd, p.feth_sel, p.feth_plt = v >> 6, (v >> 4) & 3, v & 0xF
         x += size
     p.payload_off, p.payload_len = x, payload_len
     (p.icrc,) = _ICRC.unpack_from(frame, end - ICRC_LEN)
