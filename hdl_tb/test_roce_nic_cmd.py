@@ -652,7 +652,8 @@ NOT_IN_RTL = frozenset({
     hwif.CmdOpcode.CREATE_EQ, hwif.CmdOpcode.DESTROY_EQ, hwif.CmdOpcode.CREATE_SRQ,
     hwif.CmdOpcode.MODIFY_SRQ, hwif.CmdOpcode.QUERY_SRQ, hwif.CmdOpcode.DESTROY_SRQ,
     # On-demand paging: the driver asks (QUERY_ODP, BAD_OPCODE on both) and uses no more.
-    hwif.CmdOpcode.RESUME_PAGE_FAULT, hwif.CmdOpcode.ODP_INVALIDATE})
+    hwif.CmdOpcode.RESUME_PAGE_FAULT, hwif.CmdOpcode.ODP_INVALIDATE,
+    hwif.CmdOpcode.ATTACH_MCAST, hwif.CmdOpcode.DETACH_MCAST})
 
 
 def compare(model: list, rtl: list, what: str) -> None:
