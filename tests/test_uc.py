@@ -11,7 +11,23 @@ from pathlib import Path
 import pytest
 from nicsim.driver.user import enums as e
 from nicsim.driver.user.errors import PyverbsRDMAError
-from nicsim.driver.user.verbs import SGE, AHAttr, GlobalRoute, QPAttr, RecvWR, SendWR
+from nicsim.driver.user.unsupported import SrqAttr, SrqInitAttr
+from nicsim.driver.user.verbs import (
+    CQ,
+    MR,
+    PD,
+    QP,
+    SGE,
+    SRQ,
+    AHAttr,
+    Context,
+    GlobalRoute,
+    QPAttr,
+    QPCap,
+    QPInitAttr,
+    RecvWR,
+    SendWR,
+)
 from scapy.utils import RawPcapReader
 
 from nicsim.hwif import VendorErr
@@ -230,3 +246,42 @@ def test_rc_and_ud_attributes_on_a_uc_modify_are_einval(attr: str, stage: str) -
             assert ex.value.error_code == errno.EINVAL
         a.qp.modify(attr_, e.IBV_QP_STATE | masks[st])
     assert a.qp.qp_state == e.IBV_QPS_RTS
+
+
+def test_on_an_srq_the_wqe_a_lost_message_took_serves_the_next_and_flushes_with_the_qp() -> None:
+    w = World.two_hosts(seed=0)
+    (link,) = w.links
+    link.faults = [DropFrames({2}), DropFrames(set())]  # the MIDDLE of message 1
+    a = make_side(w, "a", 1 << 16, qp_type=e.IBV_QPT_UC)
+    ctx = Context("nsnic0", host=w.hosts["b"])
+    pd = PD(ctx)
+    cq = CQ(ctx, 64)
+    srq = SRQ(pd, SrqInitAttr(SrqAttr(max_wr=8, max_sge=1)))
+    mr = MR(pd, 1 << 16, ALL_ACCESS)
+    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UC, scq=cq, rcq=cq, srq=srq,
+                           cap=QPCap(8, 0, 1, 0, 0)))
+    b = Side(ctx, pd, cq, qp, mr)
+    connect(a, b, e.IBV_MTU_1024)
+    connect(b, a, e.IBV_MTU_1024)
+    for i in range(3):
+        srq.post_recv(RecvWR(wr_id=50 + i, num_sge=1,
+                             sg=[SGE(mr.buf + 4096 * i, 4096, mr.lkey)]))
+    msgs = [pattern(2500, s) for s in (8, 9)]
+    a.mr.write(b"".join(msgs), 5000)
+    send(a, 0, 2500, 1)  # 3 packets: its MIDDLE is lost
+    send(a, 2500, 2500, 2)
+    assert [c.status for c in wait(a, 2)] == [e.IBV_WC_SUCCESS] * 2
+    # Message 2 fills WQE 50, which message 1 had taken from the SRQ.
+    assert [(c.wr_id, c.byte_len) for c in wait(b, 1)] == [(50, 2500)]
+    settle(w)
+    assert mr.read(2500) == msgs[1]
+    # Message 3 is lost too: WQE 51 stays with the QP; the QP's error flushes it (only it:
+    # WQE 52 is the SRQ's and stays posted).
+    link.faults[0].drop = {link.faults[0].n + 2}
+    send(a, 0, 2500, 3)
+    wait(a, 1)
+    settle(w, 50_000)
+    attr = QPAttr(qp_state=e.IBV_QPS_ERR)
+    qp.modify(attr, e.IBV_QP_STATE)
+    assert [(c.wr_id, c.status) for c in wait(b, 1)] == [(51, e.IBV_WC_WR_FLUSH_ERR)]
+    assert drain(b, 50_000) == []
