@@ -128,6 +128,11 @@ class CmdOpcode(IntEnum):
     CREATE_CQ = 0x10
     DESTROY_CQ = 0x11
     QUERY_CQ = 0x12  # CMD_MOD = CQN; output: the Cqc, with its state
+    # CMD_MOD = CQN; input: a Cqc whose base and log_size are the new ring. The NIC moves the
+    # CQEs software has not polled (from the doorbell record's consumer index on) to the
+    # front of the new ring, restarts its counts there and zeroes the doorbell record;
+    # BAD_PARAM if they do not fit. Fenced: the old ring is no longer touched when it is done.
+    RESIZE_CQ = 0x13
     CREATE_QP = 0x20  # CMD_MOD = the SRQN the QP receives from (0: its own RQ)
     MODIFY_QP = 0x21
     QUERY_QP = 0x22
@@ -148,6 +153,11 @@ class CmdOpcode(IntEnum):
     MODIFY_SRQ = 0x51  # CMD_MOD = SRQN; input: an Srqc, of which only `limit` is applied
     QUERY_SRQ = 0x52  # CMD_MOD = SRQN; output: the Srqc, `wqes` filled in
     DESTROY_SRQ = 0x53  # CMD_MOD = SRQN
+    # CMD_MOD = SRQN; input: an Srqc whose base and log_size are the new ring (same stride,
+    # no smaller). The NIC copies the WQEs it has not taken yet to their slots in the new ring
+    # (a WQE's index, and so its completion, does not change); BAD_PARAM if they do not fit.
+    # Fenced like RESIZE_CQ.
+    RESIZE_SRQ = 0x54
     # CMD_MOD = QPN (a UD QP); input: the 16-byte multicast GID (DevFeature.MULTICAST).
     # BAD_PARAM: not a UD QP or not a multicast GID; EXCEED_LIM: MCAST_MAX_GROUPS groups or
     # MCAST_MAX_QP_ATTACH QPs in the group already; BAD_RESOURCE: detaching what is not there.

@@ -60,7 +60,10 @@ class DmaAudit:
             # (an on-demand paging MR: the pages the driver has mapped for the device now)
             sig = (tuple((i, m.key, m.mtt_start, m.npages, m.seq, len(m.present))
                          for i, m in drv.mrs.items()),
-                   tuple(drv.qps), tuple(drv.cqs), tuple(drv.eqs), tuple(drv.srqs))
+                   tuple(drv.qps), tuple(drv.eqs),
+                   # (a resize moves a CQ's or SRQ's ring)
+                   tuple((n, c.ring_pa, c.next_ring) for n, c in drv.cqs.items()),
+                   tuple((n, s.ring_pa, s.next_ring) for n, s in drv.srqs.items()))
             if sig != cache["sig"]:
                 pfns = set(fixed)
                 for m in drv.mrs.values():
@@ -72,8 +75,12 @@ class DmaAudit:
                 for c in drv.cqs.values():
                     pfns.update(_pfns(c.ring_pa, c.ring_bytes))
                     pfns.update(_pfns(c.dbrec_pa, 64))
+                    if c.next_ring is not None:
+                        pfns.update(_pfns(*c.next_ring))
                 for srq in drv.srqs.values():
                     pfns.update(_pfns(srq.ring_pa, srq.ring_bytes))
+                    if srq.next_ring is not None:
+                        pfns.update(_pfns(*srq.next_ring))
                 for eq in drv.eqs.values():  # the EQ ring and its MSI-X word
                     pfns.update(_pfns(eq.ring_pa, EQE_SIZE << eq.log_size))
                     pfns.update(_pfns(eq.msi_pa, 4))

@@ -536,10 +536,26 @@ class IbDevice:
         self.events.objs[("srq", hw.srqn)] = (srq, uctx.async_events)
         return srq
 
-    def modify_srq(self, srq: IbSrq, max_wr: int | None, limit: int | None) -> None:
+    def resize_cq(self, uctx: Ucontext, cq: IbCq, cqe: int) -> None:
+        """ib_resize_cq: EINVAL for a size out of range or below the unpolled count."""
+        _check_ints(cqe=cqe)
+        _hw(lambda: self.hw.resize_cq(cq.hw, cqe, uctx.rings))
+
+    def modify_srq(self, uctx: Ucontext, srq: IbSrq, max_wr: int | None,
+                   limit: int | None) -> None:
+        """ib_modify_srq: IBV_SRQ_MAX_WR resizes (rxe's checks: not below the armed limit,
+        nor below the WQEs posted and not taken), IBV_SRQ_LIMIT arms the limit."""
         if max_wr is not None:
-            raise KernelError("nsnic cannot resize an SRQ (no IBV_DEVICE_SRQ_RESIZE)",
-                              errno.EOPNOTSUPP)
+            _check_ints(max_wr=max_wr)
+            armed = self.query_srq(srq).limit
+            if armed and max_wr < armed:
+                raise KernelError(f"max_wr {max_wr} < the armed srq_limit {armed}",
+                                  errno.EINVAL)
+            waiting = self.query_srq(srq).wqes
+            if max_wr < waiting:
+                raise KernelError(f"max_wr {max_wr} < the {waiting} WQEs posted", errno.EINVAL)
+            _hw(lambda: self.hw.resize_srq(srq.hw, max_wr, uctx.rings))
+            srq.max_wr = (1 << srq.hw.log_size) - 1
         if limit is not None:
             _check_ints(srq_limit=limit)
             if not 0 <= limit <= srq.max_wr:

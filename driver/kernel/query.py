@@ -43,6 +43,7 @@ class DeviceCap(IntFlag):
     SYS_IMAGE_GUID = 1 << 11
     MEM_WINDOW = 1 << 17  # type 1 memory windows
     MEM_WINDOW_TYPE_2B = 1 << 24  # type 2 windows bound to a QP by a BIND_MW WQE
+    SRQ_RESIZE = 1 << 13  # ibv_modify_srq with IBV_SRQ_MAX_WR (RESIZE_SRQ)
 
 
 class DeviceCapEx(IntFlag):
@@ -218,7 +219,7 @@ def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
     mc = DevFeature.MULTICAST in features
     groups, per_group = (MCAST_MAX_GROUPS, MCAST_MAX_QP_ATTACH) if mc else (0, 0)
     caps_word = int(DeviceCap.RC_RNR_NAK_GEN | DeviceCap.SYS_IMAGE_GUID | DeviceCap.MEM_WINDOW
-                    | DeviceCap.MEM_WINDOW_TYPE_2B)
+                    | DeviceCap.MEM_WINDOW_TYPE_2B | DeviceCap.SRQ_RESIZE)
     guid = guid_from_mac(mac)
     max_mpt = c.max_mpt  # type: ignore[attr-defined]
     return DeviceAttrs(

@@ -49,6 +49,7 @@ class Cmd(IntEnum):
     DEALLOC_MW = 16
     CREATE_COMP_CHANNEL = 17
     CREATE_CQ = 18
+    RESIZE_CQ = 19
     DESTROY_CQ = 20
     ATTACH_MCAST = 22
     DETACH_MCAST = 23
@@ -256,6 +257,10 @@ class UverbsFile:
             return cq_resp(u, cq)  # type: ignore[arg-type]
         if cmd is Cmd.QUERY_CQ:
             return dev.query_cq(u.get(a["cq"], IbCq))  # type: ignore[arg-type]
+        if cmd is Cmd.RESIZE_CQ:
+            cq = u.get(a["cq"], IbCq)  # type: ignore[assignment]
+            dev.resize_cq(u, cq, a["cqe"])  # type: ignore[arg-type]
+            return u.rings.va(cq.hw.ring_pa), cq.hw.log_size
         if cmd is Cmd.DESTROY_CQ:
             dev.destroy_cq(u, u.get(a["cq"], IbCq))  # type: ignore[arg-type]
             return None
@@ -266,9 +271,10 @@ class UverbsFile:
             return CreateSrqResp(srq.handle, h.srqn, u.rings.va(h.ring_pa), h.log_size,
                                  h.log_stride, srq.max_wr)
         if cmd is Cmd.MODIFY_SRQ:
-            dev.modify_srq(u.get(a["srq"], IbSrq), a.get("max_wr"),  # type: ignore[arg-type]
+            srq = u.get(a["srq"], IbSrq)  # type: ignore[assignment]
+            dev.modify_srq(u, srq, a.get("max_wr"),  # type: ignore[arg-type]
                            a.get("limit"))  # type: ignore[arg-type]
-            return None
+            return u.rings.va(srq.hw.ring_pa), srq.hw.log_size, srq.max_wr
         if cmd is Cmd.QUERY_SRQ:
             srq = u.get(a["srq"], IbSrq)
             return srq, dev.query_srq(srq)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nicsim.driver.kernel import sched
 from nicsim.driver.kernel.uverbs import CreateCqResp, CreateQpResp, CreateSrqResp, DoorbellPage
@@ -363,6 +363,22 @@ class ProviderSrq:
     def post_recv(self, wr: object) -> None:
         _post_recv_chain(self, wr, self.r.ring_va, UarReg.SRQ_DB, self.r.srqn)
 
+    def resized(self, ring_va: int, log_size: int) -> None:
+        """The kernel moved the SRQ to a ring at least as large (RESIZE_SRQ): a WQE keeps
+        its index, so each slot posted and not completed moves to index & (new size - 1)."""
+        if log_size == self.r.log_size:
+            return
+        old, new = self.rq_size, 1 << log_size
+        assert self.rq_busy is not None and new > old
+        wrid, busy = [0] * new, [False] * new
+        last = self.rq_head - 1
+        for slot in range(old):
+            if self.rq_busy[slot]:
+                index = last - ((last - slot) & (old - 1))  # the newest index on that slot
+                wrid[index & (new - 1)], busy[index & (new - 1)] = self.rq_wrid[slot], True
+        self.rq_wrid, self.rq_busy, self.rq_size = wrid, busy, new
+        self.r = replace(self.r, ring_va=ring_va, log_size=log_size)
+
     def completed(self, index: int) -> int:
         """The wr_id of the WQE at `index`, whose slot is free from now on."""
         slot = index & (self.rq_size - 1)
@@ -410,6 +426,14 @@ class ProviderCq:
             self.silent = not self.host.poll_wait(self.host.costs.poll_empty, self._ring_pa,
                                                   self._ring_pa + self.size * CQE_SIZE)
         return out
+
+    def resized(self, ring_va: int, log_size: int) -> None:
+        """The kernel moved the CQ to a new ring (RESIZE_CQ): the NIC put the unpolled CQEs
+        at its front and zeroed the doorbell record, so polling starts over at 0."""
+        self.r = replace(self.r, ring_va=ring_va, log_size=log_size)
+        self.size = 1 << log_size
+        self.ci = 0
+        self._ring_pa = self.aspace.translate(ring_va)
 
     def clean(self, qpn: int) -> int:
         """Remove the unpolled CQEs of QP `qpn` (it went to RESET: its flushed completions

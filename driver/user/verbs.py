@@ -924,8 +924,14 @@ class CQ(_Resource):
         self.num_events -= num_events
 
     def resize(self, cqe: int) -> None:
+        """ibv_resize_cq: the CQ holds at least `cqe` entries from now on, and the
+        completions not polled yet are still there, in order (EINVAL if they do not fit)."""
         self._check()
-        raise _unsupported("Failed to resize CQ", "nsnic cannot resize a CQ")
+        if isinstance(cqe, float) and cqe.is_integer():
+            cqe = int(cqe)
+        ring_va, log_size = _call("Failed to resize CQ", self.ctx.file.write, Cmd.RESIZE_CQ,
+                                  cq=self.handle, cqe=cqe)
+        self._p.resized(ring_va, log_size)
 
     def close(self) -> None:
         if self.closed:
@@ -990,9 +996,11 @@ class SRQ(_Resource):
         if m & ~int(ibv_srq_attr_mask.IBV_SRQ_MAX_WR | ibv_srq_attr_mask.IBV_SRQ_LIMIT):
             errors.last_errno = errno.EINVAL
             raise PyverbsRDMAError(f"Failed to modify SRQ: attr_mask 0x{m:x}", errno.EINVAL)
-        _call("Failed to modify SRQ", self.ctx.file.write, Cmd.MODIFY_SRQ, srq=self.handle,
-              max_wr=attr.max_wr if m & ibv_srq_attr_mask.IBV_SRQ_MAX_WR else None,
-              limit=attr.srq_limit if m & ibv_srq_attr_mask.IBV_SRQ_LIMIT else None)
+        ring_va, log_size, _max_wr = _call(
+            "Failed to modify SRQ", self.ctx.file.write, Cmd.MODIFY_SRQ, srq=self.handle,
+            max_wr=attr.max_wr if m & ibv_srq_attr_mask.IBV_SRQ_MAX_WR else None,
+            limit=attr.srq_limit if m & ibv_srq_attr_mask.IBV_SRQ_LIMIT else None)
+        self._p.resized(ring_va, log_size)
 
     def query(self) -> object:
         self._check()

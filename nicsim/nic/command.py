@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 _IN_SIZE = {
     CmdOpcode.INIT_HCA: HcaInit.size(),
     CmdOpcode.CREATE_CQ: CQC_SIZE,
+    CmdOpcode.RESIZE_CQ: CQC_SIZE,
+    CmdOpcode.RESIZE_SRQ: Srqc.size(),
     CmdOpcode.CREATE_QP: QPC_SIZE,
     CmdOpcode.MODIFY_QP: QPC_SIZE,
     CmdOpcode.WRITE_MPT: MPT_SIZE,
@@ -82,11 +84,12 @@ _UD_ODP = OdpTransport.SEND | OdpTransport.RECV | OdpTransport.SRQ_RECV
 # Commands whose completion the driver takes as "the NIC no longer reaches this memory".
 _FENCED = (CmdOpcode.INVALIDATE_MPT, CmdOpcode.ODP_INVALIDATE, CmdOpcode.DESTROY_QP,
            CmdOpcode.DESTROY_CQ,
-           CmdOpcode.DESTROY_EQ, CmdOpcode.DESTROY_SRQ)
+           CmdOpcode.DESTROY_EQ, CmdOpcode.DESTROY_SRQ, CmdOpcode.RESIZE_CQ,
+           CmdOpcode.RESIZE_SRQ)
 MAX_EQ = 64  # event queues the device has (EQNs 0..63)
 MAX_SRQ = 1 << 16  # SRQ numbers 1..MAX_SRQ-1
 _SRQ_COMMANDS = (CmdOpcode.CREATE_SRQ, CmdOpcode.MODIFY_SRQ, CmdOpcode.QUERY_SRQ,
-                 CmdOpcode.DESTROY_SRQ)
+                 CmdOpcode.DESTROY_SRQ, CmdOpcode.RESIZE_SRQ)
 
 # Transitions the hardware accepts (IBA 10.3.1, figure 124); the kernel checks attributes.
 _LEGAL = {
@@ -134,6 +137,12 @@ class CommandProcessor:
             raw, t = nic.dma.read(pa_in, n_in)
             yield env.timeout(t - env.now)
         yield env.timeout(nic.cfg.firmware_ns)
+        if op is CmdOpcode.RESIZE_CQ:
+            # The CQEs the NIC has issued must be in the old ring before they are moved (one
+            # that is still being written would land where no one reads any more).
+            while (t := nic.pcie.writes_landed_by()) > env.now:
+                self.counters.bump("fence_waits")
+                yield env.timeout(t - env.now)
         try:
             out = self._execute(op, raw, mod)
         except CommandError as e:
@@ -221,6 +230,16 @@ class CommandProcessor:
                 raise CommandError(CmdStatus.BAD_RESOURCE)
             return Cqc(cq.cqn, cq.log_size, CqState.OVERRUN if cq.overrun else CqState.OK,
                        cq.base, cq.dbrec, cq.eqn, cq.uar).pack()
+        if op is CmdOpcode.RESIZE_CQ:
+            cq = nic.cq.cqs.get(mod)
+            if cq is None:
+                raise CommandError(CmdStatus.BAD_RESOURCE)
+            c = Cqc.unpack(raw)
+            if (1 << c.log_size) > cfg.max_cqe:
+                raise CommandError(CmdStatus.EXCEED_LIM)
+            if not nic.cq.resize(cq, c.base, c.log_size):
+                raise CommandError(CmdStatus.BAD_PARAM)
+            return b""
         if op is CmdOpcode.DESTROY_CQ:
             cq = nic.cq.cqs.get(mod)
             if cq is None:
@@ -319,6 +338,14 @@ class CommandProcessor:
             if c.limit > srq.wqes + (1 << srq.rq_log_size):
                 raise CommandError(CmdStatus.BAD_PARAM)
             srq.limit = c.limit
+            return b""
+        if op is CmdOpcode.RESIZE_SRQ:
+            c = Srqc.unpack(raw)
+            if (1 << c.log_size) > self.nic.cfg.max_qp_wr:
+                raise CommandError(CmdStatus.EXCEED_LIM)
+            if c.log_stride != srq.rq_log_stride or \
+                    not self.nic.srq.resize(srq, self.nic.dma, c.base, c.log_size):
+                raise CommandError(CmdStatus.BAD_PARAM)
             return b""
         if op is CmdOpcode.QUERY_SRQ:
             return Srqc(srq.srqn, srq.pd, srq.rq_base, srq.rq_log_size, srq.rq_log_stride,

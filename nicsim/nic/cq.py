@@ -16,7 +16,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nicsim.hwif import CQE_SIZE, WQE_INDEX_MASK, Cqe, EqeType, cqe_owner
+from nicsim.hwif import CQE_OWNER_OFFSET, CQE_SIZE, WQE_INDEX_MASK, Cqe, EqeType, cqe_owner
 from nicsim.nic.counters import Counters
 from nicsim.nic.dma import Dma
 from nicsim.nic.engines import Units
@@ -67,11 +67,7 @@ class CqWriter:
             c["no_cq" if cq is None else "overruns"] += 1
             return self.dma.env.now
         if cq.pi - cq.ci_seen >= cq.size:
-            c["dbrec_reads"] += 1
-            raw, _t = self.dma.read(cq.dbrec, 4)
-            ci = struct.unpack("<I", raw)[0]
-            # The record holds a 32-bit count; rebuild the full value near our producer count.
-            cq.ci_seen = cq.pi - ((cq.pi - ci) & 0xFFFFFFFF)
+            cq.ci_seen = self._consumer(cq)
             if cq.pi - cq.ci_seen >= cq.size:
                 cq.overrun = True
                 c["overruns"] += 1
@@ -93,6 +89,36 @@ class CqWriter:
             cq.armed = False
             self.eqs.post(cq.eqn, EqeType.COMPLETION, cqn, landed)
         return landed
+
+    def _consumer(self, cq: CqCtx) -> int:
+        """Software's consumer index, read from the doorbell record (one small DMA read): it
+        holds a 32-bit count, rebuilt here near our producer count."""
+        self.counters["dbrec_reads"] += 1
+        raw, _t = self.dma.read(cq.dbrec, 4)
+        return cq.pi - ((cq.pi - struct.unpack("<I", raw)[0]) & 0xFFFFFFFF)
+
+    def resize(self, cq: CqCtx, base: int, log_size: int) -> bool:
+        """RESIZE_CQ (hwif.CmdOpcode): the CQEs not polled yet move, in order, to the front
+        of the ring at `base` (whose other entries are cleared), the counts start over there
+        and the doorbell record goes to 0. False, and nothing changes, if they do not fit
+        (more unpolled completions than the new size, as the kernel refuses with EINVAL).
+        The caller has let every CQE write the NIC issued land first."""
+        ci = self._consumer(cq)
+        n = cq.pi - ci
+        size = 1 << log_size
+        if n > size:
+            return False
+        old, t = self.dma.read(cq.base, cq.size * CQE_SIZE)
+        ring = bytearray(size * CQE_SIZE)
+        for k in range(n):
+            src = ((ci + k) & (cq.size - 1)) * CQE_SIZE
+            dst = k * CQE_SIZE
+            ring[dst:dst + CQE_SIZE] = old[src:src + CQE_SIZE]
+            ring[dst + CQE_OWNER_OFFSET] = cqe_owner(k, log_size)
+        self.dma.write(base, bytes(ring), t)
+        self.dma.write(cq.dbrec, bytes(4), t)
+        cq.base, cq.log_size, cq.pi, cq.ci_seen = base, log_size, n, 0
+        return True
 
     def arm(self, cq: CqCtx, solicited_only: bool) -> None:
         """CQ_ARM: one completion event for the next (solicited) CQE. Arming an armed CQ

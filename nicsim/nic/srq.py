@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from nicsim.hwif import WQE_INDEX_MASK, EqeType
 from nicsim.nic.counters import Counters
+from nicsim.nic.dma import Dma
 from nicsim.nic.eq import ASYNC_EQN, EventQueues
 
 
@@ -44,6 +45,27 @@ class SharedReceiveQueues:
         self.eqs = eqs
         self.srqs: dict[int, SrqCtx] = {}
         self.counters = Counters("srq_wqes", "srq_empty", "srq_limit_events")
+
+    @staticmethod
+    def resize(srq: SrqCtx, dma: Dma, base: int, log_size: int) -> bool:
+        """RESIZE_SRQ (hwif.CmdOpcode): the WQEs not taken yet are copied to their slots in
+        the ring at `base` (index & (size - 1): indices, and the completions that name them,
+        do not change); WQEs already taken were read when they were taken. False if the ring
+        would not hold them or is smaller than the current one (slots of taken WQEs that
+        complete later must not collide)."""
+        if log_size < srq.rq_log_size:
+            return False
+        stride, old_mask, new_mask = srq.rq_stride, (1 << srq.rq_log_size) - 1, \
+            (1 << log_size) - 1
+        old, t = dma.read(srq.rq_base, stride << srq.rq_log_size)
+        ring = bytearray(stride << log_size)
+        for k in range(srq.wqes):
+            i = (srq.rq_ci + k) & WQE_INDEX_MASK
+            src, dst = (i & old_mask) * stride, (i & new_mask) * stride
+            ring[dst:dst + stride] = old[src:src + stride]
+        dma.write(base, bytes(ring), t)
+        srq.rq_base, srq.rq_log_size = base, log_size
+        return True
 
     def took(self, srq: SrqCtx) -> None:
         """A QP took the WQE at rq_ci: advance, and check the armed limit."""

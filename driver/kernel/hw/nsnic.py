@@ -187,6 +187,8 @@ class HwCq:
     ring_pa: int
     ring_bytes: int
     dbrec_pa: int
+    # A ring being resized to (pa, bytes): the NIC writes it during RESIZE_CQ.
+    next_ring: tuple[int, int] | None = None
 
 
 @dataclass
@@ -211,6 +213,7 @@ class HwSrq:
     log_size: int
     log_stride: int
     max_sge: int
+    next_ring: tuple[int, int] | None = None  # as HwCq's, during RESIZE_SRQ
 
 
 @dataclass
@@ -526,6 +529,31 @@ class NsnicDriver:
         del self.cqs[cq.cqn]
         self.cqns.free(cq.cqn)
 
+    def resize_cq(self, cq: HwCq, cqe: int, pool: RingPool) -> None:
+        """A new ring of at least `cqe` entries (the same size: nothing to do, as mlx5); the
+        NIC moves the unpolled CQEs into it (RESIZE_CQ, fenced), then the old ring goes.
+        More unpolled CQEs than the new ring holds: EINVAL, and the CQ is as it was."""
+        if cqe < 1 or cqe > self.caps.max_cqe:
+            raise HwError(f"CQ size {cqe} out of range 1..{self.caps.max_cqe}", errno.EINVAL)
+        log = max(1, (cqe - 1).bit_length())
+        if log == cq.log_size:
+            return
+        ring_bytes = CQE_SIZE << log
+        ring = _mem(lambda: pool.alloc(ring_bytes))
+        cq.next_ring = (ring, ring_bytes)
+        try:
+            self.cmd(CmdOpcode.RESIZE_CQ, Cqc(cq.cqn, log, CqState.OK, ring, cq.dbrec_pa, 0,
+                                              0).pack(), mod=cq.cqn)
+        except HwError as e:
+            cq.next_ring = None
+            pool.free(ring, ring_bytes)
+            if e.errno == errno.EINVAL:
+                raise HwError(f"CQ {cq.cqn} holds more unpolled completions than {1 << log}",
+                              errno.EINVAL) from None
+            raise
+        pool.free(cq.ring_pa, cq.ring_bytes)  # the NIC has left it (a fenced command)
+        cq.ring_pa, cq.ring_bytes, cq.log_size, cq.next_ring = ring, ring_bytes, log, None
+
     def query_cq(self, cqn: int) -> Cqc:
         return Cqc.unpack(self.cmd(CmdOpcode.QUERY_CQ, mod=cqn, out_size=Cqc.size()))
 
@@ -639,6 +667,30 @@ class NsnicDriver:
     def modify_srq(self, srq: HwSrq, limit: int) -> None:
         self.cmd(CmdOpcode.MODIFY_SRQ, Srqc(srq.srqn, 0, 0, 0, 0, limit, 0).pack(),
                  mod=srq.srqn)
+
+    def resize_srq(self, srq: HwSrq, max_wr: int, pool: RingPool) -> None:
+        """Grow the SRQ's ring to hold at least `max_wr` WQEs (RESIZE_SRQ, fenced: the NIC
+        copies the WQEs it has not taken). A ring is never made smaller (WQEs taken and not
+        completed keep their slots until their completions are polled): a max_wr it already
+        holds leaves it as it is."""
+        if not 0 < max_wr <= self.caps.max_qp_wr:
+            raise HwError(f"SRQ max_wr {max_wr} out of range 1..{self.caps.max_qp_wr}",
+                          errno.EINVAL)
+        log = max(1, max_wr.bit_length())  # one slot spare, as create_srq
+        if log <= srq.log_size:
+            return
+        nbytes = srq.ring_bytes << (log - srq.log_size)
+        ring = _mem(lambda: pool.alloc(nbytes))
+        srq.next_ring = (ring, nbytes)
+        try:
+            self.cmd(CmdOpcode.RESIZE_SRQ, Srqc(srq.srqn, 0, ring, log, srq.log_stride, 0,
+                                                0).pack(), mod=srq.srqn)
+        except HwError:
+            srq.next_ring = None
+            pool.free(ring, nbytes)
+            raise
+        pool.free(srq.ring_pa, srq.ring_bytes)
+        srq.ring_pa, srq.ring_bytes, srq.log_size, srq.next_ring = ring, nbytes, log, None
 
     def query_srq(self, srq: HwSrq) -> Srqc:
         return Srqc.unpack(self.cmd(CmdOpcode.QUERY_SRQ, mod=srq.srqn, out_size=Srqc.size()))
