@@ -646,14 +646,15 @@ def mtt_chunk() -> int:
     return int(getattr(nsnic, "_MTT_PER_CMD", 500))
 
 
-# Commands of the model the RTL does not have yet (event queues, SRQs): it answers them
-# BAD_OPCODE, which the driver reports as EOPNOTSUPP for the verbs that need them.
+# Commands of the model the RTL does not have yet (event queues, SRQs, resizing): it answers
+# them BAD_OPCODE, which the driver reports as EOPNOTSUPP for the verbs that need them.
 NOT_IN_RTL = frozenset({
     hwif.CmdOpcode.CREATE_EQ, hwif.CmdOpcode.DESTROY_EQ, hwif.CmdOpcode.CREATE_SRQ,
     hwif.CmdOpcode.MODIFY_SRQ, hwif.CmdOpcode.QUERY_SRQ, hwif.CmdOpcode.DESTROY_SRQ,
     # On-demand paging: the driver asks (QUERY_ODP, BAD_OPCODE on both) and uses no more.
     hwif.CmdOpcode.RESUME_PAGE_FAULT, hwif.CmdOpcode.ODP_INVALIDATE,
-    hwif.CmdOpcode.ATTACH_MCAST, hwif.CmdOpcode.DETACH_MCAST})
+    hwif.CmdOpcode.ATTACH_MCAST, hwif.CmdOpcode.DETACH_MCAST,
+    hwif.CmdOpcode.RESIZE_CQ, hwif.CmdOpcode.RESIZE_SRQ})
 
 
 def compare(model: list, rtl: list, what: str) -> None:

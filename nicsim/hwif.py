@@ -129,8 +129,9 @@ class CmdOpcode(IntEnum):
     DESTROY_CQ = 0x11
     QUERY_CQ = 0x12  # CMD_MOD = CQN; output: the Cqc, with its state
     # CMD_MOD = CQN; input: a Cqc whose base and log_size are the new ring. The NIC moves the
-    # CQEs software has not polled (from the doorbell record's consumer index on) to the
-    # front of the new ring, restarts its counts there and zeroes the doorbell record;
+    # CQEs software has not polled (from the doorbell record's consumer index on, its own
+    # CQE writes still in flight included) to the front of the new ring, restarts its counts
+    # there and zeroes the doorbell record;
     # BAD_PARAM if they do not fit. Fenced: the old ring is no longer touched when it is done.
     RESIZE_CQ = 0x13
     CREATE_QP = 0x20  # CMD_MOD = the SRQN the QP receives from (0: its own RQ)

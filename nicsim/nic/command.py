@@ -137,12 +137,6 @@ class CommandProcessor:
             raw, t = nic.dma.read(pa_in, n_in)
             yield env.timeout(t - env.now)
         yield env.timeout(nic.cfg.firmware_ns)
-        if op is CmdOpcode.RESIZE_CQ:
-            # The CQEs the NIC has issued must be in the old ring before they are moved (one
-            # that is still being written would land where no one reads any more).
-            while (t := nic.pcie.writes_landed_by()) > env.now:
-                self.counters.bump("fence_waits")
-                yield env.timeout(t - env.now)
         try:
             out = self._execute(op, raw, mod)
         except CommandError as e:

@@ -102,7 +102,8 @@ class CqWriter:
         of the ring at `base` (whose other entries are cleared), the counts start over there
         and the doorbell record goes to 0. False, and nothing changes, if they do not fit
         (more unpolled completions than the new size, as the kernel refuses with EINVAL).
-        The caller has let every CQE write the NIC issued land first."""
+        CQEs still on their way into the old ring move too: the NIC's read of it does not
+        pass its own posted writes (nicsim.nic.dma.Dma.peek)."""
         ci = self._consumer(cq)
         n = cq.pi - ci
         size = 1 << log_size
