@@ -845,6 +845,8 @@ class OdpTransport(IntFlag):
     READ = 8
     ATOMIC = 16
     SRQ_RECV = 32
+    FLUSH = 64
+    ATOMIC_WRITE = 128
 
 
 @dataclass(slots=True)

@@ -80,7 +80,8 @@ def test_caps_are_reported_and_absent_on_a_device_without_odp() -> None:
     caps = a.ctx.query_device_ex().odp_caps
     assert caps.general_caps == e.IBV_ODP_SUPPORT  # no IMPLICIT
     want = (e.IBV_ODP_SUPPORT_SEND | e.IBV_ODP_SUPPORT_RECV | e.IBV_ODP_SUPPORT_WRITE
-            | e.IBV_ODP_SUPPORT_READ | e.IBV_ODP_SUPPORT_ATOMIC | e.IBV_ODP_SUPPORT_SRQ_RECV)
+            | e.IBV_ODP_SUPPORT_READ | e.IBV_ODP_SUPPORT_ATOMIC | e.IBV_ODP_SUPPORT_SRQ_RECV
+            | e.IBV_ODP_SUPPORT_FLUSH | e.IBV_ODP_SUPPORT_ATOMIC_WRITE)
     assert caps.rc_odp_caps == want
     assert caps.ud_odp_caps & e.IBV_ODP_SUPPORT_SEND and caps.uc_odp_caps == 0
     w, a, b = pair(nic=NicConfig(odp=False))

@@ -191,3 +191,24 @@ def test_wire_layout_of_flush_and_atomic_write() -> None:
                                                               "0008")
     assert f[b + 28:b + 36] == b"ABCDEFGH" and len(f) == b + 12 + 16 + 8 + 4
     assert bytes(parse(f).payload) == b"ABCDEFGH"
+
+
+def test_atomic_write_and_flush_into_an_odp_region_fault_its_page_in_first() -> None:
+    """On an ODP MR (rxe covers both since Linux 6.15): the responder's first access to a page
+    not present raises a page fault and RNR-NAKs; the retry places the 8 bytes and the
+    FLUSH answers."""
+    odp = ALL_ACCESS | e.IBV_ACCESS_FLUSH_GLOBAL | e.IBV_ACCESS_ON_DEMAND
+    w, a, b = _pair(mr_access=odp)
+
+    def write_then_flush(qp: QPEx) -> None:
+        qp.wr_atomic_write(b.mr.rkey, b.mr.buf + 4096 + 8, b"ODPWRITE")
+        qp.wr_id = 2
+        qp.wr_flush(b.mr.rkey, b.mr.buf + 4096, 16, e.IBV_FLUSH_GLOBAL, e.IBV_FLUSH_RANGE)
+
+    _post(a, write_then_flush)
+    wcs = _wait(a, 2)
+    assert [(wc.wr_id, wc.status, wc.opcode) for wc in wcs] == [
+        (1, e.IBV_WC_SUCCESS, e.IBV_WC_ATOMIC_WRITE), (2, e.IBV_WC_SUCCESS, e.IBV_WC_FLUSH)]
+    assert b.mr.read(8, 4096 + 8) == b"ODPWRITE"
+    c = w.nics["b"].counters()
+    assert c["odp.page_faults"] >= 1 and c["odp.rnr_naks"] >= 1

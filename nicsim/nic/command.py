@@ -78,7 +78,8 @@ _ODP_COMMANDS = (CmdOpcode.QUERY_ODP, CmdOpcode.RESUME_PAGE_FAULT, CmdOpcode.ODP
 # What an ODP region may be used for: every RC operation the NIC has, and UD sends and
 # receives (the set rxe reports since Linux 6.13, without FLUSH and ATOMIC_WRITE).
 _RC_ODP = (OdpTransport.SEND | OdpTransport.RECV | OdpTransport.WRITE | OdpTransport.READ
-           | OdpTransport.ATOMIC | OdpTransport.SRQ_RECV)
+           | OdpTransport.ATOMIC | OdpTransport.SRQ_RECV | OdpTransport.FLUSH
+           | OdpTransport.ATOMIC_WRITE)
 _UD_ODP = OdpTransport.SEND | OdpTransport.RECV | OdpTransport.SRQ_RECV
 
 # Commands whose completion the driver takes as "the NIC no longer reaches this memory".

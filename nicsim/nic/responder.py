@@ -648,6 +648,9 @@ class Responder:
             if mpt is not None:
                 va, length = mpt.start, mpt.length
         st, _, ready = self.nic.check_walk([(p.reth_rkey, va, length)], qp.pd, need, t)
+        if st is XlateStatus.PAGE_FAULT:
+            self._fault_rnr(qp, p.psn, t)
+            return
         if st is not XlateStatus.OK:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
@@ -669,6 +672,9 @@ class Responder:
             return
         va = p.reth_va
         st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RW, va, 8, t)
+        if st is XlateStatus.PAGE_FAULT:
+            self._fault_rnr(qp, p.psn, t)
+            return
         if st is not XlateStatus.OK:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
