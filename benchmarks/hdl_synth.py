@@ -44,7 +44,8 @@ def blocks() -> list[tuple]:
         ("axi_rd_arb", ["axi_rd_arb.v"], "DATA_WIDTH"),
         ("axi_wr_arb", ["axi_wr_arb.v"], "DATA_WIDTH"),
         ("nic_cmd", ["nic_cmd.v"], "AXI_DATA_WIDTH"),
-        ("roce_req", ["roce_req.v", "roce_path.v", "fifo_fwft.v", "axis_keep_packer.v"],
+        ("roce_req", ["roce_req.v", "roce_path.v", "dma_rd_stream.v", "fifo_fwft.v",
+                      "axis_keep_packer.v"],
          "DATA_WIDTH"),
         ("roce_nic", roce_nic_sources(), "AXI_DATA_WIDTH", ROCE_NIC_SMALL),
     ]

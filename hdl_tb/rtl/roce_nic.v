@@ -250,6 +250,8 @@ module roce_nic #(
     // payload FIFO: 8 KiB (two 4 KiB pages), at least 16 beats
     localparam PAY_DEPTH_B = PAY_DEPTH != 0 ? PAY_DEPTH :
                              (8192 >> KW_LOG) < 16 ? 16 : (8192 >> KW_LOG);
+    // READ response payload FIFO: one 4 KiB burst
+    localparam RD_DEPTH_B = (4096 >> KW_LOG) < 16 ? 16 : (4096 >> KW_LOG);
 
     // ---------------------------------------------------------------- BAR <-> command processor
     wire        cmd_go;
@@ -881,8 +883,8 @@ module roce_nic #(
     assign rd_arprot[6 +: 3] = 3'b010;
 
     // ---------------------------------------------------------------- transmit framer + ICRC
-    // descriptors: the responder's ACKs (no payload) go between the requester's packets; the
-    // payload stream is the requester's alone, so its order is unchanged
+    // descriptors: the responder's (ACKs, NAKs, READ responses) go first, between the
+    // requester's packets; each payload stream follows its descriptors, in order (u_tx_owner)
     wire         ak_valid;
     wire         ak_ready;
     wire [47:0]  ak_dmac;
@@ -897,17 +899,55 @@ module roce_nic #(
     wire [23:0]  ak_psn;
     wire [7:0]   ak_syndrome;
     wire [23:0]  ak_msn;
+    wire [7:0]   ak_opcode;
+    wire [15:0]  ak_payload_len;
+    wire [DW-1:0] rr_tdata;
+    wire [SW-1:0] rr_tkeep;
+    wire         rr_tvalid;
+    wire         rr_tready;
+    wire         rr_tlast;
+    wire         rr_tuser;
     wire         tx_ak = ak_valid;
     wire         fr_hdr_ready;
-    assign ak_ready = fr_hdr_ready;
-    assign tx_hdr_ready = !tx_ak && fr_hdr_ready;
+    wire         fr_hdr_fire;
+    // payload owner of each descriptor with a payload, in order: 1 the responder (READ
+    // responses), 0 the requester
+    wire         to_head;
+    wire         to_valid;
+    wire         to_ready;
+    wire [15:0]  to_count;
+    wire         fr_pay_tvalid;
+    wire         fr_pay_tready;
+    wire         fr_pay_tlast;
+    wire [15:0]  fr_plen = tx_ak ? ak_payload_len : tx_hdr_payload_len;
+    assign ak_ready = fr_hdr_ready && to_ready;
+    assign tx_hdr_ready = !tx_ak && fr_hdr_ready && to_ready;
+    assign fr_hdr_fire = (tx_ak || tx_hdr_valid) && fr_hdr_ready && to_ready;
+    fifo_fwft #(
+        .WIDTH(1),
+        .DEPTH(16)
+    ) u_tx_owner (
+        .clk(clk),
+        .rst(rst),
+        .s_data(tx_ak),
+        .s_valid(fr_hdr_fire && fr_plen != 16'd0),
+        .s_ready(to_ready),
+        .m_data(to_head),
+        .m_valid(to_valid),
+        .m_ready(fr_pay_tvalid && fr_pay_tready && fr_pay_tlast),
+        .count(to_count)
+    );
+    assign fr_pay_tvalid = to_valid && (to_head ? rr_tvalid : tx_pay_tvalid);
+    assign fr_pay_tlast = to_head ? rr_tlast : tx_pay_tlast;
+    assign rr_tready = to_valid && to_head && fr_pay_tready;
+    assign tx_pay_tready = to_valid && !to_head && fr_pay_tready;
 
     roce_tx #(
         .DATA_WIDTH(DW)
     ) u_tx (
         .clk(clk),
         .rst(rst),
-        .s_hdr_valid(tx_ak || tx_hdr_valid),
+        .s_hdr_valid((tx_ak || tx_hdr_valid) && to_ready),
         .s_hdr_ready(fr_hdr_ready),
         .s_hdr_dmac(tx_ak ? ak_dmac : tx_hdr_dmac),
         .s_hdr_smac(tx_ak ? ak_smac : tx_hdr_smac),
@@ -918,7 +958,7 @@ module roce_nic #(
         .s_hdr_ttl(tx_ak ? ak_ttl : tx_hdr_ttl),
         .s_hdr_flow_label(20'd0),
         .s_hdr_udp_sport(tx_ak ? ak_udp_sport : tx_hdr_udp_sport),
-        .s_hdr_opcode(tx_ak ? 8'h11 : tx_hdr_opcode),
+        .s_hdr_opcode(tx_ak ? ak_opcode : tx_hdr_opcode),
         .s_hdr_solicited(!tx_ak && tx_hdr_solicited),
         .s_hdr_migreq(1'b1),
         .s_hdr_pkey(16'hffff),
@@ -941,13 +981,13 @@ module roce_nic #(
         .s_hdr_atomic_orig(64'd0),
         .s_hdr_deth_qkey(32'd0),
         .s_hdr_deth_src_qp(24'd0),
-        .s_hdr_payload_len(tx_ak ? 16'd0 : tx_hdr_payload_len),
-        .s_axis_tdata(tx_pay_tdata),
-        .s_axis_tkeep(tx_pay_tkeep),
-        .s_axis_tvalid(tx_pay_tvalid),
-        .s_axis_tready(tx_pay_tready),
-        .s_axis_tlast(tx_pay_tlast),
-        .s_axis_tuser(tx_pay_tuser),
+        .s_hdr_payload_len(fr_plen),
+        .s_axis_tdata(to_head ? rr_tdata : tx_pay_tdata),
+        .s_axis_tkeep(to_head ? rr_tkeep : tx_pay_tkeep),
+        .s_axis_tvalid(fr_pay_tvalid),
+        .s_axis_tready(fr_pay_tready),
+        .s_axis_tlast(fr_pay_tlast),
+        .s_axis_tuser(to_head ? rr_tuser : tx_pay_tuser),
         .m_axis_tdata(m_axis_tx_tdata),
         .m_axis_tkeep(m_axis_tx_tkeep),
         .m_axis_tvalid(m_axis_tx_tvalid),
@@ -1166,7 +1206,8 @@ module roce_nic #(
         .QPN_WIDTH(QPN_W),
         .CQN_WIDTH(CQN_W),
         .TAG_WIDTH(TAG_WIDTH),
-        .MAX_RSGE(MAX_SGE)
+        .MAX_RSGE(MAX_SGE),
+        .RD_DEPTH(RD_DEPTH_B)
     ) u_resp (
         .clk(clk),
         .rst(rst),
@@ -1255,6 +1296,14 @@ module roce_nic #(
         .ack_psn(ak_psn),
         .ack_syndrome(ak_syndrome),
         .ack_msn(ak_msn),
+        .ack_opcode(ak_opcode),
+        .ack_payload_len(ak_payload_len),
+        .m_rd_tdata(rr_tdata),
+        .m_rd_tkeep(rr_tkeep),
+        .m_rd_tvalid(rr_tvalid),
+        .m_rd_tready(rr_tready),
+        .m_rd_tlast(rr_tlast),
+        .m_rd_tuser(rr_tuser),
         .m_cqe_valid(r_cqe_valid),
         .m_cqe_ready(r_cqe_ready),
         .m_cqe_cqn(r_cqe_cqn),

@@ -29,10 +29,9 @@
 //      nicsim.wire.roce_udp_sport(qpn, dest_qpn).
 //   5. payload: the SGEs are translated again (mr_translate: one segment per page) and cut
 //      into chunks that lie in one segment, one packet and one AXI burst (<= 4 KiB, <= 256
-//      beats); each chunk is one INCR read burst. A burst is issued only when the payload FIFO
-//      has room for all its beats besides those already requested, so R data is always taken
-//      (the read channel is shared). R beats get tkeep for the chunk's bytes and tlast at the
-//      end of each packet; axis_keep_packer packs them for the framer.
+//      beats); dma_rd_stream reads each chunk with one INCR burst (only when its payload FIFO
+//      has room for the burst, so R data is always taken: the read channel is shared) and
+//      packs the bytes into the framer's payload stream, tlast at the end of each packet.
 //
 // The next WQE starts when the previous one's descriptors are all taken by the framer and its
 // reads all issued; data and frames of consecutive messages stream back to back.
@@ -216,11 +215,6 @@ module roce_req #(
     localparam SGE_W = MAX_SGE > 1 ? clog2(MAX_SGE + 1) : 1;
     localparam integer BURST_I = 256 * KW < 4096 ? 256 * KW : 4096;   // bytes per burst at most
     localparam BURST_LOG = clog2(BURST_I);
-    localparam PAY_AW = clog2(PAY_DEPTH);
-    localparam RES_W = PAY_AW + 2;
-    localparam integer PAY_DEPTH_I = PAY_DEPTH;
-    localparam [RES_W-1:0] PAY_DEPTH_R = PAY_DEPTH_I[RES_W-1:0];
-    localparam META_W = KW_LOG + 13 + 1;                 // {last of packet, bytes, offset}
 
     // hwif values
     localparam [7:0] QPS_RTS = 8'd3;
@@ -407,22 +401,13 @@ module roce_req #(
         if (to_burst < {19'd0, ch_len})
             ch_len = to_burst[12:0];
     end
-    wire [KW_LOG-1:0] ch_off = seg_pa[KW_LOG-1:0];
-    wire [13:0]    ch_span = {1'b0, ch_len} + {{(14-KW_LOG){1'b0}}, ch_off};
-    wire [13:0]    ch_beats = (ch_span + (KW - 1)) >> KW_LOG;
     wire           ch_last = ch_len == pkt_rem;
 
-    reg  [RES_W-1:0] reserved;   // payload FIFO beats requested and not yet popped
-    wire             meta_ready;
-    reg              ar_v;
-    reg  [ADDR_WIDTH-1:0] ar_addr;
-    reg  [7:0]       ar_len;
-    wire ar_free = !ar_v || m_axi_arready;
     // a resend from packet k0 > 0: the bytes before it are skipped, not read
     wire [12:0] sk_len = {19'd0, seg_rem} > skip ? skip[12:0] : seg_rem;
     wire sk_go = run && seg_v && skip != 32'd0;
-    wire ch_go = run && seg_v && skip == 32'd0 && ar_free && meta_ready &&
-                 reserved + ch_beats[RES_W-1:0] <= PAY_DEPTH_R;
+    wire ch_ready;
+    wire ch_go = run && seg_v && skip == 32'd0 && ch_ready;
     wire [31:0] msg_after = msg_rem - {19'd0, ch_len};
     wire [12:0] next_pkt = msg_after > {19'd0, mtu} ? mtu : msg_after[12:0];
     wire seg_take = run && !seg_v && mr_rsp_valid;
@@ -787,124 +772,41 @@ module roce_req #(
     end
 
     // ================================================================ read bursts
-    always @(posedge clk) begin
-        if (ch_go) begin
-            ar_addr <= {seg_pa[ADDR_WIDTH-1:KW_LOG], {KW_LOG{1'b0}}};
-            ar_len <= ch_beats[7:0] - 8'd1;
-        end
-        if (rst) begin
-            ar_v <= 1'b0;
-        end else if (ch_go) begin
-            ar_v <= 1'b1;
-        end else if (m_axi_arready) begin
-            ar_v <= 1'b0;
-        end
-    end
-
-    assign m_axi_araddr = ar_addr;
-    assign m_axi_arlen = ar_len;
-    assign m_axi_arsize = KW_LOG[2:0];
-    assign m_axi_arburst = 2'b01;
-    assign m_axi_arvalid = ar_v;
-
-    // chunk records of the bursts in flight
-    wire               mh_valid;
-    wire [META_W-1:0]  mh;
-    wire [15:0]        meta_count;
-    wire [KW_LOG-1:0]  mh_off = mh[KW_LOG-1:0];
-    wire [12:0]        mh_len = mh[KW_LOG +: 13];
-    wire               mh_last = mh[META_W-1];
-
-    wire               pf_in_ready;
-    assign m_axi_rready = mh_valid && pf_in_ready;
-    wire r_hs = m_axi_rvalid && m_axi_rready;
-
-    fifo_fwft #(
-        .WIDTH(META_W),
-        .DEPTH(META_DEPTH)
-    ) u_meta (
-        .clk(clk),
-        .rst(rst),
-        .s_data({ch_last, ch_len, ch_off}),
-        .s_valid(ch_go),
-        .s_ready(meta_ready),
-        .m_data(mh),
-        .m_valid(mh_valid),
-        .m_ready(r_hs && m_axi_rlast),
-        .count(meta_count)
-    );
-
-    // the bytes of each R beat that belong to the chunk
-    reg         rb_mid;                 // past the burst's first beat
-    reg  [13:0] rb_rem;                 // bytes from this beat's start to the chunk's end
-    wire [13:0] cur_rem = rb_mid ? rb_rem : {1'b0, mh_len} + {{(14-KW_LOG){1'b0}}, mh_off};
-    wire [KW_LOG:0] lo = rb_mid ? {(KW_LOG+1){1'b0}} : {1'b0, mh_off};
-    wire [KW_LOG:0] hi = cur_rem >= KW ? KW[KW_LOG:0] : cur_rem[KW_LOG:0];
-    wire [KW-1:0] r_keep = ~({KW{1'b1}} << hi) & ({KW{1'b1}} << lo);
-
-    always @(posedge clk) begin
-        if (r_hs) begin
-            rb_mid <= !m_axi_rlast;
-            rb_rem <= cur_rem - KW[13:0];
-        end
-        if (rst)
-            rb_mid <= 1'b0;
-    end
-
-    // payload FIFO {tuser, tlast, tkeep, tdata} -> packer -> framer
-    localparam PF_W = DATA_WIDTH + KW + 2;
-    wire [PF_W-1:0] pf_out;
-    wire            pf_valid;
-    wire            pf_ready;
-    wire [15:0]     pf_count;
-    wire            pf_pop = pf_valid && pf_ready;
-
-    fifo_fwft #(
-        .WIDTH(PF_W),
-        .DEPTH(PAY_DEPTH)
-    ) u_pay (
-        .clk(clk),
-        .rst(rst),
-        .s_data({m_axi_rresp != 2'b00, mh_last && m_axi_rlast, r_keep, m_axi_rdata}),
-        .s_valid(r_hs),
-        .s_ready(pf_in_ready),
-        .m_data(pf_out),
-        .m_valid(pf_valid),
-        .m_ready(pf_ready),
-        .count(pf_count)
-    );
-
-    always @(posedge clk) begin
-        if (rst)
-            reserved <= {RES_W{1'b0}};
-        else
-            reserved <= reserved + (ch_go ? ch_beats[RES_W-1:0] : {RES_W{1'b0}})
-                        - {{(RES_W-1){1'b0}}, pf_pop};
-    end
-
-    axis_keep_packer #(
+    dma_rd_stream #(
         .DATA_WIDTH(DATA_WIDTH),
-        .KEEP_WIDTH(KW),
-        .USER_WIDTH(1)
-    ) u_pack (
+        .ADDR_WIDTH(ADDR_WIDTH),
+        .PAY_DEPTH(PAY_DEPTH),
+        .META_DEPTH(META_DEPTH)
+    ) u_rd (
         .clk(clk),
         .rst(rst),
-        .s_axis_tdata(pf_out[DATA_WIDTH-1:0]),
-        .s_axis_tkeep(pf_out[DATA_WIDTH +: KW]),
-        .s_axis_tvalid(pf_valid),
-        .s_axis_tready(pf_ready),
-        .s_axis_tlast(pf_out[DATA_WIDTH + KW]),
-        .s_axis_tuser(pf_out[DATA_WIDTH + KW + 1]),
+        .s_ch_valid(run && seg_v && skip == 32'd0),
+        .s_ch_ready(ch_ready),
+        .s_ch_addr(seg_pa),
+        .s_ch_len(ch_len),
+        .s_ch_last(ch_last),
+        .m_axi_araddr(m_axi_araddr),
+        .m_axi_arlen(m_axi_arlen),
+        .m_axi_arsize(m_axi_arsize),
+        .m_axi_arburst(m_axi_arburst),
+        .m_axi_arvalid(m_axi_arvalid),
+        .m_axi_arready(m_axi_arready),
+        .m_axi_rdata(m_axi_rdata),
+        .m_axi_rresp(m_axi_rresp),
+        .m_axi_rlast(m_axi_rlast),
+        .m_axi_rvalid(m_axi_rvalid),
+        .m_axi_rready(m_axi_rready),
         .m_axis_tdata(tx_pay_tdata),
         .m_axis_tkeep(tx_pay_tkeep),
         .m_axis_tvalid(tx_pay_tvalid),
         .m_axis_tready(tx_pay_tready),
         .m_axis_tlast(tx_pay_tlast),
-        .m_axis_tuser(tx_pay_tuser)
+        .m_axis_tuser(tx_pay_tuser),
+        .busy()
     );
 
     /* verilator lint_off UNUSEDSIGNAL */
-    wire unused = &{1'b0, meta_count, pf_count, c_scqn[31:CQN_WIDTH], w_total[33:32], to_burst[31:13],
+    wire unused = &{1'b0, c_scqn[31:CQN_WIDTH], w_total[33:32], to_burst[31:13],
                     c_dqpn[31:24], hg_rem[31:16], w_pkts[33:24]};
     /* verilator lint_on UNUSEDSIGNAL */
 

@@ -43,7 +43,23 @@
 // drops the rest of the packet and NAKs (WRITE: remote access; SEND: remote operational,
 // LOC_PROT_ERR); bytes of that packet already written stay (the model checks before it
 // places any).
-// READ and atomic requests are not executed: NAK invalid request (the QP fails).
+//   - READ (IBA 9.7.4.1.4): the QP's REMOTE_READ right (else NAK remote access), the RETH's
+//     DMA length at most 2^31 (else NAK invalid request), the rkey (key, PD, REMOTE_READ,
+//     bounds of the whole length; a zero-length READ checks nothing, C9-88: else NAK remote
+//     access); then the READ takes max(1, ceil(length / MTU)) PSNs, the MSN counts it at once
+//     (C9-148) and the response packets are sent: READ RESPONSE FIRST / MIDDLE / LAST or ONLY
+//     (AETH ACK with unlimited credits and the MSN on all but MIDDLE), one per MTU, PSNs from
+//     the request's; each packet's bytes are translated again (a failure NAKs remote access
+//     at that packet's PSN, as the model's per-packet key check) and read from host memory by
+//     dma_rd_stream into m_rd_* (the payload of the READ RESPONSE descriptors on ack_*);
+//   - a duplicate READ (behind the expected PSN, IBA 9.7.5.1.1) that asks for the rest of one
+//     of the QP's RD_RES newest READs from its PSN on (same rkey, the address of that packet,
+//     the same end) is executed again from that PSN, with the current MSN; other duplicate
+//     READs are dropped (class D, 9.9.3). READs are executed one at a time in order (the next
+//     request waits until the previous READ's descriptors and reads are all issued), so none
+//     is ever refused for max_dest_rd_atomic; the RD_RES newest are remembered for replays
+//     (the model remembers max(1, max_dest_rd_atomic) of them).
+// Atomic requests are not executed: NAK invalid request (the QP fails).
 // Requests from another address than the QP's path, or with another P_Key, are dropped.
 //
 // Per-QP state (expected PSN, MSN, message in progress, RQ indexes) is in flip-flops.
@@ -52,6 +68,8 @@
 //   DATA_WIDTH, ADDR_WIDTH, NUM_QP, QPN_WIDTH, CQN_WIDTH, TAG_WIDTH, ECN_CAPABLE  (as roce_req)
 //   ACK_EVERY   an ACK at least every this many packets (NicConfig.ack_coalesce)
 //   MAX_RSGE    SGEs of a receive WQE used (the device's max_sge)
+//   RD_RES      READs remembered per QP for duplicates (a power of two, <= 8)
+//   RD_DEPTH    READ response payload FIFO, in beats (power of two, >= one burst)
 //
 // Ports:
 //   s_req_*     request packets (metadata from roce_rx) and s_pay_* their payload, in order
@@ -60,9 +78,11 @@
 //   rq_db_*     RQ doorbells (producer index)
 //   cfg_valid, cfg_qpn   the QP was configured (create, RESET, RTS, destroy): forget its state
 //   mr_req_*, mr_rsp_*   mr_translate lookups
-//   m_axi_ar*, m_axi_r*   AXI4 read master (receive WQEs)
+//   m_axi_ar*, m_axi_r*   AXI4 read master (receive WQEs, READ response payload)
 //   m_axi_aw*, m_axi_w*, m_axi_b*   AXI4 write master (payload)
-//   ack_*       ACK / NAK descriptors for the framer (opcode ACKNOWLEDGE, no payload)
+//   ack_*       response descriptors for the framer: ACK / NAK (opcode ACKNOWLEDGE, no
+//               payload) and READ RESPONSE packets (payload on m_rd_*, in descriptor order)
+//   m_rd_*      READ response payload (packed, tlast at the end of each packet)
 //   m_cqe_*     receive completions
 //   fail_*      a QP fails (to the completer: flush the send queue, ERR)
 //   cnt_*       request packets, bytes placed, ACKs, NAKs, duplicates, dropped (QP not
@@ -76,7 +96,9 @@ module roce_resp #(
     parameter TAG_WIDTH = 8,
     parameter ECN_CAPABLE = 1,
     parameter ACK_EVERY = 16,
-    parameter MAX_RSGE = 4
+    parameter MAX_RSGE = 4,
+    parameter RD_RES = 4,
+    parameter RD_DEPTH = 512
 ) (
     input  wire                          clk,
     input  wire                          rst,
@@ -131,11 +153,11 @@ module roce_resp #(
     input  wire [12:0]                   mr_rsp_len,
     input  wire                          mr_rsp_last,
 
-    output reg  [ADDR_WIDTH-1:0]         m_axi_araddr,
-    output reg  [7:0]                    m_axi_arlen,
+    output wire [ADDR_WIDTH-1:0]         m_axi_araddr,
+    output wire [7:0]                    m_axi_arlen,
     output wire [2:0]                    m_axi_arsize,
     output wire [1:0]                    m_axi_arburst,
-    output reg                           m_axi_arvalid,
+    output wire                          m_axi_arvalid,
     input  wire                          m_axi_arready,
     input  wire [DATA_WIDTH-1:0]         m_axi_rdata,
     input  wire [1:0]                    m_axi_rresp,
@@ -172,6 +194,15 @@ module roce_resp #(
     output reg  [23:0]                   ack_psn,
     output reg  [7:0]                    ack_syndrome,
     output reg  [23:0]                   ack_msn,
+    output reg  [7:0]                    ack_opcode,
+    output reg  [15:0]                   ack_payload_len,
+
+    output wire [DATA_WIDTH-1:0]         m_rd_tdata,
+    output wire [DATA_WIDTH/8-1:0]       m_rd_tkeep,
+    output wire                          m_rd_tvalid,
+    input  wire                          m_rd_tready,
+    output wire                          m_rd_tlast,
+    output wire                          m_rd_tuser,
 
     output reg                           m_cqe_valid,
     input  wire                          m_cqe_ready,
@@ -223,6 +254,9 @@ module roce_resp #(
     localparam [7:0] SYN_NAK_INV_REQ = 8'h61;
     localparam [7:0] SYN_NAK_REM_ACCESS = 8'h62;
     localparam [7:0] SYN_NAK_REM_OP = 8'h63;
+    localparam [7:0] SYN_ACK_UNLIMITED = 8'h1f;     // ACK, credit code 31 (READ responses)
+    localparam [7:0] OP_ACK = 8'h11;
+    localparam RD_LOG = RD_RES > 1 ? clog2(RD_RES) : 1;
 
     // AETH credit code (IBA table 44) for `free` receive WQEs: the largest code whose count
     // does not exceed it
@@ -325,6 +359,10 @@ module roce_resp #(
     localparam [4:0] P_RQC = 5'd14;     // SEND: the WQE's SGEs
     localparam [4:0] P_RQK = 5'd15;     // SEND FIRST/ONLY: check every SGE (lkey, PD, bounds)
     localparam [4:0] P_SCAP = 5'd16;    // SEND: the message fits the receive buffers
+    localparam [4:0] P_RD0 = 5'd17;     // READ: checked; remember it, start the responses
+    localparam [4:0] P_RDT = 5'd18;     // READ: translate the next response's bytes
+    localparam [4:0] P_RDS = 5'd19;     // READ: its segments -> read chunks
+    localparam [4:0] P_RDH = 5'd20;     // READ: its descriptor (or the NAK)
 
     reg [4:0]  ps;
     reg [4:0]  p_next;
@@ -393,13 +431,14 @@ module roce_resp #(
                    (is_send && p_op != 8'h00 && p_op != 8'h01);
     wire has_imm = p_op == 8'h09 || p_op == 8'h0b || p_op == 8'h03 || p_op == 8'h05;
     wire has_inv = p_op == 8'h16 || p_op == 8'h17;
+    wire is_read = p_op == 8'h0c;
     wire [23:0] ep = epsn_stale[q] ? c_rqpsn : epsn[q];
     wire [23:0] pd_ = p_psn - ep;
     wire [1:0]  pad_of_len = 2'd0 - p_len[1:0];
     wire [1:0]  pad_of_dlen = 2'd0 - p_dlen[1:0];
-    // (a READ or atomic request is first too, but not executed: it fails below)
+    // (an atomic request is first too, but not executed: it fails below)
     wire seq_ok = in_write[q] ? (is_write && !is_first) :
-                  in_send[q] ? (is_send && !is_first) : is_first;
+                  in_send[q] ? (is_send && !is_first) : (is_first || is_read);
     wire len_ok = !is_last ? ({16'd0, p_len} == {16'd0, mtu} && p_pad == 2'd0) :
                   (p_len <= mtu && (is_first || p_len != 16'd0));
     wire [31:0] placed = m_len[q];
@@ -413,7 +452,8 @@ module roce_resp #(
     wire [15:0] rq_free = rq_pi[q] - rq_ci[q];
 
     // ---------------------------------------------------------------- translation
-    assign mr_req_access = is_send ? 8'd1 : 8'd2;    // LOCAL_WRITE (receive buffers), REMOTE_WRITE
+    // LOCAL_WRITE (receive buffers), REMOTE_READ, REMOTE_WRITE
+    assign mr_req_access = is_send ? 8'd1 : is_read ? 8'd4 : 8'd2;
     assign mr_req_tag = {TAG_WIDTH{1'b0}};
     reg  ck_first;
     reg  ck_bad;
@@ -461,9 +501,9 @@ module roce_resp #(
             if (gk < wqe[7:0] && gk < fit)
                 cap_sum = cap_sum + {3'd0, wqe[128*(gk+1) + 64 +: 32]};
     end
-    assign m_axi_arsize = KW_LOG[2:0];
-    assign m_axi_arburst = 2'b01;
-    assign m_axi_rready = 1'b1;
+    reg  [ADDR_WIDTH-1:0] wq_araddr;
+    reg  [7:0]            wq_arlen;
+    reg                   wq_arvalid;
 
     // scatter of a SEND packet: SGE sc_i, sc_off bytes into it; lk_rem bytes not yet looked up
     reg  [4:0]  sc_i;
@@ -561,13 +601,118 @@ module roce_resp #(
     assign m_axi_bready = 1'b1;
     wire b_hs = m_axi_bvalid;
 
+    // ---------------------------------------------------------------- READ
+    // the newest RD_RES READs of each QP, for duplicates: {first PSN, packets - 1, rkey, va,
+    // length}, in a RAM read during P_CTX (entry j of the QP at ci = j) into rr_*
+    localparam RR_W = 24 + 24 + 32 + 64 + 32;
+    reg  [RR_W-1:0]            rr_mem [0:NUM_QP*RD_RES-1];
+    reg  [RR_W-1:0]            rr_rd;
+    reg  [NUM_QP*RD_RES-1:0]   rr_v;
+    reg  [RD_LOG-1:0]          rr_wp [0:NUM_QP-1];
+    reg  [RR_W-1:0]            rr_e [0:RD_RES-1];
+    wire [QP_AW+RD_LOG-1:0]    rr_raddr = {q, ci[RD_LOG-1:0]};
+    reg                        rr_we;
+    reg  [QP_AW+RD_LOG-1:0]    rr_waddr;
+    reg  [RR_W-1:0]            rr_wdata;
+    always @(posedge clk) begin
+        rr_rd <= rr_mem[rr_raddr];
+        if (rr_we)
+            rr_mem[rr_waddr] <= rr_wdata;
+    end
+    // packets of this READ: max(1, ceil(length / MTU))
+    wire [32:0] rd_npk = p_dlen == 32'd0 ? 33'd1 :
+                         ({1'b0, p_dlen} + {17'd0, mtu} - 33'd1) >> mtu_log;
+    // a duplicate asks for the rest of a remembered READ from its PSN (the model's _find and
+    // checks): in its PSN range, same rkey, the address of that packet, the same end
+    reg         dup_hit;
+    reg  [23:0] dh_d;
+    integer rj;
+    always @* begin
+        dup_hit = 1'b0;
+        for (rj = 0; rj < RD_RES; rj = rj + 1) begin
+            dh_d = p_psn - rr_e[rj][RR_W-1 -: 24];
+            if (rr_v[{q, rj[RD_LOG-1:0]}] && dh_d <= rr_e[rj][RR_W-25 -: 24] &&
+                p_rkey == rr_e[rj][96 +: 32] &&
+                p_va - rr_e[rj][32 +: 64] == ({40'd0, dh_d} << mtu_log) &&
+                {1'b0, p_va} + {33'd0, p_dlen} ==
+                {1'b0, rr_e[rj][32 +: 64]} + {33'd0, rr_e[rj][0 +: 32]})
+                dup_hit = 1'b1;
+        end
+    end
+    // the response stream
+    reg         rd_dup;         // a replay: no new PSNs, the MSN as it is
+    reg  [23:0] rd_k;           // response packet index
+    reg  [23:0] rd_npm1;        // packets - 1
+    reg  [63:0] rd_va;          // next byte's address
+    reg  [31:0] rd_rem;         // bytes from this packet on
+    reg  [23:0] rd_msn;
+    reg         rd_bad;         // the packet's translation failed
+    reg         rd_got;         // the first response of its lookup came
+    wire [15:0] rd_n = rd_rem > {16'd0, mtu} ? mtu : rd_rem[15:0];
+    wire [7:0]  rd_opc = rd_npm1 == 24'd0 ? 8'h10 :      // READ RESPONSE ONLY
+                         rd_k == 24'd0 ? 8'h0d :          // FIRST
+                         rd_k == rd_npm1 ? 8'h0f : 8'h0e; // LAST, MIDDLE
+    // chunks of the packet's segments: inside one burst window
+    wire [31:0] rs_to_burst = BURST_I - {{(32-BURST_LOG){1'b0}}, seg_pa[BURST_LOG-1:0]};
+    wire [12:0] rs_len = rs_to_burst < {19'd0, seg_rem} ? rs_to_burst[12:0] : seg_rem;
+    wire        rs_valid = ps == P_RDS && seg_v && !rd_bad;
+    wire        rs_ready;
+    wire        rs_go = rs_valid && rs_ready;
+    wire        rs_busy;
+    wire [ADDR_WIDTH-1:0] rs_araddr;
+    wire [7:0]  rs_arlen;
+    wire        rs_arvalid;
+    wire        rs_rready;
+
+    dma_rd_stream #(
+        .DATA_WIDTH(DATA_WIDTH),
+        .ADDR_WIDTH(ADDR_WIDTH),
+        .PAY_DEPTH(RD_DEPTH),
+        .META_DEPTH(16)
+    ) u_rd (
+        .clk(clk),
+        .rst(rst),
+        .s_ch_valid(rs_valid),
+        .s_ch_ready(rs_ready),
+        .s_ch_addr(seg_pa),
+        .s_ch_len(rs_len),
+        .s_ch_last(seg_last && rs_len == seg_rem),
+        .m_axi_araddr(rs_araddr),
+        .m_axi_arlen(rs_arlen),
+        .m_axi_arsize(),
+        .m_axi_arburst(),
+        .m_axi_arvalid(rs_arvalid),
+        .m_axi_arready(m_axi_arready && !wq_arvalid),
+        .m_axi_rdata(m_axi_rdata),
+        .m_axi_rresp(m_axi_rresp),
+        .m_axi_rlast(m_axi_rlast),
+        .m_axi_rvalid(m_axi_rvalid && !rd_busy),
+        .m_axi_rready(rs_rready),
+        .m_axis_tdata(m_rd_tdata),
+        .m_axis_tkeep(m_rd_tkeep),
+        .m_axis_tvalid(m_rd_tvalid),
+        .m_axis_tready(m_rd_tready),
+        .m_axis_tlast(m_rd_tlast),
+        .m_axis_tuser(m_rd_tuser),
+        .busy(rs_busy)
+    );
+    // one read port: receive WQE reads start only when the READ reads are done (and no
+    // READ chunk is issued while a WQE read is out)
+    assign m_axi_arvalid = wq_arvalid || rs_arvalid;
+    assign m_axi_araddr = wq_arvalid ? wq_araddr : rs_araddr;
+    assign m_axi_arlen = wq_arvalid ? wq_arlen : rs_arlen;
+    assign m_axi_arsize = KW_LOG[2:0];
+    assign m_axi_arburst = 2'b01;
+    assign m_axi_rready = rd_busy || rs_rready;
+
     // a burst can start from the current segment
     wire bu_start = ps == P_PLACE && seg_v && !bu_v;
-    assign mr_rsp_ready = ps == P_CHK || ps == P_RQK || (ps == P_PLACE && !seg_v);
+    assign mr_rsp_ready = ps == P_CHK || ps == P_RQK || ((ps == P_PLACE || ps == P_RDS) && !seg_v);
     wire place_done = ps == P_PLACE && (pay_rem == 16'd0 || pl_bad) && !bu_v && !seg_v &&
                       !lk_busy;
 
-    assign s_req_ready = ps == P_IDLE && !rq_scan_any;
+    // (a response descriptor still waiting keeps its fields: the next packet waits for it)
+    assign s_req_ready = ps == P_IDLE && !rq_scan_any && !ack_valid;
 
     // a failed QP's RQ doorbells: flush (one QP at a time)
     reg  [NUM_QP-1:0] rq_scan;     // QPs with receive WQEs to flush
@@ -604,19 +749,42 @@ module roce_resp #(
         end
     endtask
 
+    // a READ's rkey for its whole length (a zero-length READ checks nothing, C9-88)
+    task rd_check;
+        begin
+            ck_bad <= 1'b0;
+            if (p_dlen != 32'd0) begin
+                mr_req_valid <= 1'b1;
+                mr_req_key <= p_rkey;
+                mr_req_pd <= c_pd;
+                mr_req_va <= p_va;
+                mr_req_len <= p_dlen;
+                ck_first <= 1'b1;
+                ck_done <= 1'b0;
+            end else begin
+                ck_done <= 1'b1;
+            end
+            ps <= P_CHK;
+        end
+    endtask
+
     integer k;
     always @(posedge clk) begin
         cd_v <= 1'b0;
-        if (ack_valid && ack_ready)
+        rr_we <= 1'b0;
+        if (ack_valid && ack_ready) begin
             ack_valid <= 1'b0;
+            ack_opcode <= OP_ACK;
+            ack_payload_len <= 16'd0;
+        end
         if (m_cqe_valid && m_cqe_ready)
             m_cqe_valid <= 1'b0;
         if (fail_valid && fail_ready)
             fail_valid <= 1'b0;
         if (mr_req_valid && mr_req_ready)
             mr_req_valid <= 1'b0;
-        if (m_axi_arvalid && m_axi_arready)
-            m_axi_arvalid <= 1'b0;
+        if (wq_arvalid && m_axi_arready)
+            wq_arvalid <= 1'b0;
         if (m_axi_rvalid && rd_busy) begin
             rbuf[rb_n*DATA_WIDTH +: DATA_WIDTH] <= m_axi_rdata;
             rb_n <= rb_n + 8'd1;
@@ -702,7 +870,7 @@ module roce_resp #(
                     p_qpn <= {{(QPN_WIDTH-QP_AW){1'b0}}, scan_q};
                     ci <= 4'd0;
                     ps <= P_SCAN;
-                end else if (s_req_valid) begin
+                end else if (s_req_valid && !ack_valid) begin
                     q <= s_req_qpn[QP_AW-1:0];
                     p_qpn <= s_req_qpn;
                     p_op <= s_req_opcode;
@@ -729,6 +897,8 @@ module roce_resp #(
                 cd <= ci;
                 cd_v <= 1'b1;
                 ci <= ci + 4'd1;
+                if (ci != 4'd0 && ci <= RD_RES)     // the QP's remembered READs
+                    rr_e[ci - 4'd1] <= rr_rd;
                 if (ci == 4'd13)
                     ps <= P_EVAL;
             end
@@ -766,6 +936,18 @@ module roce_resp #(
                             ack_msn <= msn[q];
                             cnt_acks <= cnt_acks + 32'd1;
                             ps <= P_ACK;
+                        end else if (is_read && dup_hit) begin   // replayed from its PSN
+                            ack_psn <= p_psn;
+                            ack_msn <= msn[q];
+                            rd_dup <= 1'b1;
+                            if (!c_access[2]) begin            // no REMOTE_READ (any more)
+                                ack_syndrome <= SYN_NAK_REM_ACCESS;
+                                fail_after <= 1'b1;
+                                cnt_naks <= cnt_naks + 32'd1;
+                                ps <= P_ACK;
+                            end else begin
+                                rd_check;
+                            end
                         end else begin
                             ps <= P_DRAIN;
                         end
@@ -773,7 +955,8 @@ module roce_resp #(
                         nak_sent[q] <= 1'b0;
                         ack_psn <= p_psn;
                         ack_msn <= msn[q];
-                        if (!(is_write || is_send) || !seq_ok || !len_ok ||
+                        if (!(is_write || is_send || is_read) || !seq_ok ||
+                            (!is_read && !len_ok) ||
                             (is_write && is_first && first_len_bad) ||
                             (is_write && !is_first && cont_len_bad)) begin
                             ack_syndrome <= SYN_NAK_INV_REQ;   // (length errors too)
@@ -783,6 +966,21 @@ module roce_resp #(
                             fc_len <= m_len[q];
                             cnt_naks <= cnt_naks + 32'd1;
                             ps <= P_ACK;
+                        end else if (is_read) begin
+                            rd_dup <= 1'b0;
+                            if (!c_access[2]) begin            // no REMOTE_READ on the QP
+                                ack_syndrome <= SYN_NAK_REM_ACCESS;
+                                fail_after <= 1'b1;
+                                cnt_naks <= cnt_naks + 32'd1;
+                                ps <= P_ACK;
+                            end else if (p_dlen > 32'h8000_0000) begin   // C9-92
+                                ack_syndrome <= SYN_NAK_INV_REQ;
+                                fail_after <= 1'b1;
+                                cnt_naks <= cnt_naks + 32'd1;
+                                ps <= P_ACK;
+                            end else begin
+                                rd_check;
+                            end
                         end else if (is_send) begin
                             if (is_first && rq_empty) begin    // RNR NAK (IBA 9.7.5.2.8)
                                 nak_sent[q] <= 1'b1;
@@ -836,6 +1034,8 @@ module roce_resp #(
                         fail_after <= 1'b1;
                         cnt_naks <= cnt_naks + 32'd1;
                         ps <= P_ACK;
+                    end else if (is_read) begin
+                        ps <= P_RD0;
                     end else if (is_last && has_imm && rq_empty) begin   // RNR NAK
                         nak_sent[q] <= 1'b1;
                         ack_syndrome <= {3'b001, c_rnr[4:0]};
@@ -872,6 +1072,89 @@ module roce_resp #(
                         end else begin
                             ps <= P_DONE;
                         end
+                    end
+                end
+            end
+
+            P_RD0: begin        // READ checked: a new one takes its PSNs and counts (C9-148)
+                if (!rd_dup) begin
+                    epsn[q] <= p_psn + rd_npk[23:0];
+                    msn[q] <= msn[q] + 24'd1;
+                    rd_msn <= msn[q] + 24'd1;
+                    unacked[q] <= 5'd0;
+                    rr_we <= 1'b1;
+                    rr_waddr <= {q, rr_wp[q]};
+                    rr_wdata <= {p_psn, rd_npk[23:0] - 24'd1, p_rkey, p_va, p_dlen};
+                    rr_v[{q, rr_wp[q]}] <= 1'b1;
+                    rr_wp[q] <= rr_wp[q] + 1'b1;
+                end else begin
+                    rd_msn <= msn[q];
+                end
+                rd_k <= 24'd0;
+                rd_npm1 <= rd_npk[23:0] - 24'd1;
+                rd_va <= p_va;
+                rd_rem <= p_dlen;
+                ps <= P_RDT;
+            end
+
+            P_RDT: begin        // translate the packet's bytes (the rkey must still stand)
+                rd_bad <= 1'b0;
+                rd_got <= 1'b0;
+                seg_v <= 1'b0;
+                if (rd_n == 16'd0) begin
+                    ps <= P_RDH;
+                end else if (!mr_req_valid) begin
+                    mr_req_valid <= 1'b1;
+                    mr_req_key <= p_rkey;
+                    mr_req_pd <= c_pd;
+                    mr_req_va <= rd_va;
+                    mr_req_len <= {16'd0, rd_n};
+                    ps <= P_RDS;
+                end
+            end
+
+            P_RDS: begin        // each segment -> chunks of one burst -> dma_rd_stream
+                if (mr_rsp_valid && !seg_v) begin
+                    seg_v <= mr_rsp_len != 13'd0 && mr_rsp_status == 3'd0 && !rd_bad;
+                    seg_pa <= mr_rsp_pa;
+                    seg_rem <= mr_rsp_len;
+                    seg_last <= mr_rsp_last;
+                    if (mr_rsp_status != 3'd0)
+                        rd_bad <= 1'b1;
+                    if (mr_rsp_last)
+                        rd_got <= 1'b1;
+                end
+                if (rs_go) begin
+                    seg_pa <= seg_pa + {{(ADDR_WIDTH-13){1'b0}}, rs_len};
+                    seg_rem <= seg_rem - rs_len;
+                    seg_v <= seg_rem != rs_len;
+                end
+                if (rd_got && !seg_v && !mr_req_valid)
+                    ps <= P_RDH;
+            end
+
+            P_RDH: begin        // the packet's descriptor (its bytes are on their way)
+                if (!ack_valid) begin
+                    ack_psn <= p_psn + rd_k;
+                    if (rd_bad) begin           // NAK remote access at this PSN
+                        ack_syndrome <= SYN_NAK_REM_ACCESS;
+                        ack_msn <= msn[q];
+                        fail_after <= 1'b1;
+                        cnt_naks <= cnt_naks + 32'd1;
+                        ps <= P_ACK;
+                    end else begin
+                        ack_valid <= 1'b1;
+                        ack_opcode <= rd_opc;
+                        ack_payload_len <= rd_n;
+                        ack_syndrome <= SYN_ACK_UNLIMITED;
+                        ack_msn <= rd_msn;
+                        rd_k <= rd_k + 24'd1;
+                        rd_va <= rd_va + {48'd0, rd_n};
+                        rd_rem <= rd_rem - {16'd0, rd_n};
+                        if (rd_k == rd_npm1)
+                            ps <= drain_after ? P_DRAIN : P_IDLE;
+                        else
+                            ps <= P_RDT;
                     end
                 end
             end
@@ -1031,10 +1314,11 @@ module roce_resp #(
             P_RQW: begin        // the receive WQE at rq_ci: cached, or read from the ring
                 if (wc_v && wc_q == q && wc_idx == rq_ci[q] && !rd_busy) begin
                     ps <= P_RQC;
-                end else if (!rd_busy && !m_axi_arvalid) begin
-                    m_axi_arvalid <= 1'b1;
-                    m_axi_araddr <= {wqe_addr[ADDR_WIDTH-1:KW_LOG], {KW_LOG{1'b0}}};
-                    m_axi_arlen <= rw_beats[7:0] - 8'd1;
+                end else if (!rd_busy && !wq_arvalid && !rs_busy) begin
+                    // (after the READ response reads: R data of this ID comes in order)
+                    wq_arvalid <= 1'b1;
+                    wq_araddr <= {wqe_addr[ADDR_WIDTH-1:KW_LOG], {KW_LOG{1'b0}}};
+                    wq_arlen <= rw_beats[7:0] - 8'd1;
                     rb_off <= wqe_addr[KW_LOG-1:0];
                     rb_n <= 8'd0;
                     rd_busy <= 1'b1;
@@ -1160,12 +1444,18 @@ module roce_resp #(
             rq_scan[cfg_qpn[QP_AW-1:0]] <= 1'b0;
             unacked[cfg_qpn[QP_AW-1:0]] <= 5'd0;
             msn[cfg_qpn[QP_AW-1:0]] <= 24'd0;
+            rr_wp[cfg_qpn[QP_AW-1:0]] <= {RD_LOG{1'b0}};
+            for (k = 0; k < RD_RES; k = k + 1)
+                rr_v[{cfg_qpn[QP_AW-1:0], k[RD_LOG-1:0]}] <= 1'b0;
         end
 
         if (rst) begin
             ps <= P_IDLE;
             cd_v <= 1'b0;
             ack_valid <= 1'b0;
+            ack_opcode <= OP_ACK;
+            ack_payload_len <= 16'd0;
+            rr_v <= {(NUM_QP*RD_RES){1'b0}};
             m_cqe_valid <= 1'b0;
             fail_valid <= 1'b0;
             mr_req_valid <= 1'b0;
@@ -1183,7 +1473,7 @@ module roce_resp #(
             in_send <= {NUM_QP{1'b0}};
             wc_v <= 1'b0;
             rd_busy <= 1'b0;
-            m_axi_arvalid <= 1'b0;
+            wq_arvalid <= 1'b0;
             fc_v <= 1'b0;
             lk_busy <= 1'b0;
             pl_bad <= 1'b0;
@@ -1202,12 +1492,13 @@ module roce_resp #(
                 rq_ci[k] <= 16'd0;
                 msn[k] <= 24'd0;
                 unacked[k] <= 5'd0;
+                rr_wp[k] <= {RD_LOG{1'b0}};
             end
         end
     end
 
     /* verilator lint_off UNUSEDSIGNAL */
-    wire unused = &{1'b0, seg_last, b_err, c_pd, to_burst[31:13], c_dqpn[31:24], c_rcqn,
+    wire unused = &{1'b0, b_err, rd_npk[32:24], c_pd, to_burst[31:13], c_dqpn[31:24], c_rcqn,
                     pad_of_len, mtu};
     /* verilator lint_on UNUSEDSIGNAL */
 
