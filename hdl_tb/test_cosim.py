@@ -406,7 +406,10 @@ def model_to_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa
 
 
 async def run_model_to_rtl(dut, what: str, seed: int, bad: str = "",  # noqa: ANN001
-                           faults=None, pcap: str | None = None) -> dict:  # noqa: ANN001
+                           faults=None, pcap: str | None = None,  # noqa: ANN001
+                           program=None) -> dict:  # noqa: ANN001
+    """Run driver `program` (default model_to_rtl) with host a's NIC the RTL: its result,
+    with the link's faults, the late crossings and the frames the RTL sent."""
     from nicsim.cosim import cosim_world
 
     w, rtl = cosim_world(dut, seed=seed, faults=faults, pcap=pcap)
@@ -414,7 +417,7 @@ async def run_model_to_rtl(dut, what: str, seed: int, bad: str = "",  # noqa: AN
     await rtl.reset()
     rtl.clock.couple(w.env)
     t0 = time.perf_counter()
-    res = await bridge(model_to_rtl)(w, seed, bad)
+    res = await bridge(program or model_to_rtl)(w, seed, bad)
     wall = time.perf_counter() - t0
     w.close()
     speed_line(dut, rtl, what, res, wall)

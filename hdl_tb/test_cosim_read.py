@@ -21,13 +21,11 @@ from __future__ import annotations
 import json
 import os
 import random
-import time
 
 import cocotb
 import pytest
-from cocotb.task import bridge
 
-from hdl_tb.test_cosim import Side, counters, speed_line
+from hdl_tb.test_cosim import Side, counters, run_model_to_rtl
 from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, TOPLEVEL, bench_params
 from nicsim import hwif
 
@@ -99,21 +97,7 @@ def model_reads_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # n
 
 async def run_reads(dut, what: str, seed: int, bad: str = "",  # noqa: ANN001
                     faults=None, pcap: str | None = None) -> dict:  # noqa: ANN001
-    from nicsim.cosim import cosim_world
-
-    w, rtl = cosim_world(dut, seed=seed, faults=faults, pcap=pcap)
-    rtl.mac.keep_sent = True
-    await rtl.reset()
-    rtl.clock.couple(w.env)
-    t0 = time.perf_counter()
-    res = await bridge(model_reads_rtl)(w, seed, bad)
-    wall = time.perf_counter() - t0
-    w.close()
-    speed_line(dut, rtl, what, res, wall)
-    res["faults"] = w.links[0].fault_counters() if faults is not None else {}
-    res["late"] = rtl.clock.late
-    res["rtl_sent"] = list(rtl.mac.sent)
-    return res
+    return await run_model_to_rtl(dut, what, seed, bad, faults, pcap, program=model_reads_rtl)
 
 
 @cocotb.test(skip=TOPLEVEL != "roce_nic")

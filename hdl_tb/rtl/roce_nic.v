@@ -13,7 +13,7 @@
 //                  |--SQ doorbells-----------------> wqe_fetch      roce_req --> roce_tx
 //                  '--doorbell / arm events --> db_*, arm_*        roce_tx --> m_axis_tx_*
 //   DMA: reads  wqe_fetch (port 0), nic_cmd (port 1), roce_req payload (port 2), roce_resp
-//               receive WQEs (port 3) --> axi_rd_arb --> m_axi (AR/R)
+//               receive WQEs and READ response payload (port 3) --> axi_rd_arb --> m_axi (AR/R)
 //        writes cqe_write (port 0), nic_cmd (port 1), roce_resp payload (port 2)
 //               --> axi_wr_arb --> m_axi (AW/W/B)
 //
@@ -321,7 +321,7 @@ module roce_nic #(
     );
 
     // ---------------------------------------------------------------- DMA ports of the units
-    // read port 0: wqe_fetch, 1: nic_cmd, 2: roce_req, 3: roce_resp (receive WQEs);
+    // read port 0: wqe_fetch, 1: nic_cmd, 2: roce_req, 3: roce_resp (receive WQEs, READ data);
     // write port 0: cqe_write, 1: nic_cmd, 2: roce_resp (payload)
     wire [3:0]    rd_arid;
     wire [4*AW-1:0] rd_araddr;

@@ -609,7 +609,7 @@ module roce_resp #(
     reg  [RR_W-1:0]            rr_rd;
     reg  [NUM_QP*RD_RES-1:0]   rr_v;
     reg  [RD_LOG-1:0]          rr_wp [0:NUM_QP-1];
-    reg  [RR_W-1:0]            rr_e [0:RD_RES-1];
+    reg  [RD_RES*RR_W-1:0]     rr_e;       // (entry j at [j*RR_W +: RR_W])
     wire [QP_AW+RD_LOG-1:0]    rr_raddr = {q, ci[RD_LOG-1:0]};
     reg                        rr_we;
     reg  [QP_AW+RD_LOG-1:0]    rr_waddr;
@@ -626,16 +626,17 @@ module roce_resp #(
     // checks): in its PSN range, same rkey, the address of that packet, the same end
     reg         dup_hit;
     reg  [23:0] dh_d;
+    reg  [RR_W-1:0] dh_e;
     integer rj;
     always @* begin
         dup_hit = 1'b0;
         for (rj = 0; rj < RD_RES; rj = rj + 1) begin
-            dh_d = p_psn - rr_e[rj][RR_W-1 -: 24];
-            if (rr_v[{q, rj[RD_LOG-1:0]}] && dh_d <= rr_e[rj][RR_W-25 -: 24] &&
-                p_rkey == rr_e[rj][96 +: 32] &&
-                p_va - rr_e[rj][32 +: 64] == ({40'd0, dh_d} << mtu_log) &&
-                {1'b0, p_va} + {33'd0, p_dlen} ==
-                {1'b0, rr_e[rj][32 +: 64]} + {33'd0, rr_e[rj][0 +: 32]})
+            dh_e = rr_e[rj*RR_W +: RR_W];
+            dh_d = p_psn - dh_e[RR_W-1 -: 24];
+            if (rr_v[{q, rj[RD_LOG-1:0]}] && dh_d <= dh_e[RR_W-25 -: 24] &&
+                p_rkey == dh_e[96 +: 32] &&
+                p_va - dh_e[32 +: 64] == ({40'd0, dh_d} << mtu_log) &&
+                {1'b0, p_va} + {33'd0, p_dlen} == {1'b0, dh_e[32 +: 64]} + {33'd0, dh_e[0 +: 32]})
                 dup_hit = 1'b1;
         end
     end
@@ -898,7 +899,7 @@ module roce_resp #(
                 cd_v <= 1'b1;
                 ci <= ci + 4'd1;
                 if (ci != 4'd0 && ci <= RD_RES)     // the QP's remembered READs
-                    rr_e[ci - 4'd1] <= rr_rd;
+                    rr_e[(ci - 4'd1) * RR_W +: RR_W] <= rr_rd;
                 if (ci == 4'd13)
                     ps <= P_EVAL;
             end
@@ -913,8 +914,9 @@ module roce_resp #(
                         epsn[q] <= c_rqpsn;
                         epsn_stale[q] <= 1'b0;
                     end
+                    // (a QP failed here is in ERR, even before its table entry says so)
                     if (c_state != QPS_RTR && c_state != QPS_RTS && c_state != QPS_SQD ||
-                        !path_ok) begin
+                        rfail[q] || !path_ok) begin
                         cnt_dropped <= cnt_dropped + 32'd1;
                         ps <= P_DRAIN;                     // not receiving, not its path: dropped
                     end else if (pd_ != 24'd0 && !pd_[23]) begin   // ahead: sequence error
