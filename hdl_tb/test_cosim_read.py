@@ -44,9 +44,11 @@ JOBS = [
 ]
 
 
-def model_reads_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa: ANN001
-    """Driver program: b (model) READs JOBS from a's MR (a: the RTL unless `rtl` is False).
-    `bad` "rkey": job 1 with a wrong rkey."""
+def read_program(w, seed: int, bad: str = "", rtl: bool = True,  # noqa: ANN001
+                 rtl_reads: bool = False) -> dict:
+    """Driver program: the reader READs JOBS from the other host's MR: b (model) from a (the
+    RTL unless `rtl` is False), or with `rtl_reads` a from b. `bad` "rkey": job 1 with a
+    wrong rkey."""
     from nicsim.driver.user import enums as e
     from nicsim.driver.user.verbs import SGE, SendWR
 
@@ -58,18 +60,20 @@ def model_reads_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # n
     rng = random.Random(seed)
     acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
     a, b = Side(ha, SIZE, acc), Side(hb, SIZE, acc)
-    a.connect(b, "10.0.0.2", e.IBV_MTU_1024, psn=0xFFFFFA)
+    a.connect(b, "10.0.0.2", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1)
     b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1)
+    reader, target = (a, b) if rtl_reads else (b, a)
     src = rng.randbytes(SIZE)
-    a.mr.write(src, SIZE)
-    before = rng.randbytes(SIZE)       # b's MR starts with noise: untouched bytes must stay
-    b.mr.write(before, SIZE)
+    target.mr.write(src, SIZE)
+    before = rng.randbytes(SIZE)   # the reader's MR starts with noise: untouched bytes stay
+    reader.mr.write(before, SIZE)
     expect = bytearray(before)
     for i, (off, n, sges) in enumerate(JOBS):
-        sg = [SGE(b.mr.buf + o, ln, b.mr.lkey) for o, ln in sges]
+        sg = [SGE(reader.mr.buf + o, ln, reader.mr.lkey) for o, ln in sges]
         wr = SendWR(wr_id=i, opcode=e.IBV_WR_RDMA_READ, num_sge=len(sg), sg=sg or None)
-        wr.set_wr_rdma(a.mr.rkey ^ (0x80 if bad == "rkey" and i == 1 else 0), a.mr.buf + off)
-        b.qp.post_send(wr)
+        wr.set_wr_rdma(target.mr.rkey ^ (0x80 if bad == "rkey" and i == 1 else 0),
+                       target.mr.buf + off)
+        reader.qp.post_send(wr)
         if bad and i >= 1:
             continue
         rest = src[off:off + n]
@@ -78,26 +82,108 @@ def model_reads_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # n
             rest = rest[ln:]
     sent = []
     for _ in range(400):
-        _n, wcs = b.cq.poll(16)
+        _n, wcs = reader.cq.poll(16)
         sent += [(wc.wr_id, wc.status, wc.opcode if wc.status == e.IBV_WC_SUCCESS else -1,
                   wc.byte_len if wc.status == e.IBV_WC_SUCCESS else -1, wc.vendor_err)
                  for wc in wcs]
         if len(sent) >= len(JOBS):
             break
-        hb.spend(5_000.0)
-    mem = b.mr.read(SIZE)
+        reader.host.spend(5_000.0)
+    mem = reader.mr.read(SIZE)
     bad_at = [i for i in range(0, SIZE, 64) if mem[i:i + 64] != expect[i:i + 64]]
     hw_qpc = a.ctx.file.dev.hw.query_qp(a.qp.qp_num)
-    return {"sent": sent, "bad_at": bad_at, "a_changed": a.mr.read(SIZE) != src,
+    return {"sent": sent, "bad_at": bad_at, "target_changed": target.mr.read(SIZE) != src,
             "n_jobs": len(JOBS), "bytes": sum(n for _o, n, _s in JOBS), "sim_ns": w.env.now,
             "hw_state": hw_qpc.state,
             "want": [(i, e.IBV_WC_SUCCESS, e.IBV_WC_RDMA_READ, n, 0)
                      for i, (_o, n, _s) in enumerate(JOBS)]}
 
 
+def model_reads_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa: ANN001
+    return read_program(w, seed, bad, rtl)
+
+
+def rtl_reads_model(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa: ANN001
+    return read_program(w, seed, bad, rtl, rtl_reads=True)
+
+
+def rtl_write_read(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa: ANN001
+    """Driver program: a (the RTL unless `rtl` is False) WRITEs to b and READs back what it
+    wrote, WRITE, READ, WRITE, READ, WRITE on one QP: each READ must see the WRITE before it
+    (the responder executes in order), a's completions come in order."""
+    from nicsim.driver.user import enums as e
+    from nicsim.driver.user.verbs import SGE, SendWR
+
+    from nicsim.cosim import boot_rtl_host
+
+    if rtl:
+        boot_rtl_host(w)
+    rng = random.Random(seed)
+    acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+    a, b = Side(w.hosts["a"], SIZE, acc), Side(w.hosts["b"], SIZE, acc)
+    a.connect(b, "10.0.0.2", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1)
+    b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1)
+    src = rng.randbytes(SIZE)
+    a.mr.write(src, SIZE)
+    b.mr.write(bytes(SIZE), SIZE)
+    W, R = e.IBV_WR_RDMA_WRITE, e.IBV_WR_RDMA_READ
+    jobs = [  # (opcode, offset in a's MR, length, offset in b's MR)
+        (W, 0, 5000, 0),
+        (R, 8 * PG + 3, 5000, 0),
+        (W, 7000, 100, 6001),
+        (R, 12 * PG, 100, 6001),
+        (W, 200, 2048, 9000),
+    ]
+    a_exp, b_exp = bytearray(src), bytearray(SIZE)
+    for i, (op, aoff, n, boff) in enumerate(jobs):
+        wr = SendWR(wr_id=i, opcode=op, num_sge=1, sg=[SGE(a.mr.buf + aoff, n, a.mr.lkey)])
+        wr.set_wr_rdma(b.mr.rkey, b.mr.buf + boff)
+        a.qp.post_send(wr)
+        if op == W:
+            b_exp[boff:boff + n] = src[aoff:aoff + n]
+        else:
+            a_exp[aoff:aoff + n] = b_exp[boff:boff + n]
+    sent = []
+    for _ in range(400):
+        _n, wcs = a.cq.poll(16)
+        sent += [(wc.wr_id, wc.status, wc.opcode, wc.byte_len, wc.vendor_err) for wc in wcs]
+        if len(sent) >= len(jobs):
+            break
+        a.host.spend(5_000.0)
+    a.host.spend(20_000.0)  # the last WRITE's data lands at b
+    am, bm = a.mr.read(SIZE), b.mr.read(SIZE)
+    return {"sent": sent, "sim_ns": w.env.now, "n_jobs": len(jobs),
+            "bytes": sum(n for _op, _a, n, _b in jobs),
+            "bad_at": [i for i in range(0, SIZE, 64) if am[i:i + 64] != a_exp[i:i + 64]] +
+                      [-i for i in range(0, SIZE, 64) if bm[i:i + 64] != b_exp[i:i + 64]],
+            "want": [(i, e.IBV_WC_SUCCESS,
+                      e.IBV_WC_RDMA_WRITE if op == W else e.IBV_WC_RDMA_READ, n, 0)
+                     for i, (op, _a, n, _b) in enumerate(jobs)]}
+
+
 async def run_reads(dut, what: str, seed: int, bad: str = "",  # noqa: ANN001
-                    faults=None, pcap: str | None = None) -> dict:  # noqa: ANN001
-    return await run_model_to_rtl(dut, what, seed, bad, faults, pcap, program=model_reads_rtl)
+                    faults=None, pcap: str | None = None,  # noqa: ANN001
+                    program=model_reads_rtl) -> dict:  # noqa: ANN001
+    return await run_model_to_rtl(dut, what, seed, bad, faults, pcap, program=program)
+
+
+def reference_frames(pcap: str, program) -> list[bytes]:  # noqa: ANN001
+    """The frames host a sends when its NIC is the model, for the same program (and the
+    same completions at the reader, byte-exact memory)."""
+    from scapy.utils import rdpcap
+
+    from nicsim.cosim.world import MAC_A
+    from nicsim.world import World
+
+    mpcap = os.path.join(os.path.dirname(pcap), "model_" + os.path.basename(pcap))
+    mw = World.two_hosts(SEED, pcap=mpcap)
+    ref = program(mw, SEED, rtl=False)
+    mw.close()
+    assert ref["sent"] == ref["want"] and not ref["bad_at"], ref
+    mac_a = bytes.fromhex(MAC_A.replace(":", ""))
+    frames = [bytes(p) for p in rdpcap(mpcap) if bytes(p)[6:12] == mac_a]
+    assert frames
+    return frames
 
 
 @cocotb.test(skip=TOPLEVEL != "roce_nic")
@@ -108,7 +194,7 @@ async def test_read_from_rtl(dut):
     res = await run_reads(dut, "model READs RTL", SEED, pcap=pcap)
     assert res["sent"] == res["want"], (res["sent"], res["want"])
     assert not res["bad_at"], f"b's memory differs at {res['bad_at'][:8]}"
-    assert not res["a_changed"], "the READs changed a's memory"
+    assert not res["target_changed"], "the READs changed a's memory"
     assert res["late"] == 0
     c = counters(dut)
     assert c["resp_naks"] == 0 and c["resp_duplicates"] == 0, c
@@ -120,20 +206,10 @@ async def test_read_from_rtl(dut):
     ops = [parse(f).opcode for f in frames]  # raises WireError on a bad ICRC or header
     rtl_ops = [parse(f).opcode for f in res["rtl_sent"]]
     assert {0x0D, 0x0E, 0x0F, 0x10} <= set(rtl_ops) and 0x0C in ops, (rtl_ops, ops)
-    # the reference: the same program with the model as host a's NIC
-    from nicsim.cosim.world import MAC_A
-    from nicsim.world import World
-
-    mpcap = os.path.join(os.path.dirname(pcap), "model_read.pcap")
-    mw = World.two_hosts(SEED, pcap=mpcap)
-    ref = model_reads_rtl(mw, SEED, rtl=False)
-    mw.close()
-    assert ref["sent"] == res["sent"] and not ref["bad_at"], ref
-    mac_a = bytes.fromhex(MAC_A.replace(":", ""))
-    model_rsp = [bytes(p) for p in rdpcap(mpcap) if bytes(p)[6:12] == mac_a]
-    assert model_rsp and res["rtl_sent"] == model_rsp, (len(res["rtl_sent"]), len(model_rsp))
+    model_frames = reference_frames(pcap, model_reads_rtl)
+    assert res["rtl_sent"] == model_frames, (len(res["rtl_sent"]), len(model_frames))
     dut._log.info("%d bytes in %d READs served by the RTL, byte-exact; %d response frames "
-                  "identical to the model's", res["bytes"], res["n_jobs"], len(model_rsp))
+                  "identical to the model's", res["bytes"], res["n_jobs"], len(model_frames))
 
 
 @cocotb.test(skip=TOPLEVEL != "roce_nic")
@@ -165,13 +241,90 @@ async def test_read_loss(dut):
     assert counters(dut)["resp_duplicates"] > 0    # READs re-requested and answered again
 
 
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_rtl_reads(dut):
+    """READs from the RTL's requester, answered by the model: a's memory byte-exact, a's
+    completions (the RTL's completer) RDMA_READ SUCCESS in order, b's memory unchanged, the
+    RTL's READ requests byte for byte the model's."""
+    pcap = os.path.join(os.environ.get("COSIM_PCAP_DIR", "."), "cosim_rtl_reads.pcap")
+    res = await run_reads(dut, "RTL READs model", SEED, pcap=pcap, program=rtl_reads_model)
+    assert res["sent"] == res["want"], (res["sent"], res["want"])
+    assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
+    assert not res["target_changed"], "the READs changed b's memory"
+    assert res["late"] == 0
+    from nicsim.wire.packet import parse
+
+    assert {parse(f).opcode for f in res["rtl_sent"]} == {0x0C}, res["rtl_sent"]
+    model_frames = reference_frames(pcap, rtl_reads_model)
+    assert res["rtl_sent"] == model_frames, (len(res["rtl_sent"]), len(model_frames))
+    dut._log.info("%d bytes in %d READs by the RTL, byte-exact; %d READ requests identical to "
+                  "the model's", res["bytes"], res["n_jobs"], len(model_frames))
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_rtl_reads_bad_rkey(dut):
+    """The RTL's second READ carries a wrong rkey: the model NAKs it (remote access error),
+    the RTL completes it REM_ACCESS_ERR and flushes the rest, a's QP is in ERR."""
+    from nicsim.driver.user import enums as e
+
+    res = await run_reads(dut, "RTL READs model, bad rkey", SEED + 3, bad="rkey",
+                          program=rtl_reads_model)
+    st = [(s[0], s[1], s[4]) for s in res["sent"]]
+    assert st[:2] == [(0, e.IBV_WC_SUCCESS, 0), (1, e.IBV_WC_REM_ACCESS_ERR, 0x30)], st
+    assert all(s[1] == e.IBV_WC_WR_FLUSH_ERR for s in st[2:]) and len(st) == len(JOBS), st
+    assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
+    assert res["hw_state"] == hwif.QpState.ERR
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_rtl_reads_loss(dut):
+    """Loss and corruption both ways while the RTL READs: a missing response makes the RTL
+    ask again from it (go-back-N, or its transport timer), every READ completes byte-exact."""
+    from nicsim.fabric.faults import FaultConfig
+
+    res = await run_reads(dut, "RTL READs model, lossy", SEED + 4, program=rtl_reads_model,
+                          faults=FaultConfig(loss=0.06, corrupt=0.04, seed=4))
+    assert res["sent"] == res["want"], (res["sent"], res["want"])
+    assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
+    assert res["faults"]["lost"] + res["faults"]["corrupted"] > 0, res["faults"]
+    c = counters(dut)
+    assert c["req_resent"] > 0 and c["comp_resends"] > 0, c
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_rtl_write_read(dut):
+    """The RTL WRITEs and READs back on one QP: every READ sees the WRITE before it, both
+    hosts' memories byte-exact, a's completions in order, the RTL's frames (WRITEs and READ
+    requests) byte for byte the model's."""
+    pcap = os.path.join(os.environ.get("COSIM_PCAP_DIR", "."), "cosim_rtl_write_read.pcap")
+    res = await run_reads(dut, "RTL WRITE + READ", SEED, pcap=pcap, program=rtl_write_read)
+    assert res["sent"] == res["want"], (res["sent"], res["want"])
+    assert not res["bad_at"], f"memory differs at {res['bad_at'][:8]} (negative: b's)"
+    model_frames = reference_frames(pcap, rtl_write_read)
+    assert res["rtl_sent"] == model_frames, (len(res["rtl_sent"]), len(model_frames))
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_rtl_write_read_loss(dut):
+    """The same over a lossy link: go-back-N across WRITEs and READs, byte-exact."""
+    from nicsim.fabric.faults import FaultConfig
+
+    res = await run_reads(dut, "RTL WRITE + READ, lossy", SEED + 5, program=rtl_write_read,
+                          faults=FaultConfig(loss=0.08, corrupt=0.04, seed=6))
+    assert res["sent"] == res["want"], (res["sent"], res["want"])
+    assert not res["bad_at"], f"memory differs at {res['bad_at'][:8]} (negative: b's)"
+    assert res["faults"]["lost"] + res["faults"]["corrupted"] > 0, res["faults"]
+
+
 PARTS = [
     (64, "test_read_"),
-    (512, "test_read_from_rtl$"),
+    (64, "test_rtl_reads"),
+    (512, "test_read_from_rtl$|test_rtl_reads$"),
 ]
 
 
-@pytest.mark.parametrize(("data_width", "tests"), PARTS, ids=["read-64", "read-512"])
+@pytest.mark.parametrize(("data_width", "tests"), PARTS,
+                         ids=["model_reads-64", "rtl_reads-64", "reads-512"])
 def test_cosim_read(data_width, tests, tmp_path):
     from hdl_tb.cocotb_run import roce_nic_sources, run
 

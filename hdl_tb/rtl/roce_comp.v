@@ -31,8 +31,23 @@
 //   and the QP table is set to ERR (qp_err_*, through nic_cmd).
 // Going back to PSN p: the WQE holding p is found from the head, and the requester is asked
 // (rw_*) to fetch the SQ again from that WQE's index and to start sending at p.
-// Responses for a QP with nothing outstanding, and READ responses and atomic ACKs (the
-// requester sends no READ or atomic), are ignored (cnt_unexpected).
+//   READ RESPONSE for PSN p (IBA 9.7.6.1.3, the model's Completer._read_response): the
+//     SENDs and WRITEs before p complete; then for the READ at the head (one READ per QP is
+//     outstanding: rd_out holds the requester's next READ), in PSN order: a response it has
+//     had, or for no READ, is dropped (cnt_unexpected); one past the next expected asks
+//     again from the missing one (go-back, once per gap); the expected one must carry one
+//     MTU (the last: the rest of the length) with the opcode's FIRST/MIDDLE vs LAST/ONLY
+//     and the pad that fits, else the READ fails BAD_RESP_ERR; its payload is placed
+//     (pl_*: by the responder's write engine at the READ's byte offset; a translation that
+//     fails: LOC_PROT_ERR / BAD_LKEY, the QP fails); the acknowledged PSN moves to p, and
+//     the last response completes the READ (CQE RDMA_READ, the length). Every READ response
+//     with a payload gets one pl_* word (place or drop), in arrival order.
+//   An ACK at or past the last PSN of the READ at the head, before its last response, means
+//     a response was lost: go back to the first response missing (once per gap); the
+//     transport timer goes back there too. (The go-back spends a retry after the ACK's
+//     progress refilled the budget; the model spends it first.)
+// Responses for a QP with nothing outstanding and atomic ACKs (the requester sends no
+// atomic) are ignored (cnt_unexpected).
 //
 // Timers: a free-running cycle counter; each QP's deadline is looked at once every NUM_QP
 // cycles (a scan), so a timer fires up to NUM_QP cycles after its deadline.
@@ -46,9 +61,15 @@
 //
 // Ports:
 //   s_rsp_*     response packets (ACK/NAK, READ response, atomic ACK): qpn, opcode, psn,
-//               AETH syndrome
+//               AETH syndrome, payload length, pad count
 //   st_*        a WQE started by the requester: new (recorded) or a resend; its QP's send CQ,
 //               timeout, retry_cnt, rnr_retry
+//   st_mtu_log  with st_*: the QP's path MTU (log2)
+//   rd_out      QP q has a READ outstanding (set when the requester starts one, cleared
+//               when it completes or the QP is configured; a failed QP keeps it)
+//   pl_*        the verdict on a READ response's payload (to roce_resp): drop it, or place
+//               pl_len bytes at offset pl_off of the QP's READ buffers
+//   plr_*       the placement is done (its writes answered) or failed (translation)
 //   lc_*        a completion the requester makes (local error: fails the QP; flush)
 //   xf_*        the QP fails elsewhere (the responder sent a fatal NAK): flush, ERR
 //   rw_*        go back: QP, WQE index, the WQE's first PSN, the PSN to resend from
@@ -73,6 +94,8 @@ module roce_comp #(
     input  wire [7:0]             s_rsp_opcode,
     input  wire [23:0]            s_rsp_psn,
     input  wire [7:0]             s_rsp_syndrome,
+    input  wire [15:0]            s_rsp_payload_len,
+    input  wire [1:0]             s_rsp_padcount,
 
     input  wire                   st_valid,
     input  wire                   st_new,
@@ -87,6 +110,17 @@ module roce_comp #(
     input  wire [4:0]             st_timeout,
     input  wire [2:0]             st_retry_cnt,
     input  wire [2:0]             st_rnr_retry,
+    input  wire [3:0]             st_mtu_log,
+    output reg  [NUM_QP-1:0]      rd_out,
+
+    output reg                    pl_valid,
+    input  wire                   pl_ready,
+    output reg  [QPN_WIDTH-1:0]   pl_qpn,
+    output reg                    pl_drop,
+    output reg  [31:0]            pl_off,
+    output reg  [15:0]            pl_len,
+    input  wire                   plr_valid,
+    input  wire                   plr_ok,
 
     input  wire                   lc_valid,
     output wire                   lc_ready,
@@ -163,6 +197,10 @@ module roce_comp #(
     localparam [7:0] CS_RETRY_EXC_ERR = 8'd12;
     localparam [7:0] CS_RNR_RETRY_EXC_ERR = 8'd13;
     localparam [7:0] CS_REM_INV_RD_REQ_ERR = 8'd15;
+    localparam [7:0] CS_LOC_PROT_ERR = 8'd4;
+    localparam [7:0] CS_BAD_RESP_ERR = 8'd7;
+    localparam [7:0] VE_BAD_LKEY = 8'h10;
+    localparam [2:0] OP_READ = 3'd2;            // CqeOpcode.RDMA_READ
     localparam [7:0] VE_REMOTE_NAK = 8'h30;
     localparam [7:0] VE_RETRY_EXCEEDED = 8'h40;
     localparam [7:0] VE_RNR_EXCEEDED = 8'h41;
@@ -247,6 +285,12 @@ module roce_comp #(
     reg [23:0]          rnr_psn [0:NUM_QP-1];
     reg [NUM_QP-1:0]    rw_pend;    // a go-back is asked of the requester, not yet taken
     reg [23:0]          rw_pend_psn [0:NUM_QP-1];
+    // the QP's outstanding READ (one at most: the requester waits on rd_out): responses
+    // taken in order (rr_k), bytes placed (rr_done), a gap already asked for again (rr_gap)
+    reg [23:0]          rr_k [0:NUM_QP-1];
+    reg [31:0]          rr_done [0:NUM_QP-1];
+    reg [NUM_QP-1:0]    rr_gap;
+    reg [3:0]           mtu_l [0:NUM_QP-1];
 
     reg [47:0] now;                 // cycles since reset
 
@@ -297,6 +341,10 @@ module roce_comp #(
     localparam [4:0] F_ERR = 5'd16;     // set the QP table to ERR
     localparam [4:0] F_LOCAL = 5'd17;   // a requester's completion after the flush
     localparam [4:0] F_TMO = 5'd18;     // a timer expired
+    localparam [4:0] F_RR = 5'd19;      // a READ response (after the WQEs before it completed)
+    localparam [4:0] F_PLD = 5'd20;     // hand its payload to the placement (place or drop)
+    localparam [4:0] F_RRW = 5'd21;     // its bytes placed (or not)
+    localparam [4:0] F_RRD = 5'd22;     // it is taken: the READ advances or completes
 
     reg [4:0]        fs;
     reg [4:0]        c_next;
@@ -305,7 +353,14 @@ module roce_comp #(
     reg [23:0]       e_psn;      // the event's PSN
     reg [7:0]        e_syn;
     reg [23:0]       g_psn;      // go back to / fail at
-    reg [1:0]        ct_mode;    // after complete-through: 0 done (ACK), 1 NAK seq, 2 RNR
+    reg [1:0]        ct_mode;    // after complete-through: 0 done (ACK), 1 NAK seq, 2 RNR,
+                                 // 3 READ response
+    reg              imp;        // an ACK past an unanswered READ: go back to it (9.7.6.1.3)
+    reg [7:0]        e_op;
+    reg [15:0]       e_plen;
+    reg [1:0]        e_pad;
+    wire             e_rdrsp = e_op >= 8'h0d && e_op <= 8'h10;
+    wire             e_rdlast = e_op == 8'h0f || e_op == 8'h10;
     reg              moved;
     reg [7:0]        f_status;
     reg [7:0]        f_vendor;
@@ -363,6 +418,8 @@ module roce_comp #(
         end
         if (rw_valid && rw_ready)
             rw_valid <= 1'b0;
+        if (pl_valid && pl_ready)
+            pl_valid <= 1'b0;
         if (qp_err_valid && qp_err_ready)
             qp_err_valid <= 1'b0;
 
@@ -374,6 +431,9 @@ module roce_comp #(
             tmo[st_q] <= st_timeout;
             retry_cnt[st_q] <= st_retry_cnt;
             rnr_retry[st_q] <= st_rnr_retry;
+            mtu_l[st_q] <= st_mtu_log;
+            if (st_new && st_opcode == OP_READ)
+                rd_out[st_q] <= 1'b1;
             known[st_q] <= 1'b1;
             if (!known[st_q]) begin
                 retry_left[st_q] <= st_retry_cnt;
@@ -417,7 +477,13 @@ module roce_comp #(
                     qpn <= s_rsp_qpn;
                     e_psn <= s_rsp_psn;
                     e_syn <= s_rsp_syndrome;
-                    if ({{(32-QPN_WIDTH){1'b0}}, s_rsp_qpn} >= NUM_QP ||
+                    e_op <= s_rsp_opcode;
+                    e_plen <= s_rsp_payload_len;
+                    e_pad <= s_rsp_padcount;
+                    imp <= 1'b0;
+                    if (s_rsp_opcode >= 8'h0d && s_rsp_opcode <= 8'h10) begin
+                        fs <= F_RSP;            // (its payload must be placed or dropped)
+                    end else if ({{(32-QPN_WIDTH){1'b0}}, s_rsp_qpn} >= NUM_QP ||
                         s_rsp_opcode != 8'h11 ||
                         head[s_rsp_qpn[QP_AW-1:0]] == tail[s_rsp_qpn[QP_AW-1:0]]) begin
                         cnt_unexpected <= cnt_unexpected + 32'd1;
@@ -436,7 +502,11 @@ module roce_comp #(
                 moved <= 1'b0;
                 rd_q <= q;
                 rd_i <= h;
-                case (e_syn[7:5])
+                if (e_rdrsp) begin      // the SENDs and WRITEs before it are acknowledged
+                    g_psn <= e_psn - 24'd1;
+                    ct_mode <= 2'd3;
+                    fs <= F_CT_RD;
+                end else case (e_syn[7:5])
                     3'd0: begin                    // ACK
                         cnt_acks <= cnt_acks + 32'd1;
                         g_psn <= e_psn;
@@ -476,13 +546,22 @@ module roce_comp #(
             F_CT_RD: fs <= F_CT;      // rec_q <= record at h
 
             F_CT: begin
-                if (!moved && any_out && psn_ge(g_psn, r_first) &&
+                if (!moved && any_out && psn_ge(g_psn, r_first) && ct_mode != 2'd3 &&
                     (!acked_v[q] || psn_gt(g_psn, acked[q]))) begin
                     acked_v[q] <= 1'b1;
                     acked[q] <= g_psn;
                     moved <= 1'b1;
                 end
-                if (any_out && psn_ge(g_psn, r_last)) begin
+                if (any_out && psn_ge(g_psn, r_last) && r_op == OP_READ) begin
+                    // a READ is answered by its response, not by ACKs of later PSNs: an ACK
+                    // past it means a response was lost, ask again from the missing one
+                    if (ct_mode == 2'd0 && !rw_pend[q] && !rr_gap[q]) begin
+                        rr_gap[q] <= 1'b1;
+                        imp <= 1'b1;
+                        g_psn <= r_first + rr_k[q];
+                    end
+                    fs <= ct_mode == 2'd3 ? F_RR : F_AFTER;
+                end else if (any_out && psn_ge(g_psn, r_last)) begin
                     head[q] <= h + 16'd1;
                     rd_i <= h + 16'd1;
                     moved <= 1'b1;
@@ -493,6 +572,92 @@ module roce_comp #(
                         fs <= F_CQE;
                     end else begin
                         fs <= F_CT_RD;
+                    end
+                end else begin
+                    fs <= ct_mode == 2'd3 ? F_RR : F_AFTER;
+                end
+            end
+
+            // ---- a READ response, for the READ at the head (IBA 9.7.6.1.3; the model's
+            //      Completer._read_response)
+            F_RR: begin
+                if (!pl_valid) begin
+                    pl_qpn <= qpn;
+                    pl_drop <= 1'b1;
+                    pl_off <= rr_done[q];
+                    pl_len <= e_plen;
+                    rd_i <= h;
+                    c_next <= F_IDLE;
+                    fs <= e_plen != 16'd0 ? F_PLD : F_IDLE;
+                    if (!any_out || r_op != OP_READ || psn_gt(r_first + rr_k[q], e_psn) ||
+                        psn_gt(e_psn, r_last)) begin
+                        cnt_unexpected <= cnt_unexpected + 32'd1;   // answered already
+                    end else if (e_psn != r_first + rr_k[q]) begin
+                        // a response went missing: ask again from it, once per gap
+                        if (!rr_gap[q] && !rw_pend[q]) begin
+                            rr_gap[q] <= 1'b1;
+                            g_psn <= r_first + rr_k[q];
+                            c_next <= F_RETRY;
+                            fs <= e_plen != 16'd0 ? F_PLD : F_RETRY;
+                        end
+                    end else if ({16'd0, e_plen} != (e_psn == r_last ? r_len - rr_done[q] :
+                                                     (32'd1 << mtu_l[q])) ||
+                                 e_rdlast != (e_psn == r_last) ||
+                                 e_pad != 2'd0 - e_plen[1:0]) begin
+                        // every packet but the last carries one MTU: else a bad response,
+                        // which ends the READ (IBA 9.9.3.2)
+                        f_status <= CS_BAD_RESP_ERR;
+                        f_vendor <= VE_REMOTE_NAK;
+                        g_psn <= e_psn;
+                        c_next <= F_FAIL_RD;
+                        fs <= e_plen != 16'd0 ? F_PLD : F_FAIL_RD;
+                    end else begin
+                        rr_gap[q] <= 1'b0;
+                        pl_drop <= 1'b0;
+                        c_next <= F_RRW;
+                        fs <= e_plen != 16'd0 ? F_PLD : F_RRD;
+                    end
+                end
+            end
+
+            F_PLD: begin
+                pl_valid <= 1'b1;
+                fs <= c_next;
+            end
+
+            F_RRW: begin                // placed: else the READ fails (its buffer is gone)
+                if (plr_valid) begin
+                    if (plr_ok) begin
+                        fs <= F_RRD;
+                    end else begin
+                        f_status <= CS_LOC_PROT_ERR;
+                        f_vendor <= VE_BAD_LKEY;
+                        g_psn <= e_psn;
+                        fs <= F_FAIL_RD;
+                    end
+                end
+            end
+
+            F_RRD: begin
+                rr_done[q] <= rr_done[q] + {16'd0, e_plen};
+                rr_k[q] <= rr_k[q] + 24'd1;
+                acked_v[q] <= 1'b1;
+                acked[q] <= e_psn;
+                moved <= 1'b1;
+                ct_mode <= 2'd0;
+                if (e_psn == r_last) begin          // the last: the READ completes
+                    head[q] <= h + 16'd1;
+                    rd_i <= h + 16'd1;
+                    rd_out[q] <= 1'b0;
+                    rr_k[q] <= 24'd0;
+                    rr_done[q] <= 32'd0;
+                    if (r_sig) begin
+                        cqe_rec(CS_SUCCESS, 8'd0);
+                        m_cqe_valid <= 1'b1;
+                        c_next <= F_AFTER;
+                        fs <= F_CQE;
+                    end else begin
+                        fs <= F_AFTER;
                     end
                 end else begin
                     fs <= F_AFTER;
@@ -516,7 +681,8 @@ module roce_comp #(
                         armed[q] <= 1'b0;
                     end
                 end
-                g_psn <= e_psn;
+                if (!imp)
+                    g_psn <= e_psn;
                 rd_i <= h;
                 if (ct_mode == 2'd1) begin            // NAK sequence error: go back to e_psn
                     if (rw_pend[q] && psn_ge(e_psn, rw_pend_psn[q]))
@@ -540,7 +706,7 @@ module roce_comp #(
                         fs <= F_IDLE;
                     end
                 end else begin
-                    fs <= F_IDLE;
+                    fs <= imp ? F_RETRY : F_IDLE;     // (an implicit NAK: to the READ)
                 end
             end
 
@@ -564,7 +730,9 @@ module roce_comp #(
             F_FU_RD: fs <= F_FU;
 
             F_FU: begin                 // the first unacknowledged PSN
-                if (acked_v[q] && psn_ge(acked[q], r_first))
+                if (r_op == OP_READ)    // (a READ: its first response not received)
+                    g_psn <= r_first + rr_k[q];
+                else if (acked_v[q] && psn_ge(acked[q], r_first))
                     g_psn <= acked[q] + 24'd1;
                 else
                     g_psn <= r_first;
@@ -665,6 +833,9 @@ module roce_comp #(
                 end else begin
                     armed[q] <= 1'b0;
                     rw_pend[q] <= 1'b0;
+                    rr_k[q] <= 24'd0;
+                    rr_done[q] <= 32'd0;
+                    rr_gap[q] <= 1'b0;
                     fs <= lc_pend ? F_LOCAL : F_ERR;
                 end
             end
@@ -705,6 +876,10 @@ module roce_comp #(
             known[cfg_qpn[QP_AW-1:0]] <= 1'b0;
             armed[cfg_qpn[QP_AW-1:0]] <= 1'b0;
             rw_pend[cfg_qpn[QP_AW-1:0]] <= 1'b0;
+            rd_out[cfg_qpn[QP_AW-1:0]] <= 1'b0;
+            rr_k[cfg_qpn[QP_AW-1:0]] <= 24'd0;
+            rr_done[cfg_qpn[QP_AW-1:0]] <= 32'd0;
+            rr_gap[cfg_qpn[QP_AW-1:0]] <= 1'b0;
         end
 
         if (rst) begin
@@ -713,6 +888,9 @@ module roce_comp #(
             sc_q <= {QP_AW{1'b0}};
             m_cqe_valid <= 1'b0;
             rw_valid <= 1'b0;
+            pl_valid <= 1'b0;
+            rd_out <= {NUM_QP{1'b0}};
+            rr_gap <= {NUM_QP{1'b0}};
             qp_err_valid <= 1'b0;
             lc_pend <= 1'b0;
             f_head <= 1'b1;
@@ -730,6 +908,8 @@ module roce_comp #(
             for (k = 0; k < NUM_QP; k = k + 1) begin
                 head[k] <= 16'd0;
                 tail[k] <= 16'd0;
+                rr_k[k] <= 24'd0;
+                rr_done[k] <= 32'd0;
             end
         end
     end

@@ -1,9 +1,10 @@
 `default_nettype none
 // roce_nic: the nsnic RoCEv2 NIC (nicsim.hwif), as far as it is built: the host interface
 // (BAR0 over AXI4-Lite), the command processor with the QP/CQ context tables, address
-// translation (MPT/MTT), SQ WQE fetch, the requester (RC SEND / RDMA WRITE, with immediate)
-// with the transmit framer and ICRC, and CQE writeback, sharing one AXI4 master to host
-// memory. The unchanged nicsim kernel driver programs it and its verbs post work to it
+// translation (MPT/MTT), SQ WQE fetch, the requester (RC SEND / RDMA WRITE, with immediate,
+// RDMA READ) with the transmit framer and ICRC, the receive path, the completer, the
+// responder (which also places READ responses for the completer) and CQE writeback,
+// sharing one AXI4 master to host memory. The unchanged nicsim kernel driver programs it and its verbs post work to it
 // (hdl_tb/test_roce_nic_cmd.py, hdl_tb/test_roce_nic_req.py).
 //
 //   AXI4-Lite --> nic_bar --cmd--> nic_cmd --mr cmd--> mr_translate <-- roce_req | mr_req_*
@@ -710,6 +711,22 @@ module roce_nic #(
     wire [4:0]   st_timeout;
     wire [2:0]   st_retry_cnt;
     wire [2:0]   st_rnr_retry;
+    wire [3:0]   st_mtu_log;
+    wire [NUM_QP-1:0] rd_out;
+    wire         rd_sge_valid;
+    wire [QPN_W-1:0] rd_sge_qpn;
+    wire [31:0]  rd_sge_pd;
+    wire [MAX_SGE*64-1:0] rd_sge_addr;
+    wire [MAX_SGE*32-1:0] rd_sge_len;
+    wire [MAX_SGE*32-1:0] rd_sge_lkey;
+    wire         pl_valid;
+    wire         pl_ready;
+    wire [QPN_W-1:0] pl_qpn;
+    wire         pl_drop;
+    wire [31:0]  pl_off;
+    wire [15:0]  pl_len;
+    wire         plr_valid;
+    wire         plr_ok;
     wire         k_cqe_valid;
     wire         k_cqe_ready;
     wire [CQN_W-1:0] k_cqe_cqn;
@@ -810,6 +827,14 @@ module roce_nic #(
         .st_timeout(st_timeout),
         .st_retry_cnt(st_retry_cnt),
         .st_rnr_retry(st_rnr_retry),
+        .st_mtu_log(st_mtu_log),
+        .rd_out(rd_out),
+        .rd_sge_valid(rd_sge_valid),
+        .rd_sge_qpn(rd_sge_qpn),
+        .rd_sge_pd(rd_sge_pd),
+        .rd_sge_addr(rd_sge_addr),
+        .rd_sge_len(rd_sge_len),
+        .rd_sge_lkey(rd_sge_lkey),
         .mr_req_valid(q_req_valid),
         .mr_req_ready(q_req_ready),
         .mr_req_key(q_req_key),
@@ -1012,6 +1037,8 @@ module roce_nic #(
         .s_rsp_opcode(rsp_opcode),
         .s_rsp_psn(rsp_psn),
         .s_rsp_syndrome(rsp_syndrome),
+        .s_rsp_payload_len(rxm_payload_len),
+        .s_rsp_padcount(rxm_padcount),
         .st_valid(st_valid),
         .st_new(st_new),
         .st_qpn(st_qpn),
@@ -1025,6 +1052,16 @@ module roce_nic #(
         .st_timeout(st_timeout),
         .st_retry_cnt(st_retry_cnt),
         .st_rnr_retry(st_rnr_retry),
+        .st_mtu_log(st_mtu_log),
+        .rd_out(rd_out),
+        .pl_valid(pl_valid),
+        .pl_ready(pl_ready),
+        .pl_qpn(pl_qpn),
+        .pl_drop(pl_drop),
+        .pl_off(pl_off),
+        .pl_len(pl_len),
+        .plr_valid(plr_valid),
+        .plr_ok(plr_ok),
         .lc_valid(q_cqe_valid),
         .lc_ready(q_cqe_ready),
         .lc_fail(q_cqe_fail),
@@ -1111,20 +1148,27 @@ module roce_nic #(
     assign rsp_opcode = rxm_opcode;
     assign rsp_psn = rxm_psn;
     assign rsp_syndrome = rxm_syndrome;
-    assign rq_valid = rxm_valid && to_resp && pr_ready;
-    assign rxm_ready = pr_ready && (to_comp ? rsp_ready : to_resp ? rq_ready : 1'b1);
+    // a READ response's payload is placed by the responder's write engine on the completer's
+    // word: requests wait until the READ response payloads before them are gone (the payload
+    // stream is in packet order)
+    wire         rx_rdrsp = rxm_opcode >= 8'h0d && rxm_opcode <= 8'h10;
+    reg  [4:0]   rr_pend;       // READ response payloads in the stream, not yet taken
+    assign rq_valid = rxm_valid && to_resp && pr_ready && rr_pend == 5'd0;
+    assign rxm_ready = pr_ready && (to_comp ? rsp_ready : to_resp ? rq_ready && rr_pend == 5'd0
+                                                                  : 1'b1);
     wire rxm_take = rxm_valid && rxm_ready;
-    // payload owner of each packet with a payload: 1 the responder, 0 dropped
-    wire         pr_head;
+    // payload owner of each packet with a payload: 1 the responder (requests), 2 the
+    // responder on the completer's word (READ responses), 0 dropped
+    wire [1:0]   pr_head;
     wire         pr_valid;
     wire [15:0]  pr_count;
     fifo_fwft #(
-        .WIDTH(1),
+        .WIDTH(2),
         .DEPTH(16)
     ) u_pay_owner (
         .clk(clk),
         .rst(rst),
-        .s_data(to_resp),
+        .s_data(to_resp ? 2'd1 : (to_comp && rx_rdrsp) ? 2'd2 : 2'd0),
         .s_valid(rxm_take && rxm_payload_len != 16'd0),
         .s_ready(pr_ready),
         .m_data(pr_head),
@@ -1133,13 +1177,19 @@ module roce_nic #(
         .count(pr_count)
     );
     wire         rsp_pay_tready;
-    assign rxp_tready = pr_valid && (pr_head ? rsp_pay_tready : 1'b1);
+    assign rxp_tready = pr_valid && (pr_head != 2'd0 ? rsp_pay_tready : 1'b1);
+    wire rr_push = rxm_take && to_comp && rx_rdrsp && rxm_payload_len != 16'd0;
+    wire rr_pop = rxp_tvalid && rxp_tready && rxp_tlast && pr_head == 2'd2;
     reg  [31:0]  rx_dropped;
     always @(posedge clk) begin
-        if (rst)
+        if (rst) begin
             rx_dropped <= 32'd0;
-        else if (rxm_take && !to_comp && !to_resp)
-            rx_dropped <= rx_dropped + 32'd1;
+            rr_pend <= 5'd0;
+        end else begin
+            if (rxm_take && !to_comp && !to_resp)
+                rx_dropped <= rx_dropped + 32'd1;
+            rr_pend <= rr_pend + {4'd0, rr_push} - {4'd0, rr_pop};
+        end
     end
     assign cnt_rx_packets = rx_stat_packets;
     assign cnt_rx_drops = rx_dropped + rx_stat_drops;
@@ -1230,7 +1280,7 @@ module roce_nic #(
         .s_req_pkey(rxm_pkey),
         .s_pay_tdata(rxp_tdata),
         .s_pay_tkeep(rxp_tkeep),
-        .s_pay_tvalid(rxp_tvalid && pr_valid && pr_head),
+        .s_pay_tvalid(rxp_tvalid && pr_valid && pr_head != 2'd0),
         .s_pay_tready(rsp_pay_tready),
         .s_pay_tlast(rxp_tlast),
         .ctx_qpn(dp2_ctx_qpn),
@@ -1318,6 +1368,20 @@ module roce_nic #(
         .fail_valid(rs_fail_valid),
         .fail_ready(rs_fail_ready),
         .fail_qpn(rs_fail_qpn),
+        .rd_sge_valid(rd_sge_valid),
+        .rd_sge_qpn(rd_sge_qpn),
+        .rd_sge_pd(rd_sge_pd),
+        .rd_sge_addr(rd_sge_addr),
+        .rd_sge_len(rd_sge_len),
+        .rd_sge_lkey(rd_sge_lkey),
+        .pl_valid(pl_valid),
+        .pl_ready(pl_ready),
+        .pl_qpn(pl_qpn),
+        .pl_drop(pl_drop),
+        .pl_off(pl_off),
+        .pl_len(pl_len),
+        .plr_valid(plr_valid),
+        .plr_ok(plr_ok),
         .cnt_requests(cnt_resp_requests),
         .cnt_bytes(cnt_resp_bytes),
         .cnt_acks(cnt_resp_acks),

@@ -11,9 +11,12 @@
 //      the table word, sq_psn_set_*).
 //   2. checks, in the model's order: a QP in ERR (or failed here before) flushes the WQE
 //      (WR_FLUSH_ERR); a QP not in RTS (SQD, ...) is waited for; an opcode other than
-//      RDMA_WRITE, RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM, inline data, more SGEs than
-//      MAX_SGE or a WQE read error give LOC_QP_OP_ERR / BAD_OPCODE; every non-empty SGE's
-//      lkey is checked through mr_translate (pd, no access right needed, bounds): the first
+//      RDMA_WRITE, RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM, RDMA_READ, inline data, more
+//      SGEs than MAX_SGE or a WQE read error give LOC_QP_OP_ERR / BAD_OPCODE; a new READ
+//      waits while the QP has a READ outstanding (rd_out, from the completer: one per QP;
+//      the context is read again every 256 cycles, so a QP failed meanwhile flushes it);
+//      every non-empty SGE's lkey is checked through mr_translate (pd, bounds; a READ's
+//      SGEs need LOCAL_WRITE, the model's check, as the responses are written there): the first
 //      failing one gives LOC_PROT_ERR with its vendor code (BAD_LKEY, LKEY_PD_MISMATCH,
 //      LKEY_ACCESS, LKEY_BOUNDS); a message over 2^31 bytes gives LOC_LEN_ERR. An error
 //      completes the WQE on m_cqe (byte_len 0) and marks the QP failed: its later WQEs are
@@ -27,6 +30,11 @@
 //      are IPv4-mapped (else IPv6 with the GIDs, flow label 0), DSCP from the traffic class
 //      with ECN ECT(0), TTL / hop limit = traffic_class >> 8 or 64, UDP source port
 //      nicsim.wire.roce_udp_sport(qpn, dest_qpn).
+//      A READ is one READ REQUEST packet (RETH: remote address, rkey, length; AckReq, no
+//      payload) that takes a PSN per response packet; its SGEs and PD go to the responder
+//      (rd_sge_*), which places the responses for the completer. A READ asked again from
+//      packet k (go-back, IBA 9.7.6.1.3) asks for the rest: PSN + k, address + k * MTU,
+//      length - k * MTU.
 //   5. payload: the SGEs are translated again (mr_translate: one segment per page) and cut
 //      into chunks that lie in one segment, one packet and one AXI burst (<= 4 KiB, <= 256
 //      beats); dma_rd_stream reads each chunk with one INCR burst (only when its payload FIFO
@@ -58,6 +66,9 @@
 //   m_axi_ar*, m_axi_r*   AXI4 read master (payload)
 //   tx_hdr_*              framer descriptor (roce_tx s_hdr_*; fields not listed are constant)
 //   tx_pay_*              framer payload stream (packed)
+//   st_mtu_log            with st_*: the QP's path MTU (log2), for the READ responses
+//   rd_out                QP q has a READ outstanding (roce_comp)
+//   rd_sge_*              a READ started: its QP, PD and SGEs (lengths past num_sge 0)
 //   m_cqe_*               completions of WQEs that failed here (to cqe_write)
 //   cnt_wqes, cnt_pkts, cnt_bytes, cnt_errors   WQEs taken, packets, payload bytes, error CQEs
 module roce_req #(
@@ -122,6 +133,15 @@ module roce_req #(
     output reg  [4:0]                    st_timeout,
     output reg  [2:0]                    st_retry_cnt,
     output reg  [2:0]                    st_rnr_retry,
+    output reg  [3:0]                    st_mtu_log,
+    input  wire [NUM_QP-1:0]             rd_out,
+
+    output reg                           rd_sge_valid,
+    output reg  [QPN_WIDTH-1:0]          rd_sge_qpn,
+    output reg  [31:0]                   rd_sge_pd,
+    output reg  [MAX_SGE*64-1:0]         rd_sge_addr,
+    output reg  [MAX_SGE*32-1:0]         rd_sge_len,
+    output reg  [MAX_SGE*32-1:0]         rd_sge_lkey,
 
     output wire                          mr_req_valid,
     input  wire                          mr_req_ready,
@@ -213,6 +233,7 @@ module roce_req #(
     localparam KW_LOG = clog2(KW);
     localparam QP_AW = clog2(NUM_QP);
     localparam SGE_W = MAX_SGE > 1 ? clog2(MAX_SGE + 1) : 1;
+    localparam [SGE_W:0] MAX_SGE_J = MAX_SGE;
     localparam integer BURST_I = 256 * KW < 4096 ? 256 * KW : 4096;   // bytes per burst at most
     localparam BURST_LOG = clog2(BURST_I);
 
@@ -332,7 +353,8 @@ module roce_req #(
     // ---------------------------------------------------------------- the message
     wire [3:0]  mtu_log = (c_pmtu >= 8'd1 && c_pmtu <= 8'd5) ? c_pmtu[3:0] + 4'd7 : 4'd10;
     wire [12:0] mtu = 13'd1 << mtu_log;
-    wire        op_ok = w_op == 8'd0 || w_op == 8'd1 || w_op == 8'd2 || w_op == 8'd3;
+    wire        is_read = w_op == 8'd4;
+    wire        op_ok = w_op == 8'd0 || w_op == 8'd1 || w_op == 8'd2 || w_op == 8'd3 || is_read;
     wire        is_write = w_op == 8'd0 || w_op == 8'd1;
     wire        has_imm = w_op == 8'd1 || w_op == 8'd3;
     // CqeOpcode of the WQE's opcode (SEND for unknown ones)
@@ -368,7 +390,7 @@ module roce_req #(
     assign mr_req_valid = tr_on && tr_more && tr_len != 32'd0;
     assign mr_req_key = w_sge_lkey[32*tr_j[SGE_W-1:0] +: 32];
     assign mr_req_pd = c_pd;
-    assign mr_req_access = 8'd0;
+    assign mr_req_access = is_read ? 8'd1 : 8'd0;    // a READ writes its SGEs: LOCAL_WRITE
     assign mr_req_va = w_sge_addr[64*tr_j[SGE_W-1:0] +: 64];
     assign mr_req_len = tr_len;
     assign mr_req_tag = {TAG_WIDTH{1'b0}};
@@ -421,7 +443,9 @@ module roce_req #(
     wire           hg_last = hg_rem <= {19'd0, mtu};
     reg  [7:0]     hg_opc;
     always @* begin
-        case ({w_op[1:0], hg_first, hg_last})
+        if (is_read)
+            hg_opc = 8'h0c;                          // RDMA READ REQUEST
+        else case ({w_op[1:0], hg_first, hg_last})
             4'b0010: hg_opc = 8'h06;                 // WRITE FIRST
             4'b0000: hg_opc = 8'h07;                 // WRITE MIDDLE
             4'b0001: hg_opc = 8'h08;                 // WRITE LAST
@@ -451,13 +475,14 @@ module roce_req #(
     assign tx_hdr_ttl = p_ttl;
     assign tx_hdr_udp_sport = c_sport;
     assign tx_hdr_opcode = hg_opc;
-    assign tx_hdr_solicited = hg_last && w_flags[2];
+    assign tx_hdr_solicited = hg_last && w_flags[2] && !is_read;
     assign tx_hdr_dqpn = c_dqpn[23:0];
     assign tx_hdr_ackreq = hg_last;
     assign tx_hdr_psn = psn0 + hg_k;
-    assign tx_hdr_reth_va = w_raddr;
+    // (a READ asked again from packet k0: the rest of it, IBA 9.7.6.1.3)
+    assign tx_hdr_reth_va = is_read ? w_raddr + {32'd0, skip} : w_raddr;
     assign tx_hdr_reth_rkey = w_rkey;
-    assign tx_hdr_reth_len = w_total[31:0];
+    assign tx_hdr_reth_len = is_read ? w_total[31:0] - skip : w_total[31:0];
     assign tx_hdr_imm = w_imm;
     assign tx_hdr_payload_len = hg_last ? hg_rem[15:0] : {3'd0, mtu};
     wire hg_fire = hg_on && tx_hdr_ready;
@@ -485,6 +510,7 @@ module roce_req #(
     always @(posedge clk) begin
         cd_v <= 1'b0;
         st_valid <= 1'b0;
+        rd_sge_valid <= 1'b0;
         fetch_rw_valid <= 1'b0;
         if (m_cqe_valid && m_cqe_ready)
             m_cqe_valid <= 1'b0;
@@ -574,8 +600,9 @@ module roce_req #(
                     end else if (c_state != QPS_RTS) begin
                         wait_cnt <= 9'd0;
                         state <= R_WAIT;
-                    end else if (!w_resend && qp_full[w_q]) begin
-                        state <= R_FULL;
+                    end else if (!w_resend && (qp_full[w_q] || (is_read && rd_out[w_q]))) begin
+                        wait_cnt <= 9'd0;
+                        state <= R_FULL;           // (one READ outstanding per QP)
                     end else if (!op_ok || w_err || w_flags[3] ||
                                  w_nsge > MAX_SGE) begin
                         exp_idx[w_q] <= w_index + 16'd1;
@@ -595,10 +622,16 @@ module roce_req #(
             end
 
             R_FULL: begin      // OUT WQEs outstanding on the QP: wait (a go-back may come)
-                if (rw_take)
+                // (the context is read again now and then: a QP that failed meanwhile
+                // flushes the WQE; its READ stays outstanding until the QP is reset)
+                wait_cnt <= wait_cnt + 9'd1;
+                if (rw_take) begin
                     state <= R_EVAL;
-                else if (!qp_full[w_q])
-                    state <= R_EVAL;
+                end else if (!qp_full[w_q] && !(is_read && rd_out[w_q]) ||
+                             wait_cnt == 9'd255) begin
+                    ci <= 4'd0;
+                    state <= R_CTX;
+                end
             end
 
             R_WAIT: begin      // the QP is not in RTS (SQD, ...): look again later
@@ -680,16 +713,24 @@ module roce_req #(
                 st_timeout <= c_tmo;
                 st_retry_cnt <= c_retry;
                 st_rnr_retry <= c_rnr;
+                st_mtu_log <= mtu_log;
                 hg_on <= 1'b1;
                 hg_k <= k0;
-                hg_rem <= w_total[31:0] - skip0;
                 skip <= skip0;
-                msg_rem <= w_total[31:0] - skip0;
+                seg_v <= 1'b0;
+                tr_on <= 1'b1;
+                if (is_read) begin         // one request packet; its SGEs for the responses
+                    hg_rem <= 32'd0;
+                    msg_rem <= 32'd0;
+                    tr_j <= MAX_SGE_J;
+                    rd_sge_valid <= 1'b1;
+                end else begin
+                    hg_rem <= w_total[31:0] - skip0;
+                    msg_rem <= w_total[31:0] - skip0;
+                    tr_j <= {(SGE_W+1){1'b0}};
+                end
                 pkt_rem <= w_total[31:0] - skip0 > {19'd0, mtu} ? mtu :
                            w_total[12:0] - skip0[12:0];
-                seg_v <= 1'b0;
-                tr_j <= {(SGE_W+1){1'b0}};
-                tr_on <= 1'b1;
                 state <= R_RUN;
             end
 
@@ -746,8 +787,20 @@ module roce_req #(
             cnt_resent <= 32'd0;
             cnt_stale <= 32'd0;
             st_valid <= 1'b0;
+            rd_sge_valid <= 1'b0;
             fetch_rw_valid <= 1'b0;
         end
+    end
+
+    // a READ's SGEs (those past num_sge: no bytes)
+    integer rj;
+    always @(posedge clk) begin
+        rd_sge_qpn <= w_qpn;
+        rd_sge_pd <= c_pd;
+        rd_sge_addr <= w_sge_addr;
+        rd_sge_lkey <= w_sge_lkey;
+        for (rj = 0; rj < MAX_SGE; rj = rj + 1)
+            rd_sge_len[32*rj +: 32] <= rj < w_nsge ? w_sge_len[32*rj +: 32] : 32'd0;
     end
 
     // stale / failed marks

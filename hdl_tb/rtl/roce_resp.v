@@ -1,5 +1,6 @@
 `default_nettype none
-// roce_resp: the responder of the nsnic RoCEv2 NIC for RDMA WRITE and SEND (IBA 9.7.4-9.7.5),
+// roce_resp: the responder of the nsnic RoCEv2 NIC for RDMA WRITE, SEND and READ (IBA
+// 9.7.4-9.7.5; it also places the payload of READ responses for the completer, below),
 // as nicsim/nic/responder.py handles them: requests from the peer are checked and placed in
 // host memory, and answered with coalesced ACKs or NAKs.
 //
@@ -85,6 +86,13 @@
 //   m_rd_*      READ response payload (packed, tlast at the end of each packet)
 //   m_cqe_*     receive completions
 //   fail_*      a QP fails (to the completer: flush the send queue, ERR)
+//   rd_sge_*    the requester started a READ: its SGEs and PD (kept per QP: one READ
+//               outstanding per QP)
+//   pl_*, plr_* the completer's verdict on a READ RESPONSE payload (next on s_pay_*): drop
+//               it, or place pl_len bytes at offset pl_off of the QP's READ SGEs (each piece
+//               translated with LOCAL_WRITE, written by the same burst engine as a SEND's
+//               scatter); plr_* says when it is written (B responses in) or that a
+//               translation failed (the rest of the payload dropped)
 //   cnt_*       request packets, bytes placed, ACKs, NAKs, duplicates, dropped (QP not
 //               receiving, or not from its path)
 module roce_resp #(
@@ -220,6 +228,21 @@ module roce_resp #(
     input  wire                          fail_ready,
     output reg  [QPN_WIDTH-1:0]          fail_qpn,
 
+    input  wire                          rd_sge_valid,
+    input  wire [QPN_WIDTH-1:0]          rd_sge_qpn,
+    input  wire [31:0]                   rd_sge_pd,
+    input  wire [MAX_RSGE*64-1:0]        rd_sge_addr,
+    input  wire [MAX_RSGE*32-1:0]        rd_sge_len,
+    input  wire [MAX_RSGE*32-1:0]        rd_sge_lkey,
+    input  wire                          pl_valid,
+    output wire                          pl_ready,
+    input  wire [QPN_WIDTH-1:0]          pl_qpn,
+    input  wire                          pl_drop,
+    input  wire [31:0]                   pl_off,
+    input  wire [15:0]                   pl_len,
+    output reg                           plr_valid,
+    output reg                           plr_ok,
+
     output reg  [31:0]                   cnt_requests,
     output reg  [31:0]                   cnt_bytes,
     output reg  [31:0]                   cnt_acks,
@@ -326,6 +349,8 @@ module roce_resp #(
     reg [127:0]         p_sip;
     reg [127:0]         p_dip;
     reg [15:0]          p_pkey;
+    reg                 rr;         // placing a READ response's payload (not a request's)
+    reg [31:0]          rr_off;     // its offset in the READ's buffers
 
     // context
     reg [7:0]   c_state;
@@ -363,6 +388,7 @@ module roce_resp #(
     localparam [4:0] P_RDT = 5'd18;     // READ: translate the next response's bytes
     localparam [4:0] P_RDS = 5'd19;     // READ: its segments -> read chunks
     localparam [4:0] P_RDH = 5'd20;     // READ: its descriptor (or the NAK)
+    localparam [4:0] P_RRL = 5'd21;     // READ RESPONSE placement: the READ's SGEs
 
     reg [4:0]  ps;
     reg [4:0]  p_next;
@@ -453,7 +479,7 @@ module roce_resp #(
 
     // ---------------------------------------------------------------- translation
     // LOCAL_WRITE (receive buffers), REMOTE_READ, REMOTE_WRITE
-    assign mr_req_access = is_send ? 8'd1 : is_read ? 8'd4 : 8'd2;
+    assign mr_req_access = (is_send || rr) ? 8'd1 : is_read ? 8'd4 : 8'd2;
     assign mr_req_tag = {TAG_WIDTH{1'b0}};
     reg  ck_first;
     reg  ck_bad;
@@ -513,7 +539,7 @@ module roce_resp #(
     reg         pl_bad;             // a lookup of the packet failed
     wire [31:0] sc_room = sg_len[sc_i] - sc_off;
     wire [31:0] sc_n = sc_room < {16'd0, lk_rem} ? sc_room : {16'd0, lk_rem};
-    wire [31:0] so_far = is_first ? 32'd0 : m_len[q];
+    wire [31:0] so_far = rr ? rr_off : is_first ? 32'd0 : m_len[q];
 
     // a fatal NAK while a receive WQE is being filled completes it with fc_status (the model's
     // _fatal_nak: IBA 9.9.3.1 class C/D errors)
@@ -600,6 +626,18 @@ module roce_resp #(
     assign m_axi_wvalid = m_axi_wvalid_r;
     assign m_axi_bready = 1'b1;
     wire b_hs = m_axi_bvalid;
+
+    // ---------------------------------------------------------------- READ RESPONSE placement
+    // the SGEs of each QP's outstanding READ {pd, lkeys, lengths, addresses}, in a RAM
+    localparam RS_W = 32 + MAX_RSGE * 128;
+    reg  [RS_W-1:0] rs_mem [0:NUM_QP-1];
+    reg  [RS_W-1:0] rs_rd;
+    always @(posedge clk) begin
+        if (rd_sge_valid)
+            rs_mem[rd_sge_qpn[QP_AW-1:0]] <= {rd_sge_pd, rd_sge_lkey, rd_sge_len, rd_sge_addr};
+        rs_rd <= rs_mem[pl_qpn[QP_AW-1:0]];
+    end
+    assign pl_ready = ps == P_IDLE && !rq_scan_any;
 
     // ---------------------------------------------------------------- READ
     // the newest RD_RES READs of each QP, for duplicates: {first PSN, packets - 1, rkey, va,
@@ -713,7 +751,7 @@ module roce_resp #(
                       !lk_busy;
 
     // (a response descriptor still waiting keeps its fields: the next packet waits for it)
-    assign s_req_ready = ps == P_IDLE && !rq_scan_any && !ack_valid;
+    assign s_req_ready = ps == P_IDLE && !rq_scan_any && !ack_valid && !pl_valid;
 
     // a failed QP's RQ doorbells: flush (one QP at a time)
     reg  [NUM_QP-1:0] rq_scan;     // QPs with receive WQEs to flush
@@ -750,6 +788,25 @@ module roce_resp #(
         end
     endtask
 
+    // place the packet's p_len bytes over the SGEs sg_*, from byte `off` of them on (a SEND
+    // into its receive WQE, a READ response into the READ's buffers)
+    task scatter;
+        input [31:0] off;
+        begin
+            pay_rem <= p_len;
+            pay_on <= 1'b1;
+            pay_end <= 1'b0;
+            seg_v <= 1'b0;
+            b_err <= 1'b0;
+            lk_rem <= p_len;
+            lk_busy <= 1'b0;
+            pl_bad <= 1'b0;
+            sc_i <= 5'd0;
+            sc_off <= off;
+            ps <= P_PLACE;
+        end
+    endtask
+
     // a READ's rkey for its whole length (a zero-length READ checks nothing, C9-88)
     task rd_check;
         begin
@@ -773,6 +830,7 @@ module roce_resp #(
     always @(posedge clk) begin
         cd_v <= 1'b0;
         rr_we <= 1'b0;
+        plr_valid <= 1'b0;
         if (ack_valid && ack_ready) begin
             ack_valid <= 1'b0;
             ack_opcode <= OP_ACK;
@@ -871,6 +929,19 @@ module roce_resp #(
                     p_qpn <= {{(QPN_WIDTH-QP_AW){1'b0}}, scan_q};
                     ci <= 4'd0;
                     ps <= P_SCAN;
+                end else if (pl_valid) begin    // a READ response's payload
+                    q <= pl_qpn[QP_AW-1:0];
+                    p_qpn <= pl_qpn;
+                    p_op <= 8'h10;             // (neither a SEND nor a WRITE)
+                    p_len <= pl_len;
+                    rr_off <= pl_off;
+                    if (pl_drop) begin
+                        drain_after <= 1'b1;
+                        ps <= P_DRAIN;
+                    end else begin
+                        rr <= 1'b1;
+                        ps <= P_RRL;
+                    end
                 end else if (s_req_valid && !ack_valid) begin
                     q <= s_req_qpn[QP_AW-1:0];
                     p_qpn <= s_req_qpn;
@@ -1161,6 +1232,16 @@ module roce_resp #(
                 end
             end
 
+            P_RRL: begin        // the READ's SGEs (read from rs_mem in P_IDLE)
+                for (gk = 0; gk < MAX_RSGE; gk = gk + 1) begin
+                    sg_addr[gk] <= rs_rd[64*gk +: 64];
+                    sg_len[gk] <= rs_rd[64*MAX_RSGE + 32*gk +: 32];
+                    sg_key[gk] <= rs_rd[96*MAX_RSGE + 32*gk +: 32];
+                end
+                c_pd <= rs_rd[RS_W-1 -: 32];
+                scatter(rr_off);
+            end
+
             P_PLACE: begin
                 if (mr_rsp_valid && !seg_v) begin
                     seg_v <= mr_rsp_len != 13'd0;
@@ -1173,7 +1254,7 @@ module roce_resp #(
                         pl_bad <= 1'b1;
                 end
                 // SEND: the next piece of the packet, from the SGE holding its next byte
-                if (is_send && lk_rem != 16'd0 && !lk_busy && !mr_req_valid && !pl_bad) begin
+                if ((is_send || rr) && lk_rem != 16'd0 && !lk_busy && !mr_req_valid && !pl_bad) begin
                     if (sg_len[sc_i] <= sc_off) begin
                         sc_off <= sc_off - sg_len[sc_i];
                         sc_i <= sc_i + 5'd1;
@@ -1201,6 +1282,12 @@ module roce_resp #(
                         draining <= !pay_end && !(refill && s_pay_tlast);
                         wcnt <= {(KW_LOG+2){1'b0}};
                         win <= {2*DATA_WIDTH{1'b0}};
+                    end else if (b_out == 8'd0 && !aw_v && !m_axi_wvalid_r && !draining &&
+                                 rr) begin          // a READ response: the completer fails it
+                        plr_valid <= 1'b1;
+                        plr_ok <= 1'b0;
+                        rr <= 1'b0;
+                        ps <= P_IDLE;
                     end else if (b_out == 8'd0 && !aw_v && !m_axi_wvalid_r && !draining) begin
                         ack_psn <= p_psn;
                         ack_syndrome <= is_send ? SYN_NAK_REM_OP : SYN_NAK_REM_ACCESS;
@@ -1212,6 +1299,13 @@ module roce_resp #(
                         cnt_naks <= cnt_naks + 32'd1;
                         ps <= P_ACK;
                     end
+                end else if (b_out == 8'd0 && !aw_v && !m_axi_wvalid_r && (!pay_on || pay_end) &&
+                             rr) begin
+                    pay_on <= 1'b0;
+                    plr_valid <= 1'b1;
+                    plr_ok <= 1'b1;
+                    rr <= 1'b0;
+                    ps <= P_IDLE;
                 end else if (b_out == 8'd0 && !aw_v && !m_axi_wvalid_r && (!pay_on || pay_end)) begin
                     pay_on <= 1'b0;
                     cnt_bytes <= cnt_bytes + {16'd0, p_len};
@@ -1399,17 +1493,7 @@ module roce_resp #(
                     if (p_len == 16'd0) begin
                         ps <= P_DONE;
                     end else begin
-                        pay_rem <= p_len;
-                        pay_on <= 1'b1;
-                        pay_end <= 1'b0;
-                        seg_v <= 1'b0;
-                        b_err <= 1'b0;
-                        lk_rem <= p_len;
-                        lk_busy <= 1'b0;
-                        pl_bad <= 1'b0;
-                        sc_i <= 5'd0;
-                        sc_off <= so_far;
-                        ps <= P_PLACE;
+                        scatter(so_far);
                     end
                 end
             end
@@ -1458,6 +1542,8 @@ module roce_resp #(
             ack_opcode <= OP_ACK;
             ack_payload_len <= 16'd0;
             rr_v <= {(NUM_QP*RD_RES){1'b0}};
+            rr <= 1'b0;
+            plr_valid <= 1'b0;
             m_cqe_valid <= 1'b0;
             fail_valid <= 1'b0;
             mr_req_valid <= 1'b0;
