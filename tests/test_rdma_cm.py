@@ -374,3 +374,42 @@ def test_a_peer_whose_cm_never_answers_is_unreachable(world: World,
     assert (cm_a.counters.mads_resent, cm_a.counters.timeouts) == (15, 1)  # Max CM Retries
     assert cm_b.counters.mads_received == 16  # every REQ reached b
     assert cm_a.counters.mads_sent == 2  # the REQ, then a REJ (reason Timeout) as ib_cm sends
+
+
+def test_multicast_join_attaches_the_qp_and_leave_detaches_it(world: World) -> None:
+    cip, sip = _ips(world)
+    group = "239.1.2.3"
+    sides = []
+    for ip in (sip, cip):
+        ch = CMEventChannel()
+        cid = CMID(ch, port_space=UDP)
+        cid.bind_addr(AddrInfo(src=ip, dst=ip, dst_service="1", port_space=UDP))
+        cid.resolve_addr(AddrInfo(src=ip, dst=group))
+        assert CMEvent(ch).event_type == EV.RDMA_CM_EVENT_ADDR_RESOLVED
+        cid.create_qp(QPInitAttr(qp_type=e.IBV_QPT_UD, cap=QPCap(max_recv_wr=4)))
+        cid.join_multicast(AddrInfo(src=group))
+        ev = CMEvent(ch)
+        assert ev.event_type == EV.RDMA_CM_EVENT_MULTICAST_JOIN
+        sides.append((cid, UDParam(ev)))
+    (srv, _), (cli, ud) = sides
+    assert (ud.qp_num, ud.qkey) == (0xFFFFFF, 0x01234567)
+    smr, cmr = srv.reg_msgs(128), cli.reg_msgs(128)
+    srv.post_recv(smr, 40 + 16)
+    cmr.write(b"m" * 16, 16)
+    cli.post_ud_send(cmr, AH(cli.pd, attr=ud.ah_attr), rqpn=ud.qp_num, length=16)
+    assert cli.get_send_comp().status == e.IBV_WC_SUCCESS
+    wc = srv.get_recv_comp()
+    assert (wc.status, wc.byte_len) == (e.IBV_WC_SUCCESS, 40 + 16)
+    assert smr.read(16, 40) == b"m" * 16
+    srv.leave_multicast(AddrInfo(src=group))
+    with pytest.raises(PyverbsRDMAError) as err:  # left already
+        srv.leave_multicast(AddrInfo(src=group))
+    assert err.value.error_code == errno.EADDRNOTAVAIL
+    srv.post_recv(smr, 40 + 16)
+    cli.post_ud_send(cmr, AH(cli.pd, attr=ud.ah_attr), rqpn=ud.qp_num, length=16)
+    assert cli.get_send_comp().status == e.IBV_WC_SUCCESS
+    with pytest.raises(PyverbsRDMAError) as err:  # detached: nothing arrives
+        srv.get_recv_comp()
+    assert err.value.error_code == errno.ETIMEDOUT
+    cli.close()  # still a member: rdma_destroy_id leaves the group before the QP goes
+    assert cli.qp.closed

@@ -25,6 +25,7 @@ devices for itself, as a process would; its IDs and contexts close when it ends.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import threading
@@ -156,13 +157,12 @@ class _Owner:
         return got
 
     def close(self) -> None:
-        """Process exit: the IDs (the kernel tells their peers), then the devices."""
-        for cid in reversed(self.ids):
-            cid.close()
-        for ch in self.channels:
-            ch.close()
-        for ctx, _ in self.devices.values():
-            ctx.close()
+        """Process exit: the IDs (the kernel tells their peers), then the devices. Nothing
+        here can fail the exit (an object whose world is gone is simply dropped)."""
+        for obj in [*reversed(self.ids), *self.channels,
+                    *(ctx for ctx, _ in self.devices.values())]:
+            with contextlib.suppress(PyverbsError, KernelError):
+                obj.close()
 
 
 _owners: dict[int, _Owner] = {}
@@ -809,6 +809,10 @@ class CMID(PyverbsCM):
         for mr in self._mrs:
             mr.close()
         if self.qp is not None:
+            for gid, flags in self._groups.items():  # rdma_destroy_id leaves its groups
+                if flags == rdma_cm_mc_join_flags.RDMA_MC_JOIN_FLAG_FULLMEMBER:
+                    self.qp.detach_mcast(GID(gid))  # type: ignore[attr-defined]
+            self._groups.clear()
             self.qp.close()
         for cq in self._own_cqs:
             cq.close()
