@@ -118,6 +118,8 @@ def _run(args: argparse.Namespace) -> int:
     from nicsim.scenario.runner import Runner
 
     sc, source = load(args.scenario, _overrides(args))
+    if args.rtl is not None:
+        return _run_rtl(args, sc, source)
     out = Path(args.out) if args.out else None
     if out is not None:
         from nicsim.results import output  # (matplotlib: only when there is a DIR to plot in)
@@ -146,6 +148,34 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(text_report(result))
     return 0 if result.ok else 1
+
+
+def _run_rtl(args: argparse.Namespace, sc: Any, source: str) -> int:
+    """`run --rtl HOST`: the scenario co-simulated with HOST's NIC the RTL (nicsim.scenario.rtl)."""
+    from nicsim.scenario import rtl
+
+    for flag in ("out", "breakdown"):
+        if getattr(args, flag):
+            raise UsageError(f"--{flag} is not available with --rtl yet")
+    try:
+        rtl.check(sc, args.rtl)
+    except ScenarioError as e:
+        raise ScenarioError(f"{source}: {e}") from None
+    pcap = _pcap_path(args, sc, None)
+    base = Path(args.scenario).resolve().parent if args.scenario else None
+    src = str(Path(args.scenario).resolve()) if args.scenario else None
+    try:
+        text, report, ok, log = rtl.run(src, [list(o) for o in _overrides(args)], base, pcap,
+                                        args.rtl_width, args.rtl_sim)
+    except rtl.RtlError as e:
+        raise UsageError(str(e)) from None
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"host {args.rtl}: RTL NIC (roce_nic, {args.rtl_width}-bit, {args.rtl_sim}); "
+              f"simulator log {log}")
+        print(text)
+    return 0 if ok else 1
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -212,6 +242,14 @@ def parser() -> argparse.ArgumentParser:
                      help="stamp every WR of the first host to the second at each stage "
                           "(post, doorbell, WQE fetch, ... CQE, poll): mean and p99 per stage "
                           "in the report and the JSON")
+    run.add_argument("--rtl", metavar="HOST",
+                     help="co-simulate: HOST's NIC is the RTL (hdl_tb/rtl/roce_nic.v, on Icarus "
+                          "Verilog or Verilator under cocotb), the other host's the model; "
+                          "two-host scenarios, HOST the first host")
+    run.add_argument("--rtl-width", type=int, choices=(64, 512), default=64,
+                     help="the RTL's datapath width in bits (default 64)")
+    run.add_argument("--rtl-sim", choices=("icarus", "verilator"), default="icarus",
+                     help="the HDL simulator (default icarus)")
     run.set_defaults(fn=_run)
     sw = sub.add_parser("sweep", help="run a scenario over a grid of parameters and seeds")
     sw.add_argument("sweep", help="sweep YAML file")

@@ -120,3 +120,23 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
         cwd=tmp_path, timeout=300)
     assert p.stdout.splitlines() == ["{", "status 141"]
     assert p.stderr == ""
+
+
+def test_rtl_refuses_what_the_rtl_nic_does_not_do(capsys, scen):
+    """`run --rtl`: the scenario is checked against roce_nic before any simulator starts."""
+    e = err_of(capsys, ["run", "--rtl", "a"])  # the default scenario has READs and atomics
+    assert e.endswith("default.yaml: ops[3].op: read a>b: the RTL NIC's requester does not do "
+                      "read (it does write, write_imm, send, send_imm)")
+    two = "pcap: null\nops:\n  - {op: write, bytes: 64}\n  - {op: fetch_add, src: b, dst: a}\n"
+    assert "ops[1].op: fetch_add b>a: the RTL NIC's responder does not do fetch_add" in \
+        err_of(capsys, ["run", scen(two), "--rtl", "a"])
+    assert "--rtl b: the RTL NIC takes the first host's place ('a')" in \
+        err_of(capsys, ["run", scen(OK), "--rtl", "b"])
+    star = OK + "topology: {shape: star, hosts: 3}\n"
+    assert "--rtl: the RTL NIC runs two-host scenarios (one cable); this one has 3 hosts" in \
+        err_of(capsys, ["run", scen(star), "--rtl", "a"])
+    inl = "pcap: null\nqp: {max_inline_data: 64}\nstreams:\n  - {bytes: 64, inline: true, count: 4}\n"
+    assert "streams[0].inline: the RTL NIC has no inline data" in \
+        err_of(capsys, ["run", scen(inl), "--rtl", "a"])
+    assert err_of(capsys, ["run", scen(OK), "--rtl", "a", "--breakdown"]) == \
+        "error: --breakdown is not available with --rtl yet"

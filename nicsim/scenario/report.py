@@ -6,6 +6,7 @@ from typing import Any
 
 from nicsim.results.collect import status_name
 from nicsim.results.summary import fct_table, goodput, summary, wr_rows
+from nicsim.scenario import build
 from nicsim.scenario.runner import NO_PROGRESS, TIME_LIMIT, RunResult
 
 # The counters worth a line in the report, per NIC; the JSON has all of them.
@@ -30,7 +31,7 @@ def _us(v: float | None) -> str:
 def text_report(r: RunResult) -> str:
     sc = r.scenario
     c = r.collector
-    hosts = list(r.counters)
+    hosts = build.host_names(sc)  # (counters: only the hosts with a model NIC)
     out = [f"scenario {sc.name}: {r.total_wrs:,} WRs, hosts {', '.join(hosts)}, "
            + (f"profile {sc.profile}, " if sc.profile else "") + "link "
            f"{sc.link.rate_gbps:g} Gb/s, MTU {sc.qp.path_mtu}, seed {sc.seed}"

