@@ -124,9 +124,9 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
 
 def test_rtl_refuses_what_the_rtl_nic_does_not_do(capsys, scen):
     """`run --rtl`: the scenario is checked against roce_nic before any simulator starts."""
-    e = err_of(capsys, ["run", "--rtl", "a"])  # the default scenario has READs and atomics
-    assert e.endswith("default.yaml: ops[3].op: read a>b: the RTL NIC's requester does not do "
-                      "read (it does write, write_imm, send, send_imm)")
+    e = err_of(capsys, ["run", "--rtl", "a"])  # the default scenario has atomics
+    assert e.endswith("default.yaml: ops[8].op: fetch_add a>b: the RTL NIC's requester does not "
+                      "do fetch_add (it does write, write_imm, read, send, send_imm)")
     two = "pcap: null\nops:\n  - {op: write, bytes: 64}\n  - {op: fetch_add, src: b, dst: a}\n"
     assert "ops[1].op: fetch_add b>a: the RTL NIC's responder does not do fetch_add" in \
         err_of(capsys, ["run", scen(two), "--rtl", "a"])
@@ -135,7 +135,8 @@ def test_rtl_refuses_what_the_rtl_nic_does_not_do(capsys, scen):
     star = OK + "topology: {shape: star, hosts: 3}\n"
     assert "--rtl: the RTL NIC runs two-host scenarios (one cable); this one has 3 hosts" in \
         err_of(capsys, ["run", scen(star), "--rtl", "a"])
-    inl = "pcap: null\nqp: {max_inline_data: 64}\nstreams:\n  - {bytes: 64, inline: true, count: 4}\n"
+    inl = ("pcap: null\nqp: {max_inline_data: 64}\n"
+           "streams:\n  - {bytes: 64, inline: true, count: 4}\n")
     assert "streams[0].inline: the RTL NIC has no inline data" in \
         err_of(capsys, ["run", scen(inl), "--rtl", "a"])
     assert err_of(capsys, ["run", scen(OK), "--rtl", "a", "--breakdown"]) == \

@@ -21,9 +21,9 @@ from pathlib import Path
 from nicsim.scenario import build
 from nicsim.scenario.schema import OpKind, Scenario, ScenarioError
 
-# What roce_nic executes, by direction (README, "What roce_nic does").
-FROM_RTL = frozenset({OpKind.WRITE, OpKind.WRITE_IMM, OpKind.SEND, OpKind.SEND_IMM})
-TO_RTL = frozenset({OpKind.WRITE, OpKind.WRITE_IMM, OpKind.SEND, OpKind.SEND_IMM, OpKind.READ})
+# What roce_nic's requester sends and its responder answers (README, "What roce_nic does").
+RTL_OPS = frozenset({OpKind.WRITE, OpKind.WRITE_IMM, OpKind.SEND, OpKind.SEND_IMM,
+                     OpKind.READ})
 WIDTHS = (64, 512)
 ENV_SCENARIO = "NICSIM_RTL_SCENARIO"  # JSON: source, overrides, base, pcap, result file
 
@@ -44,11 +44,11 @@ def check(sc: Scenario, host: str) -> None:
     for field, specs in (("ops", sc.ops), ("streams", sc.streams)):
         for i, s in enumerate(specs):
             src = s.src or names[0]
-            ok, who = (FROM_RTL, "requester") if src == host else (TO_RTL, "responder")
-            if s.op not in ok:
+            who = "requester" if src == host else "responder"
+            if s.op not in RTL_OPS:
                 raise ScenarioError(
                     f"{field}[{i}].op: {s.op.value} {src}>{s.dst or names[1]}: the RTL NIC's "
-                    f"{who} does not do {s.op.value} (it does {_names(ok)})")
+                    f"{who} does not do {s.op.value} (it does {_names(RTL_OPS)})")
             if getattr(s, "inline", False) and src == host:
                 raise ScenarioError(f"{field}[{i}].inline: the RTL NIC has no inline data")
 
