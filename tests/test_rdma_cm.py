@@ -105,6 +105,8 @@ def test_rc_connect_traffic_disconnect_and_the_mads_on_the_wire(world: World,
     assert CMEvent(pair.cch).event_type == EV.RDMA_CM_EVENT_ESTABLISHED
     assert CMEvent(pair.sch).event_type == EV.RDMA_CM_EVENT_ESTABLISHED
     cli, srv = pair.cli, child
+    # the IDs' devices are this world's (each test builds a world with the same names)
+    assert (cli.context.host, srv.context.host) == (world.hosts["a"], world.hosts["b"])
     c_attr, _ = cli.query_qp(0)
     s_attr, _ = srv.query_qp(0)
     assert (c_attr.qp_state, s_attr.qp_state) == (e.IBV_QPS_RTS, e.IBV_QPS_RTS)

@@ -43,7 +43,7 @@ from nicsim.driver.kernel.cm.cma import (
     cm_of,
 )
 from nicsim.driver.kernel.cm.gsi import ip_gid
-from nicsim.driver.kernel.ib_core import KernelError
+from nicsim.driver.kernel.ib_core import IbDevice, KernelError
 from nicsim.driver.user.base import PyverbsCM, PyverbsObject
 from nicsim.driver.user.cm_enums import (
     RAI_PASSIVE,
@@ -145,15 +145,18 @@ def _wait(ch: EventChannel, match: Callable[[CmEvent], bool], what: str) -> CmEv
 
 class _Owner:
     def __init__(self) -> None:
-        self.devices: dict[str, tuple[Context, PD]] = {}
+        # By the kernel's device object, not its name: a program (or a test) that builds
+        # another world has devices of the same names in it.
+        self.devices: dict[IbDevice, tuple[Context, PD]] = {}
         self.ids: list[CMID] = []
         self.channels: list[CMEventChannel] = []
 
-    def device(self, name: str) -> tuple[Context, PD]:
-        got = self.devices.get(name)
+    def device(self, dev: IbDevice) -> tuple[Context, PD]:
+        got = self.devices.get(dev)
         if got is None or got[0].closed:
-            ctx = Context(name=name)
-            got = self.devices[name] = (ctx, PD(ctx))
+            ctx = Context(name=dev.name, host=dev.hw.host,
+                          aspace=current_process().aspace(dev.hw.host))
+            got = self.devices[dev] = (ctx, PD(ctx))
         return got
 
     def close(self) -> None:
@@ -346,7 +349,7 @@ class CMID(PyverbsCM):
         _ids[id(kid)] = self
         self.ctx, self.pd = listen.ctx, listen.pd
         if kid.dev is not None:
-            self.ctx, self.pd = self._owner.device(kid.dev.name)
+            self.ctx, self.pd = self._owner.device(kid.dev)
 
     def _channel(self) -> EventChannel:
         if self.event_channel is not None:
@@ -379,7 +382,7 @@ class CMID(PyverbsCM):
     def _bound_device(self) -> None:
         kid = self._kid
         if kid is not None and kid.dev is not None and self.ctx is None:
-            self.ctx, pd = self._owner.device(kid.dev.name)
+            self.ctx, pd = self._owner.device(kid.dev)
             self.pd = self.pd or pd
 
     def _host_for(self, src: str | None, dst: str | None, what: str) -> Host:
