@@ -49,7 +49,10 @@ def _shims(where: Path) -> None:
     py = shlex.quote(sys.executable)
     for tool in ("rdma", "ip", "cat"):
         f = where / tool
-        run = f"exec {py} -m nicsim.exec.answers {tool} \"$@\"\n"
+        # -c, not -m: the program's sitecustomize has imported nicsim.exec.answers already,
+        # and runpy warns when it runs a module that is in sys.modules as __main__
+        run = (f"exec {py} -c 'import sys; from nicsim.exec.answers import main; "
+               f"sys.exit(main())' {tool} \"$@\"\n")
         if tool == "cat":
             run = ('case "$*" in */sys/class/infiniband/*) ' + run.strip() + ";; esac\n"
                    f'PATH=$(printf %s "$PATH" | sed "s#^{where}:##") exec cat "$@"\n')
