@@ -50,7 +50,6 @@ from nicsim.hwif import (
     Reg,
     pack_mtt,
 )
-from nicsim.nic.counters import Counters
 
 if TYPE_CHECKING:
     from nicsim.driver.kernel.hw.nsnic import HwEq, NsnicDriver
@@ -77,9 +76,11 @@ class OdpHandler:
         self._notifiers: dict[int, Callable[[int, int], None]] = {}
         self.eq: HwEq | None = None
         self._running = False
-        self.counters = Counters("interrupts", "faults", "pages_mapped", "fault_failures",
-                                 "stale_faults", "retries", "invalidations",
-                                 "pages_invalidated", "prefetches", "pages_prefetched")
+        # (a plain dict: the driver keeps its own counters, not the NIC model's class)
+        self.counters: dict[str, int] = dict.fromkeys(
+            ("interrupts", "faults", "pages_mapped", "fault_failures", "stale_faults",
+             "retries", "invalidations", "pages_invalidated", "prefetches",
+             "pages_prefetched"), 0)
         if self.supported:
             self.eq = hw.create_eq(ODP_EQN)
             self._watch()
