@@ -403,7 +403,8 @@ class ProviderCq:
         self.size = 1 << r.log_size
         self.ci = 0
         self.qps = qps  # QPs of the context, by QPN
-        self.silent = False  # the last empty poll waited its whole window with no CQE write
+        # Consecutive empty polls that each waited their whole window with no CQE write.
+        self.silent = 0
         self._ring_pa = aspace.translate(r.ring_va)  # the ring is physically contiguous
 
     def poll(self, num_entries: int) -> list[RawWc]:
@@ -419,12 +420,14 @@ class ProviderCq:
         if out:
             a.write(self.r.dbrec_va, struct.pack("<I", self.ci & 0xFFFFFFFF))
             self.host.spend(self.host.costs.poll_cqe * len(out))
-            self.silent = False
+            self.silent = 0
         elif sched.idle():
-            self.silent = False  # another side of the program ran first: look again
+            self.silent = 0  # another side of the program ran first: look again
+        elif self.host.poll_wait(self.host.costs.poll_empty, self._ring_pa,
+                                 self._ring_pa + self.size * CQE_SIZE):
+            self.silent = 0
         else:
-            self.silent = not self.host.poll_wait(self.host.costs.poll_empty, self._ring_pa,
-                                                  self._ring_pa + self.size * CQE_SIZE)
+            self.silent += 1
         return out
 
     def resized(self, ring_va: int, log_size: int) -> None:
