@@ -5,7 +5,7 @@ in the driver thread while cocotb runs the RTL (nicsim.cosim.clock couples the t
 `python -m hdl_tb.run_scenario` (what nicsim.scenario.rtl starts) builds roce_nic and runs
 the cocotb test below; the job (scenario file, overrides, pcap, where the result goes) comes
 in the environment (nicsim.scenario.rtl.ENV_SCENARIO) and the result goes back as JSON: the
-same text and JSON reports `nicsim run` prints.
+same text and JSON reports `nicsim run` prints; with `--out DIR` the same result files.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ async def run_scenario(dut) -> None:  # noqa: ANN001
         nic = build.nic_config(sc)
         w, rtl = cosim_world(dut, seed=sc.seed, nic=nic, link=spec.host_link,
                              faults=spec.faults, pcie=nic.pcie, pcap=job["pcap"],
-                             mem_size=Runner(sc, base=base).memory())
+                             mem_size=Runner(sc, base=base).memory(),
+                             costs=build.cpu_costs(sc))
     except ScenarioError as e:
         _write(job["result"], {"error": str(e)})
         return
@@ -56,13 +57,21 @@ async def run_scenario(dut) -> None:  # noqa: ANN001
         boot_rtl_host(w)  # its probe is MMIO to the RTL: from the driver thread
         return w
 
-    runner = Runner(sc, job["pcap"], None, None, base, world_factory=world)
+    out = Path(job["out"]) if job.get("out") else None
+    runner = Runner(sc, job["pcap"], out, None, base, world_factory=world)
 
     def go() -> dict | object:
         try:
-            return runner.run()
+            res = runner.run()
+            if out is not None:
+                from nicsim.results import output
+
+                res.files = output.write(res, out)
+            return res
         except ScenarioError as e:
             return {"error": str(e)}
+        except OSError as e:
+            return {"error": f"writing {e.filename or ''}: {e.strerror or e}"}
         except Exception:  # noqa: BLE001 - reported to the user with the log's path
             traceback.print_exc()
             return {"error": "the run failed inside the co-simulation"}

@@ -2,7 +2,8 @@
 the RTL (roce_nic on Icarus) and host b's the model, through the command a user types. Every
 WR both ways (WRITE, WRITE with immediate, READ, SEND, SEND with immediate) must succeed with
 its bytes verified at the destination, the RTL's own counters must account for the traffic,
-and the pcap must hold only valid RoCEv2 frames."""
+and the pcap must hold only valid RoCEv2 frames. `--out` writes the result files of a model run
+(summary, per-WR flows, the HTML report)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_example_scenario_runs_on_the_rtl_nic(tmp_path):
     pcap = tmp_path / "rtl.pcap"
+    out = tmp_path / "results"
     p = subprocess.run([sys.executable, "-m", "nicsim.cli", "run", "examples/rtl.yaml",
-                        "--rtl", "a", "--json", "--pcap", str(pcap)],
+                        "--rtl", "a", "--json", "--pcap", str(pcap), "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=1500, check=False)
     assert p.returncode == 0, p.stderr[-3000:] + p.stdout[-3000:]
     r = json.loads(p.stdout)
@@ -34,5 +36,9 @@ def test_the_example_scenario_runs_on_the_rtl_nic(tmp_path):
     c = rtl["counters"]
     assert c["comp_cqes"] == sum(1 for s, _op, _st in ops if s == "a")
     assert c["rx_drops"] == c["resp_naks"] == c["req_resent"] == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["integrity"] == "OK" and summary["wrs"]["total"] == len(ops)
+    flows = (out / "flows.csv").read_text().splitlines()
+    assert len(flows) == len(ops) + 1 and (out / "report.html").is_file()
     rep = check_pcap(pcap)
     assert rep.ok and rep.roce_frames == rep.frames > c["req_pkts"], rep.bad

@@ -112,14 +112,8 @@ def _pcap_path(args: argparse.Namespace, sc: Any, out: Path | None) -> str | Non
     return str(path)
 
 
-def _run(args: argparse.Namespace) -> int:
-    from nicsim.scenario.progress import Progress
-    from nicsim.scenario.report import json_report, text_report
-    from nicsim.scenario.runner import Runner
-
-    sc, source = load(args.scenario, _overrides(args))
-    if args.rtl is not None:
-        return _run_rtl(args, sc, source)
+def _prepare_out(args: argparse.Namespace) -> Path | None:
+    """`run --out DIR`: the result directory, checked writable before the run."""
     out = Path(args.out) if args.out else None
     if out is not None:
         from nicsim.results import output  # (matplotlib: only when there is a DIR to plot in)
@@ -128,6 +122,18 @@ def _run(args: argparse.Namespace) -> int:
             output.prepare(out)
         except output.OutputError as e:
             raise UsageError(str(e)) from None
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    from nicsim.scenario.progress import Progress
+    from nicsim.scenario.report import json_report, text_report
+    from nicsim.scenario.runner import Runner
+
+    sc, source = load(args.scenario, _overrides(args))
+    if args.rtl is not None:
+        return _run_rtl(args, sc, source)
+    out = _prepare_out(args)
     pcap = _pcap_path(args, sc, out)
     base = Path(args.scenario).resolve().parent if args.scenario else None
     progress = Progress(enabled=False if args.quiet else None)
@@ -139,6 +145,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         result = runner.run()
         if out is not None:
+            from nicsim.results import output
+
             result.files = output.write(result, out)
     except OSError as e:
         where = f"{e.filename}: " if e.filename else (f"{pcap}: " if pcap else "")
@@ -154,19 +162,22 @@ def _run_rtl(args: argparse.Namespace, sc: Any, source: str) -> int:
     """`run --rtl HOST`: the scenario co-simulated with HOST's NIC the RTL (nicsim.scenario.rtl)."""
     from nicsim.scenario import rtl
 
-    for flag in ("out", "breakdown"):
-        if getattr(args, flag):
-            raise UsageError(f"--{flag} is not available with --rtl yet")
+    if args.breakdown:
+        # The breakdown follows each WR through the model NIC's stages; the RTL has no such
+        # trace (its waveform is the place to look).
+        raise UsageError("--breakdown is not available with --rtl: it traces the model NIC's "
+                         "stages, and the RTL NIC has no such trace")
     try:
         rtl.check(sc, args.rtl)
     except ScenarioError as e:
         raise ScenarioError(f"{source}: {e}") from None
-    pcap = _pcap_path(args, sc, None)
+    out = _prepare_out(args)
+    pcap = _pcap_path(args, sc, out)
     base = Path(args.scenario).resolve().parent if args.scenario else None
     src = str(Path(args.scenario).resolve()) if args.scenario else None
     try:
         text, report, ok, log = rtl.run(src, [list(o) for o in _overrides(args)], base, pcap,
-                                        args.rtl_width, args.rtl_sim)
+                                        args.rtl_width, args.rtl_sim, out)
     except rtl.RtlError as e:
         raise UsageError(str(e)) from None
     if args.json:

@@ -37,7 +37,7 @@ from nicsim.cosim.clock import TimeCoupler
 from nicsim.cosim.mac import EthMac
 from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.link import Link, LinkConfig
-from nicsim.host.host import Host
+from nicsim.host.host import CpuCosts, Host
 from nicsim.host.pcie import PcieConfig
 from nicsim.nic.config import NicConfig
 from nicsim.wire.packet import ETH_FCS, ETH_MIN_FRAME, ETH_PREAMBLE
@@ -72,7 +72,8 @@ class ModelPeer:
                  nic: NicConfig | None = None, pcie: PcieConfig | None = None,
                  link: LinkConfig | None = None, faults: FaultConfig | None = None,
                  pcap: str | Path | None = None, seed: int = 0, mem_size: int = 64 << 20,
-                 clk_ns: float = 4.0, start_clock: bool = True) -> None:
+                 clk_ns: float = 4.0, start_clock: bool = True,
+                 costs: CpuCosts | None = None) -> None:
         self.link_cfg = link or LinkConfig()
         if eth is None or clock is None:
             if dut is None:
@@ -86,7 +87,7 @@ class ModelPeer:
         self.world = world if world is not None else World(seed)
         w = self.world
         cfg = nic or NicConfig()
-        w.add_host(name, replace(cfg, mac=mac, ip=ip, pcie=pcie or cfg.pcie), mem_size)
+        w.add_host(name, replace(cfg, mac=mac, ip=ip, pcie=pcie or cfg.pcie), mem_size, costs)
         self.host: Host = w.hosts[name]
         self.nic = w.nics[name]
         self.cable = Link(w.env, self.link_cfg, f"{dut_name}-{name}", faults)

@@ -13,7 +13,7 @@ from nicsim.cosim.peer import ModelPeer
 from nicsim.cosim.rtl_nic import RtlNic
 from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.link import LinkConfig
-from nicsim.host.host import Host, NetDev
+from nicsim.host.host import CpuCosts, Host, NetDev
 from nicsim.host.pcie import Pcie, PcieConfig
 from nicsim.nic.config import NicConfig
 from nicsim.world import World
@@ -26,14 +26,16 @@ def cosim_world(dut, *, seed: int = 0, nic: NicConfig | None = None,  # noqa: AN
                 link: LinkConfig | None = None, faults: FaultConfig | None = None,
                 pcie: PcieConfig | None = None, pcap: str | Path | None = None,
                 mem_size: int = 64 << 20, clk_ns: float = 4.0,
-                window: float | None = None) -> tuple[World, RtlNic]:
+                window: float | None = None, costs: CpuCosts | None = None
+                ) -> tuple[World, RtlNic]:
     """Hosts a (10.0.0.1, the RTL `dut`) and b (10.0.0.2, the model with `nic`) and a cable
     between them, as World.two_hosts builds them. Host b's kernel is booted; host a's is not
-    (boot_rtl_host, from the driver thread). `pcap`: a capture of both directions."""
+    (boot_rtl_host, from the driver thread). `pcap`: a capture of both directions; `costs`:
+    both hosts' CPU costs (a scenario's `cpu` section)."""
     link_cfg = link or LinkConfig()
     pcie_cfg = pcie or (nic.pcie if nic is not None else PcieConfig())
     w = World(seed)
-    host_a = Host(w.env, "a", mem_size, seed=seed)
+    host_a = Host(w.env, "a", mem_size, seed=seed, costs=costs or CpuCosts())
     rtl = RtlNic(dut, host_a.mem, MAC_A, clk_ns=clk_ns, link=link_cfg, pcie=pcie_cfg,
                  window=window)
     host_a.plug("0000:01:00.0", rtl, Pcie(w.env, pcie_cfg), NetDev("eth0", MAC_A, IP_A))
@@ -42,7 +44,7 @@ def cosim_world(dut, *, seed: int = 0, nic: NicConfig | None = None,  # noqa: AN
     # host b, the model, is nicsim's peer for the RTL on the other end of the cable
     ModelPeer(eth=rtl.mac, clock=rtl.clock, world=w, name="b", dut_name="a", mac=MAC_B,
               ip=IP_B, dut_mac=MAC_A, dut_ip=IP_A, nic=nic, pcie=pcie_cfg, link=link_cfg,
-              faults=faults, pcap=pcap, mem_size=mem_size)
+              faults=faults, pcap=pcap, mem_size=mem_size, costs=costs)
     return w, rtl
 
 

@@ -79,7 +79,7 @@ def _tools(sim: str) -> None:
 
 
 def run(source: str, overrides: list[str], base: Path | None, pcap: str | None, width: int,
-        sim: str = "icarus") -> tuple[str, dict, bool, str]:
+        sim: str = "icarus", out: Path | None = None) -> tuple[str, dict, bool, str]:
     """Run the scenario with the RTL as its first host; (text report, JSON report, ok, log
     path). RtlError if it cannot start or the co-simulation failed."""
     hdl = _hdl_tb()
@@ -96,7 +96,8 @@ def run(source: str, overrides: list[str], base: Path | None, pcap: str | None, 
     log = out_dir / "run.log"
     job = {"source": source, "overrides": overrides, "width": width, "sim": sim,
            "base": str(base) if base else None,
-           "pcap": str(Path(pcap).resolve()) if pcap else None, "result": str(result)}
+           "pcap": str(Path(pcap).resolve()) if pcap else None, "result": str(result),
+           "out": str(out.resolve()) if out else None}
     env = dict(os.environ, **{ENV_SCENARIO: json.dumps(job)})
     with log.open("w") as f:
         proc = subprocess.run([sys.executable, "-m", "hdl_tb.run_scenario"], cwd=root, env=env,
