@@ -139,5 +139,6 @@ def test_rtl_refuses_what_the_rtl_nic_does_not_do(capsys, scen):
            "streams:\n  - {bytes: 64, inline: true, count: 4}\n")
     assert "streams[0].inline: the RTL NIC has no inline data" in \
         err_of(capsys, ["run", scen(inl), "--rtl", "a"])
-    assert err_of(capsys, ["run", scen(OK), "--rtl", "a", "--breakdown"]) == \
-        "error: --breakdown is not available with --rtl yet"
+    assert err_of(capsys, ["run", scen(OK), "--rtl", "a", "--breakdown"]) == (
+        "error: --breakdown is not available with --rtl: it traces the model NIC's stages, and "
+        "the RTL NIC has no such trace")
