@@ -173,6 +173,8 @@ def _run_rtl(args: argparse.Namespace, sc: Any, source: str) -> int:
         raise ScenarioError(f"{source}: {e}") from None
     out = _prepare_out(args)
     pcap = _pcap_path(args, sc, out)
+    if (warn := rtl.timer_warning(sc)) is not None:
+        print(warn, file=sys.stderr)
     base = Path(args.scenario).resolve().parent if args.scenario else None
     src = str(Path(args.scenario).resolve()) if args.scenario else None
     try:

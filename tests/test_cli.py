@@ -142,3 +142,23 @@ def test_rtl_refuses_what_the_rtl_nic_does_not_do(capsys, scen):
     assert err_of(capsys, ["run", scen(OK), "--rtl", "a", "--breakdown"]) == (
         "error: --breakdown is not available with --rtl: it traces the model NIC's stages, and "
         "the RTL NIC has no such trace")
+
+
+def test_rtl_warns_of_long_transport_timers_under_loss():
+    """The RTL simulates every cycle of a transport timer the model skips: with link faults a
+    long qp.timeout gets one line saying what an expiry costs, and qp.timeout 0 that a lost
+    tail is never resent; a short timer or a clean link gets none."""
+    from nicsim.cli import load
+    from nicsim.scenario import rtl
+
+    def warn(*sets: str) -> str | None:
+        sc, _ = load(str(ROOT / "examples" / "rtl.yaml"), [(f"--set {s}", s) for s in sets])
+        return rtl.timer_warning(sc)
+
+    assert warn() is None and warn("link.faults.loss=0.1", "qp.timeout=4") is None
+    assert warn("link.faults.loss=0.1") == (
+        "warning: --rtl with link faults: each transport-timer expiry (a lost last packet or "
+        "ACK) is qp.timeout 14 = 67.1 ms = 16.8 M RTL cycles, about 117 min of Icarus; "
+        "`--set qp.timeout=4` (65.5 us) keeps it to seconds")
+    assert "qp.timeout 0 (the transport timer is off)" in warn("link.faults.corrupt=0.01",
+                                                               "qp.timeout=0")

@@ -19,12 +19,16 @@ import sys
 from pathlib import Path
 
 from nicsim.scenario import build
-from nicsim.scenario.schema import OpKind, Scenario, ScenarioError
+from nicsim.scenario.schema import FaultSpec, OpKind, Scenario, ScenarioError
 
 # What roce_nic's requester sends and its responder answers (README, "What roce_nic does").
 RTL_OPS = frozenset({OpKind.WRITE, OpKind.WRITE_IMM, OpKind.SEND, OpKind.SEND_IMM,
                      OpKind.READ})
 WIDTHS = (64, 512)
+RTL_CLK_NS = 4.0  # the co-simulation's clock (cosim_world): 250 MHz
+# RTL cycles per CPU second of a co-simulation on Icarus (README, co-simulation speed; Verilator
+# is 2.5-5x faster): what the warning below estimates with.
+ICARUS_CYCLES_PER_S = 2_400
 ENV_SCENARIO = "NICSIM_RTL_SCENARIO"  # JSON: source, overrides, base, pcap, result file
 
 
@@ -51,6 +55,29 @@ def check(sc: Scenario, host: str) -> None:
                     f"{who} does not do {s.op.value} (it does {_names(RTL_OPS)})")
             if getattr(s, "inline", False) and src == host:
                 raise ScenarioError(f"{field}[{i}].inline: the RTL NIC has no inline data")
+
+
+def timer_warning(sc: Scenario) -> str | None:
+    """One line when the scenario loses packets and its QPs' transport timer is long: the
+    model skips idle time, but the RTL simulates every cycle of the timer, so each expiry (a
+    lost last packet or ACK) costs RTL cycles in proportion to qp.timeout."""
+    faults = [sc.link.faults, *sc.topology.link_faults.values()]
+    if all(f.loss == 0 and f.corrupt == 0 for f in faults if f != FaultSpec()):
+        return None
+    t = sc.qp.timeout
+    if t == 0:
+        return ("warning: --rtl with link faults and qp.timeout 0 (the transport timer is off): "
+                "a lost last packet or ACK is never resent and its WR never completes; "
+                "`--set qp.timeout=4` (65.5 us) retries")
+    ns = 4096.0 * (1 << t)
+    cycles = ns / RTL_CLK_NS
+    minutes = cycles / ICARUS_CYCLES_PER_S / 60
+    if minutes < 1:
+        return None
+    return (f"warning: --rtl with link faults: each transport-timer expiry (a lost last packet "
+            f"or ACK) is qp.timeout {t} = {ns / 1e6:,.1f} ms = {cycles / 1e6:,.1f} M RTL cycles, "
+            f"about {minutes:,.0f} min of Icarus; `--set qp.timeout=4` (65.5 us) keeps it to "
+            f"seconds")
 
 
 def _names(ops: frozenset[OpKind]) -> str:
