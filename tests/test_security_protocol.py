@@ -352,6 +352,28 @@ def test_write_last_short_of_reth_length_is_invalid_request():
     assert t.syndromes(a.qp.qp_num) == [0x61]
 
 
+def test_write_last_past_reth_length_is_invalid_request():
+    """Sibling: a FIRST (RETH 2.5 KiB), a MIDDLE, and a LAST of a whole MTU that would end the
+    message at 3 KiB. The LAST has the MIDDLE's length, so it meets the receive fast path with
+    the flow's headers known (Responder.middle): its length check must send it to the general
+    path, which NAKs 0x61 and places nothing of it, not even the part inside the RETH's
+    range."""
+    w, a, b = pair()
+    t = tap(w)
+    b.mr.write(THEIRS * 3 * KIB, 3 * KIB)
+    bld, nb = builder(w, "a", a), w.nics["b"]
+    nb.receive(bld.build(Opcode.RC_RDMA_WRITE_FIRST, b.qp.qp_num, epsn(w, b),
+                         reth(b.mr.buf, b.mr.rkey, 5 * KIB // 2), MINE * KIB))
+    nb.receive(bld.build(Opcode.RC_RDMA_WRITE_MIDDLE, b.qp.qp_num, epsn(w, b), b"",
+                         MINE * KIB))
+    nb.receive(bld.build(Opcode.RC_RDMA_WRITE_LAST, b.qp.qp_num, epsn(w, b), b"",
+                         b"\xcd" * KIB, ackreq=True))
+    settle(w)
+    assert b.mr.read(2 * KIB) == MINE * 2 * KIB
+    assert b.mr.read(KIB, 2 * KIB) == THEIRS * KIB
+    assert t.syndromes(a.qp.qp_num) == [0x61]
+
+
 def _with_pad(frame: bytes, pad: int) -> bytes:
     """The frame with its BTH pad count changed and the ICRC recomputed (so it parses)."""
     f = bytearray(frame)

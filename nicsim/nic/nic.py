@@ -68,7 +68,9 @@ from nicsim.wire import (
 from nicsim.wire.opcodes import Opcode
 from nicsim.wire.packet import L3_CACHE
 
-_MIDDLES = (int(Opcode.RC_SEND_MIDDLE), int(Opcode.RC_RDMA_WRITE_MIDDLE))
+# What the receive fast path takes (Responder.middle): the packets of a message after its first.
+_MIDDLES = (int(Opcode.RC_SEND_MIDDLE), int(Opcode.RC_RDMA_WRITE_MIDDLE),
+            int(Opcode.RC_RDMA_WRITE_LAST))
 # Accesses that write the region (a page fault for them needs writable pages).
 _WRITES = int(Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_ATOMIC)
 
@@ -306,11 +308,11 @@ class Nic(MmioDevice):
         rx["packets"] += 1
         rx["bytes"] += n
         checked = ce_done = False
-        # The fast path: on IPv4, the MIDDLE of a WRITE or SEND (no pad, no SE, TVer 0) for
-        # one of our QPs, from its path, which is most packets of bulk traffic. The checks of
-        # the general path below are made on the header bytes (a flow's L3 and UDP checks
-        # are remembered by the parser, nicsim.wire.packet), then the ICRC, and the
-        # responder takes the packet if it continues the message in progress.
+        # The fast path: on IPv4, the MIDDLE of a WRITE or SEND or the LAST of a WRITE (no
+        # pad, no SE, TVer 0) for one of our QPs, from its path: most packets of bulk
+        # traffic. The checks of the general path below are made on the header bytes (a
+        # flow's L3 and UDP checks are remembered by the parser, nicsim.wire.packet), then the
+        # ICRC, and the responder takes the packet if it continues the message in progress.
         l3 = L3_CACHE.get(frame[12:42]) if n > 58 and frame[14] == 0x45 else None
         if l3 is not None and l3[0] > n:
             l3 = None  # cut short: the parser says how

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 _Q = struct.Struct("<Q")
 _RECEIVING = (QpState.RTR, QpState.RTS, QpState.SQD)
 _WRITE_MIDDLE = int(Opcode.RC_RDMA_WRITE_MIDDLE)
+_WRITE_LAST = int(Opcode.RC_RDMA_WRITE_LAST)
 MAX_DMA_LEN = 1 << 31  # a RETH DMA length beyond this is a length error (C9-92, as rxe)
 # A READ's source: its buffer, when the key check is done, the keys.
 _ReadSource = tuple[Walk, float, tuple[int, ...]]
@@ -145,19 +146,38 @@ class Responder:
     # -- entry ------------------------------------------------------------------------------
 
     def middle(self, qp: QpCtx, frame: bytes, b: int, end: int) -> bool:
-        """The receive fast path (Nic.receive): a MIDDLE packet of a WRITE or SEND whose
-        header the NIC has checked (address, P_Key, flags: no pad, no SE) and whose ICRC is
-        good. If it is the in-order continuation of the message in progress, which is most
-        packets of a stream, every check `request` makes holds: place the payload and return
-        True; otherwise False, and the packet takes the general path. (A QP going to ERR or
-        RESET resets r.state to IDLE; an unchanged protection epoch means no key or access
-        right changed since the message's last check.)"""
+        """The receive fast path (Nic.receive): a MIDDLE packet of a WRITE or SEND, or the
+        LAST of a WRITE without immediate, whose header the NIC has checked (address, P_Key,
+        flags: no pad, no SE), with a payload, and whose ICRC is good. If it is the in-order
+        continuation of the message in progress, which is most packets of a stream, every
+        check `request` makes holds: place the payload and return True; otherwise False, and
+        the packet takes the general path. (A QP going to ERR or RESET resets r.state to IDLE;
+        an unchanged protection epoch means no key or access right changed since the
+        message's last check.)"""
         r = qp.resp
-        n = end - b - 16  # BTH 12, ICRC 4: a MIDDLE packet has no other header
-        if (int.from_bytes(frame[b + 9:b + 12], "big") != qp.epsn or n != qp.mtu
-                or r.msg_len + n > r.rq_cap or r.epoch != self._xlate.epoch):
+        n = end - b - 16  # BTH 12, ICRC 4: a MIDDLE or LAST packet has no other header
+        op = frame[b]
+        if (int.from_bytes(frame[b + 9:b + 12], "big") != qp.epsn
+                or r.epoch != self._xlate.epoch):
             return False
-        if frame[b] == _WRITE_MIDDLE:
+        if op == _WRITE_LAST:
+            # The end of the RETH's length exactly, at most one MTU (C9-92).
+            if r.state is not RespState.IN_WRITE or n > qp.mtu or r.msg_len + n != r.rq_cap:
+                return False
+            c = self.counters
+            c["write_packets"] += 1
+            c["requests"] += 1
+            r.nak_sent = False
+            t = self._unit_time(r)
+            self._place(qp, frame, b + 12, n, t)
+            qp.msn = (qp.msn + 1) & 0xFFFFFF
+            r.state = RespState.IDLE
+            r.rq_cap = 0
+            self._advance(qp, qp.epsn, frame[b + 8] >= 0x80, t)
+            return True
+        if n != qp.mtu or r.msg_len + n > r.rq_cap:
+            return False
+        if op == _WRITE_MIDDLE:
             if r.state is not RespState.IN_WRITE:
                 return False
             c = self.counters
@@ -169,11 +189,7 @@ class Responder:
             return False
         c["requests"] += 1
         r.nak_sent = False
-        t = self.env._now + self._rx_lag  # (the attribute behind `now`: per packet)
-        if r.unit_free > t:
-            t = r.unit_free
-        t = self._take(t, self._unit_cost)
-        r.unit_free = t + self._unit_cost
+        t = self._unit_time(r)
         self._place(qp, frame, b + 12, n, t)
         # _advance, inline (this runs per packet)
         psn = qp.epsn
@@ -183,6 +199,15 @@ class Responder:
             self._ack(qp, psn, t if t > r.posted_at else r.posted_at)
         return True
 
+    def _unit_time(self, r: RespCtx) -> float:
+        """When the QP's receive unit starts on a packet arriving now (and takes it)."""
+        t = self.env._now + self._rx_lag  # (the attribute behind `now`: per packet)
+        if r.unit_free > t:
+            t = r.unit_free
+        t = self._take(t, self._unit_cost)
+        r.unit_free = t + self._unit_cost
+        return t
+
     def request(self, qp: QpCtx, p: Packet) -> None:
         c = self.counters
         # The receive side works in RTR, RTS and SQD (only the send queue drains in SQD).
@@ -191,11 +216,7 @@ class Responder:
             return
         c["requests"] += 1
         r = qp.resp
-        t = self.env._now + self._rx_lag
-        if r.unit_free > t:
-            t = r.unit_free
-        t = self._take(t, self._unit_cost)
-        r.unit_free = t + self._unit_cost
+        t = self._unit_time(r)
         if not qp.reliable:
             if not self.uc.accept(qp, p):
                 return
