@@ -79,6 +79,7 @@ from nicsim import hwif
 TOPLEVEL = os.environ.get("COCOTB_TOPLEVEL", "")
 PARAMS_ENV = "ROCE_NIC_PARAMS"
 CLK_NS = 4
+COMPLETE_NS = 2000.0  # a completion the program has the datapath write lands within this
 QUANTUM_NS = 1000.0  # the RTL catches up with SimPy time at least this often
 CATCHUP_MAX = 50_000  # RTL cycles run per catch-up at most (a guard against runaway waits)
 MEM_SIZE = 64 << 20
@@ -349,9 +350,12 @@ class NicTB:
 
 @dataclass
 class Probe:
-    """What the program may ask of the device besides the driver: its doorbell counters."""
+    """What the program may ask of the device besides the driver: its doorbell counters, and
+    completions written as the datapath writes them (the model's CqWriter.post, the RTL's
+    cqe_write s_cqe port), so both devices hold the same CQEs."""
 
     doorbells: object  # () -> {"sq": accepted SQ doorbells, "drop": dropped, "armed": [cqn]}
+    complete: object  # (cqn, hwif.Cqe) -> None, the CQE in host memory when it returns
 
 
 class Bogus(IntEnum):
@@ -366,19 +370,23 @@ def scenario(host, probe: Probe, mtt_chunk: int) -> list[tuple[str, object]]:  #
     from driver.kernel.ib_core import Kernel
     from driver.kernel.uverbs import Cmd, UverbsError
     from driver.user import enums as e
+    from driver.user.unsupported import SrqAttr, SrqInitAttr
     from driver.user.verbs import (
         CQ,
         GID,
         MR,
         PD,
         QP,
+        SRQ,
         AHAttr,
+        CompChannel,
         Context,
         GlobalRoute,
         PyverbsRDMAError,
         QPAttr,
         QPCap,
         QPInitAttr,
+        RecvWR,
     )
 
     out: list[tuple[str, object]] = []
@@ -402,6 +410,9 @@ def scenario(host, probe: Probe, mtt_chunk: int) -> list[tuple[str, object]]:  #
     hw = kernel.devices["nsnic0"].hw
     caps = hw.caps
     note("caps", caps)
+    note("multicast", hwif.DevFeature.MULTICAST in hw.features)
+    # the commands the device says it has: the program must issue every one of them
+    note("device commands", sorted(o.name for o in hwif.device_commands(caps, hw.features)))
 
     ctx = Context("nsnic0", host=host)
     pd = PD(ctx)
@@ -563,6 +574,77 @@ def scenario(host, probe: Probe, mtt_chunk: int) -> list[tuple[str, object]]:  #
                                                  rnr_retry=7, max_rd_atomic=1)))
     note("query rts3", hw.query_qp(qpn))
 
+    # What the device lacks (no event queues, SRQs, ODP or multicast in DeviceCaps / FEATURES):
+    # each verb fails with EOPNOTSUPP, as Linux answers for an op a device does not have, and
+    # not one command reaches the device (the command streams are compared)
+    da = ctx.query_device()
+    note("device attrs", (da.max_srq, da.max_srq_wr, da.max_srq_sge, da.max_mcast_grp,
+                          da.max_mcast_qp_attach, da.max_total_mcast_qp_attach,
+                          da.num_comp_vectors, da.device_cap_flags))
+    note("odp caps", ctx.query_device_ex().odp_caps.general_caps)
+    before = hw.lim.commands
+    attempt("reg ODP MR", lambda: MR(pd, hwif.PAGE_SIZE,
+                                     e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_ON_DEMAND))
+    attempt("comp channel", lambda: CompChannel(ctx))
+    attempt("async event", ctx.get_async_event)
+    attempt("create SRQ", lambda: SRQ(pd, SrqInitAttr(SrqAttr(16, 1))))
+    ud = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq_a, rcq=cq_a, cap=QPCap(4, 4, 1, 1)))
+    before += 1  # (its CREATE_QP)
+    attempt("attach mcast", lambda: ud.attach_mcast(GID("ff0e::1:2")))
+    note("commands for what the device lacks", hw.lim.commands - before)
+    attempt("close UD", ud.close)
+
+    # RESIZE_CQ: completions written by the datapath, some polled, the rest moved in order
+    rcq = CQ(ctx, 8)
+    rqp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=rcq, rcq=rcq, cap=QPCap(1, 32, 1, 1)))
+    attempt("rqp to_init", lambda: rqp.to_init(QPAttr(qp_access_flags=acc)))
+    note("rqp", rqp.qp_num)
+    for i in range(20):
+        rqp.post_recv(RecvWR(wr_id=700 + i))
+    made = 0
+
+    def complete(k: int) -> None:
+        nonlocal made
+        for _ in range(k):
+            probe.complete(rcq.cqn, hwif.Cqe(rqp.qp_num, made, hwif.CqeOpcode.RECV,
+                                             hwif.CqeStatus.SUCCESS, 100 + made))
+            made += 1
+
+    def poll(k: int) -> list[tuple[int, int, int]]:
+        got: list[tuple[int, int, int]] = []
+        for _ in range(4 * k + 2):
+            if len(got) >= k:
+                break
+            got += [(w.wr_id, w.status, w.byte_len) for w in rcq.poll(k - len(got))[1]]
+        return got
+
+    complete(6)
+    note("poll 2", poll(2))
+    attempt("resize 8 -> 32", lambda: rcq.resize(20))  # 4 unpolled CQEs move
+    note("rcq", (rcq.cqe, hw.query_cq(rcq.cqn).log_size))
+    note("poll 3", poll(3))
+    complete(5)  # 6 unpolled now
+    attempt("resize 32 -> 4 (6 unpolled)", lambda: rcq.resize(4))  # EINVAL, CQ unchanged
+    attempt("resize 32 -> 8", lambda: rcq.resize(8))
+    note("poll 1", poll(1))
+    complete(3)  # 8 unpolled: the ring is full
+    attempt("resize 8 -> 8", lambda: rcq.resize(7))  # same size: no command
+    attempt("resize 8 -> 2 (8 unpolled)", lambda: rcq.resize(2))
+    note("poll all", poll(8))
+    attempt("resize 8 -> 2", lambda: rcq.resize(2))
+    complete(2)
+    note("poll after", poll(2))
+    note("rcq end", (rcq.cqe, hw.query_cq(rcq.cqn)))
+    rcqc = hwif.Cqc(rcq.cqn, 1, 0, hw.cqs[rcq.cqn].ring_pa, hw.cqs[rcq.cqn].dbrec_pa, 0, 0)
+    attempt("hw RESIZE_CQ none", lambda: hw.cmd(hwif.CmdOpcode.RESIZE_CQ, rcqc.pack(),
+                                                 mod=free_cqn))
+    big = hwif.Cqc.unpack(rcqc.pack())
+    big.log_size = (caps.max_cqe * 2 - 1).bit_length()
+    attempt("hw RESIZE_CQ > max_cqe", lambda: hw.cmd(hwif.CmdOpcode.RESIZE_CQ, big.pack(),
+                                                     mod=rcq.cqn))
+    attempt("close rqp", rqp.close)
+    attempt("close rcq", rcq.close)
+
     # a second QP using one CQ both ways (two references), destroyed before that CQ
     qp2 = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq_b, rcq=cq_b, cap=QPCap(4, 4, 1, 1)))
     note("qp2", (qp2.qp_num, hw.query_qp(qp2.qp_num)))
@@ -606,7 +688,9 @@ def _model_host(params: dict[str, int]):  # noqa: ANN202
                     max_qp_wr=params["MAX_QP_WR"], max_sge=params["MAX_SGE"],
                     max_cqe=params["MAX_CQE"], max_qp_rd_atom=params["MAX_QP_RD_ATOM"],
                     max_inline=params["MAX_INLINE"], max_uar=params["MAX_UAR"],
-                    odp=False)  # the RTL has no on-demand paging (QUERY_ODP: BAD_OPCODE)
+                    # what the RTL lacks (its QUERY_DEVICE and FEATURES say so): on-demand
+                    # paging, event queues, SRQs, multicast, BlueFlame
+                    odp=False, max_eq=0, max_srq=0, multicast=False, bf_size=0)
     nic = Nic(env, "model.nic0", cfg, host.mem)
     rec = CmdRecorder(nic)
     host.plug("0000:01:00.0", rec, nic.pcie, NetDev("eth0", MAC, IP))
@@ -617,7 +701,12 @@ def _model_host(params: dict[str, int]):  # noqa: ANN202
         return {"sq": c["doorbells"], "drop": c["doorbell_bad_target"],
                 "armed": sorted(n for n, q in nic.cq.cqs.items() if q.armed)}
 
-    return host, rec, Probe(doorbells), nic
+    def complete(cqn: int, c: hwif.Cqe) -> None:
+        nic.cq.post(cqn, c.qpn, c.wqe_index, c.opcode, c.status, c.byte_len, c.imm_inv,
+                    c.src_qp, c.flags, c.vendor_err)
+        host.spend(COMPLETE_NS)
+
+    return host, rec, Probe(doorbells, complete), nic
 
 
 def _rtl_host(tb: NicTB):  # noqa: ANN202
@@ -630,13 +719,18 @@ def _rtl_host(tb: NicTB):  # noqa: ANN202
     host.plug("0000:01:00.0", rec, Pcie(env, PcieConfig()), NetDev("eth0", MAC, IP))
     host.neighbours[PEER_IP] = PEER_MAC
     counters = resume(tb._counters)
+    push = resume(tb._push_cqe)
 
     def doorbells() -> dict[str, object]:
         c = counters()
         return {"sq": c["db_sq"], "drop": c["db_drop"],
                 "armed": sorted({n for n, _s in tb.arm_events})}
 
-    return host, rec, Probe(doorbells)
+    def complete(cqn: int, c: hwif.Cqe) -> None:
+        push(cqn, c)
+        host.spend(COMPLETE_NS)
+
+    return host, rec, Probe(doorbells, complete)
 
 
 def mtt_chunk() -> int:
@@ -644,17 +738,6 @@ def mtt_chunk() -> int:
     from driver.kernel.hw import nsnic
 
     return int(getattr(nsnic, "_MTT_PER_CMD", 500))
-
-
-# Commands of the model the RTL does not have yet (event queues, SRQs, resizing): it answers
-# them BAD_OPCODE, which the driver reports as EOPNOTSUPP for the verbs that need them.
-NOT_IN_RTL = frozenset({
-    hwif.CmdOpcode.CREATE_EQ, hwif.CmdOpcode.DESTROY_EQ, hwif.CmdOpcode.CREATE_SRQ,
-    hwif.CmdOpcode.MODIFY_SRQ, hwif.CmdOpcode.QUERY_SRQ, hwif.CmdOpcode.DESTROY_SRQ,
-    # On-demand paging: the driver asks (QUERY_ODP, BAD_OPCODE on both) and uses no more.
-    hwif.CmdOpcode.RESUME_PAGE_FAULT, hwif.CmdOpcode.ODP_INVALIDATE,
-    hwif.CmdOpcode.ATTACH_MCAST, hwif.CmdOpcode.DETACH_MCAST,
-    hwif.CmdOpcode.RESIZE_CQ, hwif.CmdOpcode.RESIZE_SRQ})
 
 
 def compare(model: list, rtl: list, what: str) -> None:
@@ -686,17 +769,31 @@ async def test_driver_vs_model(dut):
     compare(model, rtl, "observation")
     statuses = {s for _o, _m, s in rec_r.log}
     assert statuses == {s.name for s in hwif.CmdStatus}, f"statuses covered: {statuses}"
+    # every command the device reports having was issued; none of those it lacks (the one
+    # BAD_OPCODE is the program's own undefined opcode)
     ops = {o for o, _m, _s in rec_r.log}
-    assert {o.name for o in hwif.CmdOpcode if o not in NOT_IN_RTL} <= ops, \
-        f"opcodes covered: {ops}"
+    have = set(dict(rtl)["device commands"])
+    assert ops - {Bogus.BOGUS.name, hex(Bogus.BOGUS)} == have, f"opcodes: {ops} vs {have}"
+    assert [x for x in rec_r.log if x[2] == "BAD_OPCODE"] == [(hex(Bogus.BOGUS), 0,
+                                                                "BAD_OPCODE")], rec_r.log
+    assert dict(rtl)["commands for what the device lacks"] == 0
+    lacks = {o.name for o in hwif.CmdOpcode} - have
+    assert lacks >= {"CREATE_EQ", "CREATE_SRQ", "QUERY_ODP", "ATTACH_MCAST"}, lacks
+    # the completions moved by RESIZE_CQ come out in order, each once, with their bytes
+    r = dict(rtl)
+    assert r["poll 2"] + r["poll 3"] + r["poll 1"] + r["poll all"] + r["poll after"] == \
+        [(700 + i, 0, 100 + i) for i in range(16)], r
+    assert sum(1 for o, _m, s in rec_r.log if o == "RESIZE_CQ" and s == "OK") == 3
     assert sum(1 for o, _m, s in rec_r.log if o == "WRITE_MTT" and s == "OK") >= 3 + 2
     # doorbell events on the RTL's outputs: the owner's SQ and RQ doorbells and one arm
     qpn = dict(model)["qpn"]
     cqa, cqb = dict(model)["cqns"]
-    assert tb.db_events == [(0, qpn, 0), (1, qpn, 0)], tb.db_events
+    rqp = dict(model)["rqp"]  # (and the RESIZE_CQ part's receives: one doorbell each)
+    assert tb.db_events == [(0, qpn, 0), (1, qpn, 0)] + [(1, rqp, i) for i in range(1, 21)], \
+        tb.db_events
     assert tb.arm_events == [(cqa, 0), (cqb, 1)], tb.arm_events
     c = await tb._counters()
-    assert c["db_rq"] == 1 and c["arm"] == 2 and c["cmds"] == len(rec_r.log)
+    assert c["db_rq"] == 21 and c["arm"] == 2 and c["cmds"] == len(rec_r.log)
     assert c["cmd_errors"] == sum(1 for _o, _m, s in rec_r.log if s != "OK")
     assert tb.wqes.empty(), "a WQE was fetched for a doorbell that was dropped"
     dut._log.info("RTL time %.1f us, SimPy time %.1f us, largest RTL lag %.1f us",
@@ -921,10 +1018,12 @@ async def test_datapath_hooks(dut):
                   res["npages"][0])
 
 
-def raw_mailbox(host, xlate) -> dict:  # noqa: ANN001, C901
+def raw_mailbox(host, xlate, complete) -> dict:  # noqa: ANN001, C901
     """The mailbox without the driver: input and output blocks at every byte alignment and
-    across 4 KiB boundaries, raw records with bits the driver never sets, GO while busy.
-    Returns the statuses, register reads and snapshots of the memory the outputs went to."""
+    across 4 KiB boundaries, raw records with bits the driver never sets, GO while busy,
+    every opcode the device lacks, RESIZE_CQ moving completions the datapath wrote (through
+    `complete`). Returns the statuses, register reads and snapshots of the memory the outputs
+    went to."""
     from nicsim.nic import translation
 
     bar = host.functions["0000:01:00.0"].bar
@@ -957,7 +1056,14 @@ def raw_mailbox(host, xlate) -> dict:  # noqa: ANN001, C901
     page = hwif.PAGE_SIZE
     res["regs"].append(bar.read64(hwif.Reg.DEV_ID))
     C = hwif.CmdOpcode
-    run(C.QUERY_DEVICE, pa_out=region + page - 13)  # 40 bytes across a page boundary
+    run(C.QUERY_DEVICE, pa_out=region + page - 13)  # 56 bytes across a page boundary
+    caps = hwif.DeviceCaps.unpack(mem.read(region + page - 13, hwif.DeviceCaps.size()))
+    # what the device lacks: BAD_OPCODE, nothing read or written
+    lacks = sorted(set(C) - hwif.device_commands(caps, hwif.DevFeature(
+        bar.read64(hwif.Reg.FEATURES) & 0xFFFF)))
+    res["lacks"] = [op.name for op in lacks]
+    for op in lacks:
+        run(op, pa_in=region + 2 * page - 8, pa_out=region + page + 40, mod=1)
     hca = hwif.HcaInit(tables, tables + 8 * page, 5, 10).pack()
     run(C.INIT_HCA, hca, pa_in=region + 2 * page - 5)
     for k in range(3):
@@ -1005,6 +1111,40 @@ def raw_mailbox(host, xlate) -> dict:  # noqa: ANN001, C901
             got_st, got = xlate(key, pd, acc, va, n)
             res["xlate"].append(((int(st), [tuple(x) for x in segs]),
                                  (got_st, merge_contiguous(got))))
+    # RESIZE_CQ: CQ 4's rings and doorbell record in the region, CQEs written by the datapath,
+    # the consumer index set in the doorbell record as software's polling sets it
+    ring0, ring1, ring2 = region + 3 * page, region + 3 * page + 0x400, region + 2 * page + 0x800
+    dbrec = region + 3 * page + 0xC04
+
+    def cqes(n: int) -> None:
+        for _ in range(n):
+            complete(4, hwif.Cqe(rng.getrandbits(24), rng.getrandbits(16),
+                                 int(rng.choice(list(hwif.CqeOpcode))),
+                                 int(rng.choice(list(hwif.CqeStatus))), rng.getrandbits(32),
+                                 rng.getrandbits(32), rng.getrandbits(24), rng.randrange(8),
+                                 int(rng.choice(list(hwif.VendorErr)))))
+
+    def resize(base: int, log: int, ci: int | None = None, cqn: int = 4) -> str:
+        if ci is not None:
+            mem.write(dbrec, ci.to_bytes(4, "little"))
+        return run(C.RESIZE_CQ, hwif.Cqc(cqn, log, 0, base, 0, 0, 0).pack(),
+                   pa_in=region + page - 7, mod=cqn)
+
+    run(C.CREATE_CQ, hwif.Cqc(4, 3, 0, ring0, dbrec, 1, 2).pack(), pa_in=region + 5)
+    cqes(7)
+    resize(ring1, 4, 0xFFFF_FFF0)  # 23 unpolled by that count: BAD_PARAM
+    resize(ring1, 2, 2)  # 5 unpolled, 4 entries: BAD_PARAM
+    resize(ring1, 3)  # 5 move to the front of 8 entries
+    mem.write(dbrec, (4).to_bytes(4, "little"))
+    cqes(5)  # the ring wraps: 6 unpolled in old slots 4..7, 0, 1
+    resize(ring2, 4)
+    resize(ring0, 0, 6)  # none unpolled, a ring of 1 entry
+    cqes(1)
+    resize(ring1, 1)  # 1 moves, a ring of 2
+    resize(ring1, 40)  # EXCEED_LIM
+    resize(ring1, 1, cqn=6)  # BAD_RESOURCE
+    run(C.QUERY_CQ, pa_out=region + page + 100, mod=4)
+    run(C.DESTROY_CQ, mod=4)
     run(C.INVALIDATE_MPT, mod=3)
     run(C.INVALIDATE_MPT, mod=1 << 5)
     run(C.DESTROY_CQ, mod=3)
@@ -1022,13 +1162,13 @@ async def test_raw_mailbox(dut):
     """Mailbox blocks at every alignment and across 4 KiB boundaries, compared with the model:
     statuses, register reads and every byte of the memory the outputs went to."""
     tb = NicTB(dut, seed=SEED + 2)
-    host_m, _rec, _probe, _nic = _model_host(tb.params)
-    model = raw_mailbox(host_m, None)
-    host, _rec, _probe = _rtl_host(tb)
+    host_m, _rec, probe_m, _nic = _model_host(tb.params)
+    model = raw_mailbox(host_m, None, probe_m.complete)
+    host, _rec, probe = _rtl_host(tb)
     tb.attach_memory(host.mem)
     await tb.reset()
     tb.couple(host.env)
-    rtl = await bridge(raw_mailbox)(host, resume(tb._xlate))
+    rtl = await bridge(raw_mailbox)(host, resume(tb._xlate), probe.complete)
     compare(model["st"], rtl["st"], "raw command (opcode, mod, status)")
     assert model["regs"] == rtl["regs"], (model["regs"], rtl["regs"])
     for i, (a, b) in enumerate(zip(model["snap"], rtl["snap"], strict=True)):
@@ -1040,6 +1180,10 @@ async def test_raw_mailbox(dut):
     for i, (exp, got) in enumerate(rtl["xlate"]):
         assert exp == got, f"lookup {i}: expected {exp}, got {got}"
     assert len(rtl["xlate"]) == 6 and all(exp[0] == 0 for exp, _ in rtl["xlate"])
+    assert len(rtl["lacks"]) >= 10 and "CREATE_EQ" in rtl["lacks"], rtl["lacks"]
+    rz = [s_ for o, _m, s_ in rtl["st"] if o == hwif.CmdOpcode.RESIZE_CQ]
+    assert rz == ["BAD_PARAM", "BAD_PARAM", "OK", "OK", "OK", "OK", "EXCEED_LIM",
+                  "BAD_RESOURCE"], rz
     c = await tb._counters()
     assert c["cmds"] == len(rtl["st"]), "a GO while busy was not ignored"
     dut._log.info("%d raw commands, statuses %s", len(rtl["st"]),

@@ -37,7 +37,7 @@ WqeBus, WqeTransaction, _, WqeSink, _ = define_stream(
                     "remote_addr", "rkey", "inline_len", "compare_add", "swap", "dest_qpn",
                     "qkey", "sge_addr", "sge_len", "sge_lkey", "err"])
 CqCfgBus, CqCfgTransaction, CqCfgSource, _, _ = define_stream(
-    "CqCfg", signals=["valid", "cqn", "enable", "base", "log_size"])
+    "CqCfg", signals=["valid", "cqn", "enable", "base", "log_size", "index"])
 CqeInBus, CqeInTransaction, CqeInSource, _, _ = define_stream(
     "CqeIn", signals=["valid", "ready", "cqn", "qpn", "wqe_index", "opcode", "status",
                       "byte_len", "imm_inv", "src_qp", "flags", "vendor_err"])
@@ -354,11 +354,11 @@ class CqeTB:
             if d.s_cqe_valid.value == 1 and d.s_cqe_ready.value == 1:
                 self.in_cycles.append(self.cycle)
 
-    async def configure(self, cq: CompletionQueue, enable: int = 1) -> None:
+    async def configure(self, cq: CompletionQueue, enable: int = 1, index: int = 0) -> None:
         await self.cfg.send(CqCfgTransaction(cqn=cq.cqn, enable=enable, base=cq.base,
-                                             log_size=cq.log_size))
+                                             log_size=cq.log_size, index=index))
         await self.cfg.wait()
-        cq.count = 0
+        cq.count = index
         if enable:
             self.cqs[cq.cqn] = cq
         else:
@@ -418,6 +418,7 @@ async def test_cqe_random(dut):
     backpressure and source idle cycles; the rings must equal hwif.Cqe.pack() with the owner
     bit of hwif.cqe_owner, and no other byte may change."""
     tb = CqeTB(dut, seed=21)
+    dut.hold.value = 0
     await reset(dut)
     rng = tb.rng
     tb.ram.aw_channel.set_pause_generator(pauses(rng, 0.3))
@@ -465,6 +466,7 @@ async def test_cqe_random(dut):
 async def test_cqe_full_rate(dut):
     """Back-to-back completions, no backpressure: cycles per CQE."""
     tb = CqeTB(dut, seed=22)
+    dut.hold.value = 0
     await reset(dut)
     cq = CompletionQueue(0, tb.lo + 0x4000, 7)
     await tb.configure(cq)
@@ -478,6 +480,44 @@ async def test_cqe_full_rate(dut):
                   cycles / n, beats)
     bench_line("cqe_write", tb.width, hwif.CQE_SIZE, n, cycles, n * beats)
     assert cycles == n * beats, "bubble between CQE writes"
+
+
+@cocotb.test(skip=TOPLEVEL != "cqe_write")
+async def test_cqe_hold_index(dut):
+    """RESIZE_CQ's hooks: `hold` stops taking completions (busy falls once the accepted ones
+    are acknowledged, none is written while held), and a configuration with an index
+    continues there: slot index mod size, owner bit of that index (wrapped passes too)."""
+    tb = CqeTB(dut, seed=23)
+    dut.hold.value = 0
+    await reset(dut)
+    tb.ram.b_channel.set_pause_generator(pauses(tb.rng, 0.5))
+    cq = CompletionQueue(1, tb.lo + 0x2000, 3)
+    await tb.configure(cq)
+    for _ in range(3):
+        await tb.complete(1, tb.random_cqe())
+    await tb.src.wait()
+    dut.hold.value = 1
+    await RisingEdge(dut.clk)
+    assert int(dut.busy.value) == 1, "busy before the B responses"
+    before = tb.ram.read(cq.base, cq.size * hwif.CQE_SIZE)
+    await tb.complete(1, tb.random_cqe())  # queued: it waits while held
+    for _ in range(200):
+        await RisingEdge(dut.clk)
+        assert int(dut.s_cqe_ready.value) == 0
+    assert int(dut.busy.value) == 0 and tb.pi(1) == 3
+    assert tb.ram.read(cq.base, cq.size * hwif.CQE_SIZE)[3 * hwif.CQE_SIZE:] == \
+        before[3 * hwif.CQE_SIZE:], "a CQE was written while held"
+    dut.hold.value = 0
+    await tb.settle()
+    for index in (5, 8 + 6, 0xFFFF_FFFE):  # owner 1, owner 0 (second pass), 32-bit wrap
+        cq.base = tb.lo + 0x3000
+        await tb.configure(cq, index=index)
+        await ClockCycles(dut.clk, 2)
+        assert tb.pi(1) == index
+        for _ in range(4):
+            await tb.complete(1, tb.random_cqe())
+        cq.count &= 0xFFFF_FFFF
+        await tb.settle()
 
 
 # ================================================================ pytest entry points

@@ -124,7 +124,7 @@ class CmdOpcode(IntEnum):
     QUERY_DEVICE = 0x01  # output: DeviceCaps
     INIT_HCA = 0x02  # input: HcaInit (where the MPT and MTT tables live in host memory)
     QUERY_PORT = 0x03  # CMD_MOD = port number (1); output: PortInfo
-    QUERY_ODP = 0x04  # output: OdpCaps (a device without on-demand paging: BAD_OPCODE)
+    QUERY_ODP = 0x04  # output: OdpCaps (DevCap.ODP devices; see device_commands)
     CREATE_CQ = 0x10
     DESTROY_CQ = 0x11
     QUERY_CQ = 0x12  # CMD_MOD = CQN; output: the Cqc, with its state
@@ -148,9 +148,9 @@ class CmdOpcode(IntEnum):
     # INVALIDATE_MPT).
     RESUME_PAGE_FAULT = 0x33
     ODP_INVALIDATE = 0x34
-    CREATE_EQ = 0x40  # input: an Eqc
+    CREATE_EQ = 0x40  # input: an Eqc (devices with DeviceCaps.max_eq > 0)
     DESTROY_EQ = 0x41  # CMD_MOD = EQN
-    CREATE_SRQ = 0x50  # input: an Srqc
+    CREATE_SRQ = 0x50  # input: an Srqc (devices with DeviceCaps.max_srq > 0)
     MODIFY_SRQ = 0x51  # CMD_MOD = SRQN; input: an Srqc, of which only `limit` is applied
     QUERY_SRQ = 0x52  # CMD_MOD = SRQN; output: the Srqc, `wqes` filled in
     DESTROY_SRQ = 0x53  # CMD_MOD = SRQN
@@ -685,11 +685,38 @@ class Cqc(Record):
 CQC_SIZE = Cqc.FMT.size
 
 
+class DevCap(IntFlag):
+    """DeviceCaps.flags: optional command sets a device has (beside the counts of DeviceCaps).
+    A device without one answers its commands BAD_OPCODE; the driver never issues them."""
+
+    ODP = 1 << 0  # on-demand paging: QUERY_ODP, RESUME_PAGE_FAULT, ODP_INVALIDATE
+
+
 @dataclass(slots=True)
 class DeviceCaps(Record):
-    """Output of QUERY_DEVICE."""
+    """Output of QUERY_DEVICE, 56 bytes: what the device has. A zero max_eq means no event
+    queues (CREATE_EQ and DESTROY_EQ are BAD_OPCODE: no completion or asynchronous events),
+    a zero max_srq no SRQs (the SRQ commands are BAD_OPCODE), as mlx5's HCA capabilities
+    (log_max_eq, log_max_srq, the pg bit) tell its driver which commands exist.
 
-    FMT = struct.Struct("<IIIIIIIIII")
+    offset size field
+      0     4   max_qp (QPNs 0..max_qp-1)
+      4     4   max_cq (CQNs 0..max_cq-1)
+      8     4   max_mpt (MPT entries INIT_HCA may ask for)
+     12     4   max_mtt (MTT entries INIT_HCA may ask for)
+     16     4   max_qp_wr
+     20     4   max_sge
+     24     4   max_cqe
+     28     4   max_qp_rd_atom
+     32     4   max_inline
+     36     4   max_uar
+     40     4   max_eq (EQNs 0..max_eq-1; 0: no event queues)
+     44     4   max_srq (SRQNs 1..max_srq-1; 0: no SRQs)
+     48     4   flags (DevCap)
+     52     4   reserved (0)
+    """
+
+    FMT = struct.Struct("<IIIIIIIIIIIII4x")
     max_qp: int
     max_cq: int
     max_mpt: int
@@ -700,6 +727,26 @@ class DeviceCaps(Record):
     max_qp_rd_atom: int
     max_inline: int
     max_uar: int
+    max_eq: int = 0
+    max_srq: int = 0
+    flags: int = 0  # DevCap
+
+
+def device_commands(caps: DeviceCaps, features: DevFeature) -> frozenset[CmdOpcode]:
+    """The commands a device with these capabilities (QUERY_DEVICE) and features
+    (Reg.FEATURES) executes; it answers every other opcode BAD_OPCODE, and a driver issues
+    none of them."""
+    C = CmdOpcode
+    lacks: set[CmdOpcode] = set()
+    if not caps.flags & DevCap.ODP:
+        lacks |= {C.QUERY_ODP, C.RESUME_PAGE_FAULT, C.ODP_INVALIDATE}
+    if not caps.max_eq:
+        lacks |= {C.CREATE_EQ, C.DESTROY_EQ}
+    if not caps.max_srq:
+        lacks |= {C.CREATE_SRQ, C.MODIFY_SRQ, C.QUERY_SRQ, C.DESTROY_SRQ, C.RESIZE_SRQ}
+    if DevFeature.MULTICAST not in features:
+        lacks |= {C.ATTACH_MCAST, C.DETACH_MCAST}
+    return frozenset(set(C) - lacks)
 
 
 @dataclass(slots=True)

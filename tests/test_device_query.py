@@ -6,13 +6,16 @@ from __future__ import annotations
 import errno
 
 import pytest
+from nicsim.driver.kernel.hw.nsnic import HwError
 from nicsim.driver.kernel.query import GID_TABLE_LEN, guid_from_mac, width_speed
 from nicsim.driver.user import enums as e
+from nicsim.driver.user import verbs as v
 from nicsim.driver.user.errors import PyverbsRDMAError, PyverbsUserError
+from nicsim.driver.user.unsupported import SrqAttr, SrqInitAttr
 from nicsim.driver.user.verbs import GID, Context
 
 from nicsim.fabric.link import LinkConfig
-from nicsim.hwif import CmdOpcode
+from nicsim.hwif import CmdOpcode, DevFeature, device_commands
 from nicsim.nic.config import NicConfig
 from nicsim.world import World
 
@@ -127,3 +130,44 @@ def test_comp_vector_out_of_range_is_einval() -> None:
     with pytest.raises(PyverbsRDMAError) as ei:
         CQ(ctx, 8, None, None, 1)
     assert ei.value.error_code == errno.EINVAL
+
+
+def test_device_without_event_queues_srqs_multicast_or_odp() -> None:
+    """A device that reports no event queues, SRQs, multicast or ODP (DeviceCaps, FEATURES):
+    ib_device_attr says so, each verb that needs one fails with EOPNOTSUPP (Linux's answer
+    for an op the device lacks) without one command reaching the device, and the device
+    answers those commands BAD_OPCODE when asked anyway."""
+    w = World.two_hosts(nic=NicConfig(odp=False, max_eq=0, max_srq=0, multicast=False))
+    ctx = _ctx(w)
+    hw = w.hosts["a"].kernel.devices["nsnic0"].hw
+    assert (hw.caps.max_eq, hw.caps.max_srq, hw.caps.flags) == (0, 0, 0)
+    assert DevFeature.MULTICAST not in hw.features
+    a = ctx.query_device()
+    assert (a.max_srq, a.max_srq_wr, a.max_srq_sge) == (0, 0, 0)
+    assert (a.max_mcast_grp, a.max_mcast_qp_attach, a.max_total_mcast_qp_attach) == (0, 0, 0)
+    assert not a.device_cap_flags & e.IBV_DEVICE_SRQ_RESIZE
+    assert ctx.query_device_ex().odp_caps.general_caps == 0
+    pd = v.PD(ctx)
+    cq = v.CQ(ctx, 8)
+    ud = v.QP(pd, v.QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq, cap=v.QPCap(2, 2, 1, 1)))
+    n = hw.lim.commands
+    for verb in (lambda: v.CompChannel(ctx), ctx.get_async_event,
+                 lambda: v.SRQ(pd, SrqInitAttr(SrqAttr(8, 1))),
+                 lambda: ud.attach_mcast(GID("ff0e::5")),
+                 lambda: v.MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_ON_DEMAND)):
+        with pytest.raises(PyverbsRDMAError) as ex:
+            verb()
+        assert ex.value.error_code == errno.EOPNOTSUPP
+    assert hw.lim.commands == n, hw.lim.command_log[n:]
+    lacks = set(CmdOpcode) - device_commands(hw.caps, hw.features)
+    assert {CmdOpcode.CREATE_EQ, CmdOpcode.CREATE_SRQ, CmdOpcode.RESIZE_SRQ,
+            CmdOpcode.QUERY_ODP, CmdOpcode.ATTACH_MCAST} <= lacks
+    assert CmdOpcode.RESIZE_CQ not in lacks
+    for op in sorted(lacks):
+        with pytest.raises(HwError) as hx:
+            hw.cmd(op, bytes(64), mod=1)
+        assert hx.value.errno == errno.EOPNOTSUPP and "BAD_OPCODE" in str(hx.value)
+    # the full-featured default reports them all
+    d = World.two_hosts().hosts["a"].kernel.devices["nsnic0"].hw
+    assert device_commands(d.caps, d.features) == frozenset(CmdOpcode)
+    assert d.caps.max_eq == 64 and d.caps.max_srq == 1 << 16

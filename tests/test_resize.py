@@ -72,6 +72,21 @@ def test_a_resize_below_the_unpolled_count_is_einval_and_changes_nothing() -> No
     assert a.cq.cqe == 4
 
 
+def test_a_resize_to_the_size_the_cq_has_keeps_its_unpolled_completions() -> None:
+    """The same ring size: no command (as mlx5), and the provider keeps polling where it was
+    (it used to start over at entry 0, losing the completions after its consumer index)."""
+    w, a, b = _pair(cqe=8)
+    _writes(a, b, 0, 5)
+    settle(w, 50_000)
+    assert [c.wr_id for c in wait(a, 2)] == [0, 1]
+    n = len(_commands(w, "a"))
+    a.cq.resize(7)
+    assert a.cq.cqe == 8 and len(_commands(w, "a")) == n
+    assert [c.wr_id for c in wait(a, 3)] == [2, 3, 4]
+    _writes(a, b, 5, 6)  # across the ring's end
+    assert [c.wr_id for c in wait(a, 6)] == list(range(5, 11))
+
+
 @pytest.mark.parametrize("cqe", [0, -1, 1 << 30])
 def test_a_resize_out_of_range_is_einval(cqe: int) -> None:
     _w, a, _b = _pair(cqe=8)

@@ -524,6 +524,8 @@ class IbDevice:
     def create_srq(self, uctx: Ucontext, pd: IbPd, max_wr: int, max_sge: int,
                    limit: int) -> IbSrq:
         _check_ints(max_wr=max_wr, max_sge=max_sge, srq_limit=limit)
+        if not self.hw.has_srq:  # ib_uverbs_create_srq: the device has no create_srq op
+            raise KernelError(f"{self.name} has no SRQs", errno.EOPNOTSUPP)
         # Its limit event needs the event queue; on a device without one, arming a limit is
         # refused (modify_srq).
         with contextlib.suppress(EventError):

@@ -208,9 +208,6 @@ class QueryError(Exception):
         self.errno = errno_
 
 
-MAX_SRQ = 1 << 16  # SRQ numbers the driver hands out (1..MAX_SRQ-1)
-
-
 def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
                  num_comp_vectors: int, features: DevFeature) -> DeviceAttrs:
     """ib_device_attr from the device's DeviceCaps (QUERY_DEVICE), its DEV_ID and FEATURES
@@ -218,8 +215,11 @@ def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
     c = caps
     mc = DevFeature.MULTICAST in features
     groups, per_group = (MCAST_MAX_GROUPS, MCAST_MAX_QP_ATTACH) if mc else (0, 0)
+    # SRQs: SRQNs 1..max_srq-1; none (and no SRQ_RESIZE) on a device that reports 0
+    srqs = max(c.max_srq - 1, 0)  # type: ignore[attr-defined]
     caps_word = int(DeviceCap.RC_RNR_NAK_GEN | DeviceCap.SYS_IMAGE_GUID | DeviceCap.MEM_WINDOW
-                    | DeviceCap.MEM_WINDOW_TYPE_2B | DeviceCap.SRQ_RESIZE)
+                    | DeviceCap.MEM_WINDOW_TYPE_2B
+                    | (DeviceCap.SRQ_RESIZE if srqs else DeviceCap(0)))
     guid = guid_from_mac(mac)
     max_mpt = c.max_mpt  # type: ignore[attr-defined]
     return DeviceAttrs(
@@ -239,8 +239,8 @@ def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
         atomic_caps=int(AtomicCap.HCA), max_ee=0, max_rdd=0, max_mw=max_mpt - 1, max_raw_ipv6_qp=0,
         max_raw_ethy_qp=0, max_mcast_grp=groups, max_mcast_qp_attach=per_group,
         max_total_mcast_qp_attach=groups * per_group, max_ah=0, max_fmr=0, max_map_per_fmr=0,
-        max_srq=MAX_SRQ - 1, max_srq_wr=c.max_qp_wr - 1,  # type: ignore[attr-defined]
-        max_srq_sge=c.max_sge, max_pkeys=1,  # type: ignore[attr-defined]
+        max_srq=srqs, max_srq_wr=c.max_qp_wr - 1 if srqs else 0,  # type: ignore[attr-defined]
+        max_srq_sge=c.max_sge if srqs else 0, max_pkeys=1,  # type: ignore[attr-defined]
         local_ca_ack_delay=0, phys_port_cnt=1, num_comp_vectors=num_comp_vectors,
         device_cap_flags_ex=caps_word | int(
             (DeviceCapEx.FLUSH_GLOBAL if DevFeature.FLUSH in features else DeviceCapEx(0))

@@ -432,7 +432,10 @@ class ProviderCq:
 
     def resized(self, ring_va: int, log_size: int) -> None:
         """The kernel moved the CQ to a new ring (RESIZE_CQ): the NIC put the unpolled CQEs
-        at its front and zeroed the doorbell record, so polling starts over at 0."""
+        at its front and zeroed the doorbell record, so polling starts over at 0. The same
+        ring back (a size the CQ already has: the kernel issued nothing) changes nothing."""
+        if ring_va == self.r.ring_va and log_size == self.r.log_size:
+            return
         self.r = replace(self.r, ring_va=ring_va, log_size=log_size)
         self.size = 1 << log_size
         self.ci = 0

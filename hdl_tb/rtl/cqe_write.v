@@ -28,12 +28,17 @@
 //
 // Ports:
 //   clk, rst              clock, synchronous active-high reset (all CQs disabled)
-//   cfg_valid             write CQ cfg_cqn's configuration this cycle (always taken); resets
-//                         both of its indexes to 0
+//   cfg_valid             write CQ cfg_cqn's configuration this cycle (always taken); sets
+//                         both of its indexes to cfg_index (0 for a new CQ; RESIZE_CQ: the
+//                         CQEs it moved to the front of the new ring)
 //   cfg_cqn               CQ number
 //   cfg_enable            1: enable with the fields below; 0: disable
 //   cfg_base              CQ ring physical address
 //   cfg_log_size[4:0]     log2(ring entries)
+//   cfg_index[31:0]       the CQ's next CQE index (unwrapped: slot and owner bit follow it)
+//   hold                  accept no completion (s_cqe_ready low) while high: the command
+//                         processor moves a ring (RESIZE_CQ)
+//   busy                  CQE writes accepted and not yet acknowledged (B response)
 //   s_cqe_valid/ready     completion handshake
 //   s_cqe_cqn             CQ to write
 //   s_cqe_qpn[31:0], s_cqe_wqe_index[15:0], s_cqe_opcode[7:0], s_cqe_status[7:0],
@@ -58,6 +63,9 @@ module cqe_write #(
     input  wire                          cfg_enable,
     input  wire [AXI_ADDR_WIDTH-1:0]     cfg_base,
     input  wire [4:0]                    cfg_log_size,
+    input  wire [31:0]                   cfg_index,
+    input  wire                          hold,
+    output wire                          busy,
 
     input  wire                          s_cqe_valid,
     output wire                          s_cqe_ready,
@@ -155,7 +163,8 @@ module cqe_write #(
     wire w_last = w_beat == LAST_BEAT;
     wire aw_free = !aw_valid || m_axi_awready;
     wire w_free = !w_valid || (m_axi_wready && w_last);
-    assign s_cqe_ready = aw_free && w_free && outstanding < MAX_OS;
+    assign s_cqe_ready = aw_free && w_free && outstanding < MAX_OS && !hold;
+    assign busy = outstanding != {OS_CNT_W{1'b0}};   // counts from the accept to the B
     wire accept = s_cqe_valid && s_cqe_ready;
 
     wire in_hit = {{(32-CQN_WIDTH){1'b0}}, s_cqe_cqn} < NUM_CQ;
@@ -236,8 +245,8 @@ module cqe_write #(
                 cq_base[AXI_ADDR_WIDTH*k +: AXI_ADDR_WIDTH] <= cfg_base;
                 cq_lsize[5*k +: 5] <= cfg_log_size;
                 cq_mask[32*k +: 32] <= cfg_mask[31:0];
-                cq_alloc[32*k +: 32] <= 32'd0;
-                cq_prod[32*k +: 32] <= 32'd0;
+                cq_alloc[32*k +: 32] <= cfg_index;
+                cq_prod[32*k +: 32] <= cfg_index;
             end else begin
                 if (write && in_c == k[CQ_W-1:0])
                     cq_alloc[32*k +: 32] <= in_idx + 32'd1;

@@ -7,9 +7,11 @@
 // completes with a hwif.CmdStatus, giving the status nicsim/nic/command.py gives for the same
 // input and the same tables:
 //
-//   QUERY_DEVICE    output hwif.DeviceCaps from the parameters (max_qp NUM_QP, max_cq NUM_CQ,
-//                   max_mpt MPT_DEPTH, max_mtt MTT_DEPTH, MAX_QP_WR, MAX_SGE, MAX_CQE,
-//                   MAX_QP_RD_ATOM, MAX_INLINE, MAX_UAR)
+//   QUERY_DEVICE    output hwif.DeviceCaps (56 bytes) from the parameters (max_qp NUM_QP, max_cq
+//                   NUM_CQ, max_mpt MPT_DEPTH, max_mtt MTT_DEPTH, MAX_QP_WR, MAX_SGE, MAX_CQE,
+//                   MAX_QP_RD_ATOM, MAX_INLINE, MAX_UAR) and what the device lacks: max_eq 0
+//                   (no event queues), max_srq 0 (no SRQs), flags 0 (no DevCap.ODP), so the
+//                   driver issues none of their commands (hwif.device_commands)
 //   QUERY_PORT      CMD_MOD = port: BAD_PARAM unless 1; output hwif.PortInfo: ACTIVE, LINK_UP,
 //                   max_mtu MTU_4096, port_speed_mbps while port_up; else DOWN, POLLING,
 //                   MTU_4096, 0 (what nicsim/nic/command.py reports for a port with / without
@@ -32,8 +34,21 @@
 //                   configured (enable) and the CQ is bound to its UAR in the BAR
 //   DESTROY_CQ      CMD_MOD = cqn: BAD_RESOURCE if no such CQ; BUSY if a QP uses it (refs);
 //                   else cqe_write disables it, the binding is cleared; fenced
-//   QUERY_CQ        CMD_MOD = cqn: BAD_RESOURCE if no such CQ; output the hwif.Cqc as created,
-//                   state = hwif.CqState OVERRUN once cq_overrun_valid named the CQ, else OK
+//   QUERY_CQ        CMD_MOD = cqn: BAD_RESOURCE if no such CQ; output the hwif.Cqc as created
+//                   (or resized), state = hwif.CqState OVERRUN once cq_overrun_valid named the
+//                   CQ, else OK
+//   RESIZE_CQ       CMD_MOD = cqn; input hwif.Cqc (base, log_size used): BAD_RESOURCE if no
+//                   such CQ; EXCEED_LIM if 2**log_size > MAX_CQE. Else cqe_write is held (it
+//                   takes no completion; those accepted before are awaited to their B
+//                   response), the consumer index is read from the CQ's doorbell record (u32)
+//                   and n = producer index - it (mod 2**32); BAD_PARAM if n > 2**log_size
+//                   (nothing changes). Else the new ring is written whole, 4 CQEs (128 bytes)
+//                   per burst: entry k < n is the old ring's entry (ci + k) mod old size with
+//                   its owner byte 1 (hwif.cqe_owner(k, log_size)), the others zero; then the
+//                   doorbell record gets 0 (4 bytes), cqe_write continues in the new ring at
+//                   index n, the CQ table takes the new base and log_size, the hold ends;
+//                   fenced. Exactly nicsim/nic/cq.py CqWriter.resize. An AXI error while
+//                   moving: BAD_PARAM, the CQ stays on its old ring.
 //   CREATE_QP       hwif.Qpc: BAD_PARAM if qpn is 0 or >= NUM_QP, the QP exists, or uar not in
 //                   1..MAX_UAR; BAD_PARAM if type is not RC/UC/UD; BAD_RESOURCE if the send or
 //                   receive CQ does not exist; else both CQs' refs are incremented (twice for
@@ -56,7 +71,8 @@
 //                   _qpc_of returns (attr_mask 0, pkey 0xffff)
 //   DESTROY_QP      CMD_MOD = qpn: BAD_RESOURCE if no such QP; else unbound, wqe_fetch
 //                   disables it, the refs of its CQs (those that exist) are decremented; fenced
-//   other opcodes   BAD_OPCODE (nothing is read)
+//   other opcodes   BAD_OPCODE (nothing is read): the event-queue, SRQ, ODP and multicast
+//                   commands among them, which DeviceCaps / FEATURES say the device lacks
 // Fenced commands complete only when dma_idle is high after their own work: the NIC's earlier
 // DMA writes have all been answered (the model's pcie.writes_landed_by()). Failed commands
 // write no output and wait for no fence.
@@ -109,6 +125,8 @@
 //   mr_cmd_*                 mr_translate's command port
 //   wq_cfg_*                 wqe_fetch's cfg port (single-cycle pulses)
 //   cq_cfg_*                 cqe_write's cfg port (single-cycle pulses)
+//   cq_hold, cq_busy, cq_pi  cqe_write held (RESIZE_CQ), its writes not yet acknowledged, its
+//                            producer indexes (CQ c at bits 32c+31:32c)
 //   bind_valid, bind_cq, bind_num, bind_uar   nic_bar's binding port (bind_uar 0: unbind)
 //   dma_idle                 no DMA write of the NIC in flight (fence)
 //   port_up, port_speed_mbps the Ethernet port's link state and rate (QUERY_PORT)
@@ -212,6 +230,10 @@ module nic_cmd #(
     output reg                           cq_cfg_enable,
     output reg  [AXI_ADDR_WIDTH-1:0]     cq_cfg_base,
     output reg  [4:0]                    cq_cfg_log_size,
+    output reg  [31:0]                   cq_cfg_index,
+    output reg                           cq_hold,
+    input  wire                          cq_busy,
+    input  wire [NUM_CQ*32-1:0]          cq_pi,
 
     output reg                           bind_valid,
     output reg                           bind_cq,
@@ -312,6 +334,7 @@ module nic_cmd #(
     localparam [3:0] OP_QUERY_CQ = 4'd11;
     localparam [3:0] OP_QUERY_PORT = 4'd12;
     localparam [3:0] OP_DP_ERR = 4'd13;       // internal: the datapath sets a QP to ERR
+    localparam [3:0] OP_RESIZE_CQ = 4'd14;
     localparam [3:0] OP_BAD = 4'd15;
 
     // hwif.QpState
@@ -348,6 +371,15 @@ module nic_cmd #(
     localparam [4:0] S_DONE = 5'd16;
     localparam [4:0] S_QP_MOD = 5'd17;
     localparam [4:0] S_QP_COPY = 5'd18;
+    localparam [4:0] S_RZ_HOLD = 5'd19;    // RESIZE_CQ: cqe_write held, the CQ entry read
+    localparam [4:0] S_RZ_DRAIN = 5'd20;   // ... its accepted CQEs acknowledged
+    localparam [4:0] S_RZ_CI = 5'd21;      // ... the doorbell record read
+    localparam [4:0] S_RZ_CHK = 5'd22;     // ... do the unpolled CQEs fit
+    localparam [4:0] S_RZ_CHUNK = 5'd23;   // ... 4 entries of the new ring assembled in rec
+    localparam [4:0] S_RZ_NEXT = 5'd24;
+    localparam [4:0] S_RZ_RD = 5'd25;      // ... one old CQE read into rec
+    localparam [4:0] S_RZ_WR = 5'd26;      // ... the 4 entries written
+    localparam [4:0] S_RZ_DB = 5'd27;      // ... the doorbell record zeroed
 
     // ---------------------------------------------------------------- registers
     reg [4:0]   state;
@@ -382,6 +414,18 @@ module nic_cmd #(
     reg [63:0]  sq_base;     // MODIFY_QP: the SQ ring, for wqe_fetch at RTR -> RTS
     reg [7:0]   sq_lsize;
     reg [7:0]   sq_lstride;
+    // RESIZE_CQ: the new ring, the old one, the doorbell record, the counts and the chunk
+    reg [63:0]  rz_base;
+    reg [7:0]   rz_log;
+    reg [63:0]  rz_obase;
+    reg [4:0]   rz_olog;
+    reg [63:0]  rz_dbrec;
+    reg [31:0]  rz_pi;
+    reg [31:0]  rz_ci;
+    reg [31:0]  rz_n;
+    reg [31:0]  rz_k;          // first new-ring entry of the chunk in rec
+    reg [2:0]   rz_j;          // entry of the chunk being read
+    reg         rz_err;        // an AXI error while moving
 
     // read engine control (pulse) and write engine control (pulse)
     reg         rd_go;
@@ -390,6 +434,8 @@ module nic_cmd #(
     reg         wr_go;
     reg [63:0]  wr_go_addr;
     reg [4:0]   wr_go_words;
+    reg [7:0]   wr_go_strb;    // byte strobe of the last record word (8'hff: all of it)
+    reg [3:0]   rd_go_widx;    // record word the read's first word goes to
 
     // ---------------------------------------------------------------- context RAMs
     // QP table: the 128-byte hwif.Qpc image of QP q as 16 little-endian 64-bit words at
@@ -444,6 +490,7 @@ module nic_cmd #(
         cmd_opcode == 64'h10 ? OP_CREATE_CQ :
         cmd_opcode == 64'h11 ? OP_DESTROY_CQ :
         cmd_opcode == 64'h12 ? OP_QUERY_CQ :
+        cmd_opcode == 64'h13 ? OP_RESIZE_CQ :
         cmd_opcode == 64'h20 ? OP_CREATE_QP :
         cmd_opcode == 64'h21 ? OP_MODIFY_QP :
         cmd_opcode == 64'h22 ? OP_QUERY_QP :
@@ -456,6 +503,7 @@ module nic_cmd #(
     wire [31:0] in_words =
         op == OP_INIT_HCA ? 32'd3 :
         op == OP_CREATE_CQ ? 32'd4 :
+        op == OP_RESIZE_CQ ? 32'd4 :
         op == OP_CREATE_QP ? 32'd16 :
         op == OP_MODIFY_QP ? 32'd16 :
         op == OP_WRITE_MPT ? 32'd4 :
@@ -614,7 +662,7 @@ module nic_cmd #(
     wire [15:0] rq_n = rd_req_left < {16'd0, rq_lim} ? rd_req_left[15:0] : rq_lim;
     wire [15:0] rq_beats = (rq_lane16 + rq_n + LAST_LANE_I[15:0]) >> LANE_LOG;
 
-    wire g_ready = (state == S_RD) ||
+    wire g_ready = (state == S_RD) || (state == S_RZ_CI) || (state == S_RZ_RD) ||
                    (state == S_MTT && (!mr_cmd_valid || mr_cmd_ready));
     wire [63:0] g_word = beat[64*rb_lane +: 64];
     wire g_fire = beat_v && g_ready;
@@ -632,7 +680,7 @@ module nic_cmd #(
         if (g_fire)
             rd_prev <= g_word;
         if (rd_go)
-            rd_widx <= 4'd0;
+            rd_widx <= rd_go_widx;
         else if (w_fire)
             rd_widx <= rd_widx + 4'd1;
         if (rd_go) begin
@@ -743,7 +791,9 @@ module nic_cmd #(
             3'd1: caps_w = {CAP_MAX_MTT, CAP_MAX_MPT};
             3'd2: caps_w = {CAP_MAX_SGE, CAP_MAX_QP_WR};
             3'd3: caps_w = {CAP_MAX_QP_RD_ATOM, CAP_MAX_CQE};
-            default: caps_w = {CAP_MAX_UAR, CAP_MAX_INLINE};
+            3'd4: caps_w = {CAP_MAX_UAR, CAP_MAX_INLINE};
+            3'd5: caps_w = {32'd0, 32'd0};          // max_srq, max_eq: none
+            default: caps_w = 64'd0;                // flags (no DevCap), reserved
         endcase
         // hwif.Cqc: cqn, log_size, state, pad, base, dbrec, eqn, uar
         case (wr_k[1:0])
@@ -760,10 +810,12 @@ module nic_cmd #(
                      op == OP_QUERY_DEVICE ? caps_w :
                      op == OP_QUERY_CQ ? cqq_w :
                      op == OP_QUERY_PORT ? port_w : rec[64*wr_k[3:0] +: 64];
+    reg  [7:0]  wr_lstrb;         // strobe of the last record word
+    wire [7:0]  wk_s = !wk_in ? 8'h00 : wr_k == wr_n - 5'd1 ? wr_lstrb : 8'hff;
     reg  [63:0] wkm;              // word k - 1 (0 before the first)
-    reg         wkm_in;
+    reg  [7:0]  wkm_s;            // its strobe
     wire [127:0] wr_pair = {wk, wkm} << {wr_s, 3'b000};
-    wire [15:0] wr_strb2 = {wk_in ? 8'hff : 8'h00, wkm_in ? 8'hff : 8'h00} << wr_s;
+    wire [15:0] wr_strb2 = {wk_s, wkm_s} << wr_s;
     integer wl;
     wire wr_place = wburst && !wb_v && wb_left != 16'd0;
     wire wb_end = wb_lane == LAST_LANE || wb_left == 16'd1;
@@ -773,12 +825,13 @@ module nic_cmd #(
     always @(posedge clk) begin
         if (wr_go) begin
             wkm <= 64'd0;
-            wkm_in <= 1'b0;
+            wkm_s <= 8'h00;
         end else if (wr_place) begin
             wkm <= wk;
-            wkm_in <= wk_in;
+            wkm_s <= wk_s;
         end
         if (wr_go) begin
+            wr_lstrb <= wr_go_strb;
             wr_s <= wr_go_addr[2:0];
             wr_n <= wr_go_words;
             wr_k <= 5'd0;
@@ -886,6 +939,12 @@ module nic_cmd #(
                 qram_wd = mod_w;
             end
             S_CCQ_WRITE: cqt_we = 1'b1;
+            S_RZ_DB: begin                                 // RESIZE_CQ: new base, log_size
+                if (wr_done && !wr_err) begin
+                    cqt_we = 1'b1;
+                    cqt_wd = {cqt_q[CQE_W-1:72], rz_base, rz_log};
+                end
+            end
             S_CQ_OP: begin
                 if (op == OP_CREATE_QP || op == OP_DESTROY_QP) begin   // refs +/- 1
                     cqt_we = 1'b1;
@@ -906,15 +965,26 @@ module nic_cmd #(
         rq_psn_set_qpn <= sel_qpn;
     end
 
+    // RESIZE_CQ: the CQEs software has not polled, the new ring's size, entries per chunk (4,
+    // or the whole ring if smaller), the old-ring slot of the entry to read next
+    wire [31:0] rz_unpolled = rz_pi - rz_ci;
+    wire [32:0] rz_size = 33'd1 << rz_log[4:0];
+    wire [2:0]  rz_cpc = rz_log[4:0] >= 5'd2 ? 3'd4 : rz_log[0] ? 3'd2 : 3'd1;
+    wire [31:0] rz_omask = (32'd1 << rz_olog) - 32'd1;
+    wire [31:0] rz_old_slot = (rz_ci + rz_k + {29'd0, rz_j}) & rz_omask;
+
     // ================================================================ command FSM
     integer rw;
-    wire        rec_we = (state == S_RD && w_fire) || state == S_QP_COPY;
+    integer rj;
+    wire        rec_we = ((state == S_RD || state == S_RZ_RD) && w_fire) || state == S_QP_COPY;
     wire [3:0]  rec_wi = state == S_QP_COPY ? qw[3:0] : rd_widx;
     wire [63:0] rec_bus = state == S_QP_COPY ? qram_q : w_data;
     assign dp_err_ready = state == S_IDLE && !cmd_go && !go_latch;
     always @(posedge clk) begin
         rd_go <= 1'b0;
         wr_go <= 1'b0;
+        rd_go_widx <= 4'd0;
+        wr_go_strb <= 8'hff;
         if (cmd_go && !busy && state != S_IDLE) begin
             go_latch <= 1'b1;     // the datapath's table access is running: the GO waits
             busy <= 1'b1;
@@ -975,7 +1045,7 @@ module nic_cmd #(
                         OP_QUERY_DEVICE: begin
                             wr_go <= 1'b1;
                             wr_go_addr <= r_out;
-                            wr_go_words <= 5'd5;
+                            wr_go_words <= 5'd7;       // hwif.DeviceCaps: 56 bytes
                             state <= S_WR;
                         end
                         OP_QUERY_PORT: begin
@@ -1045,6 +1115,22 @@ module nic_cmd #(
                             end else begin
                                 cq_sel <= mod_cq;
                                 state <= S_CQ_RD;
+                            end
+                        end
+                        OP_RESIZE_CQ: begin
+                            if (!mod_cq_ok) begin
+                                st <= ST_BAD_RESOURCE;
+                                state <= S_DONE;
+                            end else if (ccq_big) begin
+                                st <= ST_EXCEED_LIM;
+                                state <= S_DONE;
+                            end else begin
+                                cq_sel <= mod_cq;
+                                cq_hold <= 1'b1;
+                                rz_base <= cqc_base;
+                                rz_log <= cqc_log_size;
+                                rz_err <= 1'b0;
+                                state <= S_RZ_HOLD;
                             end
                         end
                         OP_CREATE_QP: begin
@@ -1217,6 +1303,7 @@ module nic_cmd #(
                         cq_cfg_valid <= 1'b1;
                         cq_cfg_cqn <= sel_cqn;
                         cq_cfg_enable <= 1'b0;
+                        cq_cfg_index <= 32'd0;
                         fenced <= 1'b1;
                         state <= S_FENCE;
                     end
@@ -1256,6 +1343,7 @@ module nic_cmd #(
                 cq_cfg_valid <= 1'b1;
                 cq_cfg_cqn <= cqc_cqn[CQN_WIDTH-1:0];
                 cq_cfg_enable <= 1'b1;
+                cq_cfg_index <= 32'd0;
                 cq_cfg_base <= cqc_base[AXI_ADDR_WIDTH-1:0];
                 cq_cfg_log_size <= cqc_log_size[4:0];
                 state <= S_DONE;
@@ -1290,8 +1378,127 @@ module nic_cmd #(
             end
 
             S_FENCE: begin
+                cq_hold <= 1'b0;      // (RESIZE_CQ: its cqe_write cfg took effect, held)
                 if (dma_idle)
                     state <= S_DONE;
+            end
+
+            // RESIZE_CQ (see the header): hold, drain, consumer index, move, doorbell record
+            S_RZ_HOLD: state <= S_RZ_DRAIN;    // the CQ entry is read
+
+            S_RZ_DRAIN: begin
+                if (!cq_busy) begin
+                    rz_obase <= cqt_q[8 +: 64];
+                    rz_olog <= cqt_q[4:0];
+                    rz_dbrec <= cqt_q[72 +: 64];
+                    rz_pi <= cq_pi[32*cq_sel +: 32];
+                    rd_go <= 1'b1;
+                    rd_go_addr <= cqt_q[72 +: 64];
+                    rd_go_words <= 32'd1;
+                    state <= S_RZ_CI;
+                end
+            end
+
+            S_RZ_CI: begin
+                if (w_fire)
+                    rz_ci <= w_data[31:0];
+                if (rd_done) begin
+                    if (rd_err) begin
+                        st <= ST_BAD_PARAM;
+                        cq_hold <= 1'b0;
+                        state <= S_DONE;
+                    end else begin
+                        state <= S_RZ_CHK;
+                    end
+                end
+            end
+
+            S_RZ_CHK: begin
+                rz_n <= rz_unpolled;
+                rz_k <= 32'd0;
+                if ({1'b0, rz_unpolled} > rz_size) begin
+                    st <= ST_BAD_PARAM;
+                    cq_hold <= 1'b0;
+                    state <= S_DONE;
+                end else begin
+                    state <= S_RZ_CHUNK;
+                end
+            end
+
+            S_RZ_CHUNK: begin
+                rec <= 1024'd0;
+                rz_j <= 3'd0;
+                state <= S_RZ_NEXT;
+            end
+
+            S_RZ_NEXT: begin
+                if ({1'b0, rz_j} < rz_cpc && rz_k + {29'd0, rz_j} < rz_n) begin
+                    rd_go <= 1'b1;
+                    rd_go_addr <= rz_obase + {27'd0, rz_old_slot, 5'd0};
+                    rd_go_words <= 32'd4;
+                    rd_go_widx <= {rz_j[1:0], 2'b00};
+                    state <= S_RZ_RD;
+                end else begin
+                    wr_go <= 1'b1;
+                    wr_go_addr <= rz_base + {27'd0, rz_k, 5'd0};
+                    wr_go_words <= {rz_cpc[2:0], 2'b00};
+                    state <= S_RZ_WR;
+                end
+            end
+
+            S_RZ_RD: begin
+                if (rd_done) begin
+                    for (rj = 0; rj < 4; rj = rj + 1)
+                        if (rz_j[1:0] == rj[1:0])
+                            rec[8*(32*rj+31) +: 8] <= 8'd1;   // owner of the moved CQE
+                    if (rd_err)
+                        rz_err <= 1'b1;
+                    rz_j <= rz_j + 3'd1;
+                    state <= S_RZ_NEXT;
+                end
+            end
+
+            S_RZ_WR: begin
+                if (wr_done) begin
+                    if (wr_err)
+                        rz_err <= 1'b1;
+                    if ({1'b0, rz_k} + {30'd0, rz_cpc} >= rz_size) begin
+                        if (rz_err || wr_err) begin
+                            st <= ST_BAD_PARAM;
+                            cq_hold <= 1'b0;
+                            state <= S_DONE;
+                        end else begin
+                            rec[63:0] <= 64'd0;
+                            wr_go <= 1'b1;
+                            wr_go_addr <= rz_dbrec;
+                            wr_go_words <= 5'd1;
+                            wr_go_strb <= 8'h0f;    // the u32 consumer index only
+                            state <= S_RZ_DB;
+                        end
+                    end else begin
+                        rz_k <= rz_k + {29'd0, rz_cpc};
+                        state <= S_RZ_CHUNK;
+                    end
+                end
+            end
+
+            S_RZ_DB: begin
+                if (wr_done) begin
+                    if (wr_err) begin
+                        st <= ST_BAD_PARAM;
+                        cq_hold <= 1'b0;
+                        state <= S_DONE;
+                    end else begin    // the CQ table entry is rewritten this cycle
+                        cq_cfg_valid <= 1'b1;
+                        cq_cfg_cqn <= sel_cqn;
+                        cq_cfg_enable <= 1'b1;
+                        cq_cfg_base <= rz_base[AXI_ADDR_WIDTH-1:0];
+                        cq_cfg_log_size <= rz_log[4:0];
+                        cq_cfg_index <= rz_n;
+                        fenced <= 1'b1;
+                        state <= S_FENCE;    // (the hold ends there, after the cfg)
+                    end
+                end
             end
 
             default: begin    // S_DONE
@@ -1326,6 +1533,7 @@ module nic_cmd #(
             wr_go <= 1'b0;
             wq_cfg_valid <= 1'b0;
             cq_cfg_valid <= 1'b0;
+            cq_hold <= 1'b0;
             bind_valid <= 1'b0;
             cnt_cmds <= 32'd0;
             cnt_errors <= 32'd0;

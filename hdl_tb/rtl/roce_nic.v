@@ -393,6 +393,9 @@ module roce_nic #(
     wire         cq_cfg_enable;
     wire [AW-1:0] cq_cfg_base;
     wire [4:0]   cq_cfg_log_size;
+    wire [31:0]  cq_cfg_index;
+    wire         cq_hold;              // RESIZE_CQ: cqe_write takes no completion
+    wire         cq_busy;
 
     nic_cmd #(
         .AXI_DATA_WIDTH(DW),
@@ -472,6 +475,10 @@ module roce_nic #(
         .cq_cfg_enable(cq_cfg_enable),
         .cq_cfg_base(cq_cfg_base),
         .cq_cfg_log_size(cq_cfg_log_size),
+        .cq_cfg_index(cq_cfg_index),
+        .cq_hold(cq_hold),
+        .cq_busy(cq_busy),
+        .cq_pi(cq_pi),
         .bind_valid(bind_valid),
         .bind_cq(bind_cq),
         .bind_num(bind_num),
@@ -1425,6 +1432,9 @@ module roce_nic #(
         .cfg_enable(cq_cfg_enable),
         .cfg_base(cq_cfg_base),
         .cfg_log_size(cq_cfg_log_size),
+        .cfg_index(cq_cfg_index),
+        .hold(cq_hold),
+        .busy(cq_busy),
         .s_cqe_valid(c_valid),
         .s_cqe_ready(c_ready),
         .s_cqe_cqn(c_k ? k_cqe_cqn : c_r ? r_cqe_cqn : s_cqe_cqn),

@@ -30,6 +30,7 @@ from nicsim.hwif import (
     CmdStatus,
     Cqc,
     CqState,
+    DevCap,
     DeviceCaps,
     Eqc,
     HcaInit,
@@ -48,6 +49,7 @@ from nicsim.hwif import (
     QpType,
     Srqc,
     blank_qpc,
+    device_commands,
     unpack_mtt,
 )
 from nicsim.nic.counters import Counters
@@ -87,8 +89,6 @@ _FENCED = (CmdOpcode.INVALIDATE_MPT, CmdOpcode.ODP_INVALIDATE, CmdOpcode.DESTROY
            CmdOpcode.DESTROY_CQ,
            CmdOpcode.DESTROY_EQ, CmdOpcode.DESTROY_SRQ, CmdOpcode.RESIZE_CQ,
            CmdOpcode.RESIZE_SRQ)
-MAX_EQ = 64  # event queues the device has (EQNs 0..63)
-MAX_SRQ = 1 << 16  # SRQ numbers 1..MAX_SRQ-1
 _SRQ_COMMANDS = (CmdOpcode.CREATE_SRQ, CmdOpcode.MODIFY_SRQ, CmdOpcode.QUERY_SRQ,
                  CmdOpcode.DESTROY_SRQ, CmdOpcode.RESIZE_SRQ)
 
@@ -112,6 +112,13 @@ class CommandProcessor:
         self.env: simpy.Environment = nic.env
         self.status = 0
         self.counters = Counters("commands", "command_errors")
+        cfg = nic.cfg
+        self.caps = DeviceCaps(cfg.max_qp, cfg.max_cq, 1 << cfg.log_mpt_entries,
+                               1 << cfg.log_mtt_entries, cfg.max_qp_wr, cfg.max_sge,
+                               cfg.max_cqe, cfg.max_qp_rd_atom, cfg.max_inline, cfg.max_uar,
+                               cfg.max_eq, cfg.max_srq, DevCap.ODP if cfg.odp else DevCap(0))
+        # What this configuration executes; the rest is BAD_OPCODE (nothing is read).
+        self.known = device_commands(self.caps, nic.features)
 
     def go(self, opcode: int, pa_in: int, pa_out: int, mod: int) -> None:
         if self.status & CMD_BUSY:
@@ -124,9 +131,8 @@ class CommandProcessor:
         nic = self.nic
         env = self.env
         self.counters["commands"] += 1
-        try:
-            op = CmdOpcode(opcode)
-        except ValueError:
+        op = CmdOpcode(opcode) if opcode in CmdOpcode._value2member_map_ else None
+        if op not in self.known:
             yield env.timeout(nic.cfg.firmware_ns)
             self._done(CmdStatus.BAD_OPCODE)
             return
@@ -167,10 +173,7 @@ class CommandProcessor:
         nic = self.nic
         cfg = nic.cfg
         if op is CmdOpcode.QUERY_DEVICE:
-            return DeviceCaps(cfg.max_qp, cfg.max_cq, 1 << cfg.log_mpt_entries,
-                              1 << cfg.log_mtt_entries, cfg.max_qp_wr, cfg.max_sge,
-                              cfg.max_cqe, cfg.max_qp_rd_atom, cfg.max_inline,
-                              cfg.max_uar).pack()
+            return self.caps.pack()
         if op is CmdOpcode.QUERY_PORT:
             if mod != 1:  # one port, numbered from 1 (IBA 14.2.5.6)
                 raise CommandError(CmdStatus.BAD_PARAM)
@@ -245,7 +248,7 @@ class CommandProcessor:
             return b""
         if op is CmdOpcode.CREATE_EQ:
             e = Eqc.unpack(raw)
-            if e.eqn in nic.eq.eqs or e.eqn >= MAX_EQ or not 0 < e.log_size <= 16:
+            if e.eqn in nic.eq.eqs or e.eqn >= cfg.max_eq or not 0 < e.log_size <= 16:
                 raise CommandError(CmdStatus.BAD_PARAM)
             nic.eq.create(e)
             return b""
@@ -288,8 +291,6 @@ class CommandProcessor:
 
     def _odp_command(self, op: CmdOpcode, raw: bytes, mod: int) -> bytes:
         nic = self.nic
-        if not nic.cfg.odp:
-            raise CommandError(CmdStatus.BAD_OPCODE)  # a device without on-demand paging
         if op is CmdOpcode.QUERY_ODP:
             return OdpCaps(OdpGeneral.SUPPORT, _RC_ODP, 0, _UD_ODP).pack()
         idx = mod & ~RESUME_FAILED
@@ -317,7 +318,7 @@ class CommandProcessor:
         srqs = self.nic.srq.srqs
         if op is CmdOpcode.CREATE_SRQ:
             c = Srqc.unpack(raw)
-            if c.srqn in srqs or not 0 < c.srqn < MAX_SRQ or \
+            if c.srqn in srqs or not 0 < c.srqn < self.nic.cfg.max_srq or \
                     not 0 < c.uar <= self.nic.cfg.max_uar:
                 raise CommandError(CmdStatus.BAD_PARAM)
             if (1 << c.log_size) > self.nic.cfg.max_qp_wr:

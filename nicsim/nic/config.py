@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nicsim.host.pcie import PcieConfig
-from nicsim.hwif import MAX_UAR
+from nicsim.hwif import MAX_UAR, ODP_EQN
 from nicsim.nic.cc.config import CcConfig
 
 
@@ -63,8 +63,15 @@ class NicConfig:
     # of one small WQE writes it with the doorbell and the NIC skips the WQE fetch.
     bf_size: int = 256
     # On-demand paging (nicsim.nic.odp): the NIC raises page faults for regions registered
-    # without pinning. False: a device without it (QUERY_ODP answers BAD_OPCODE).
+    # without pinning. False: a device without it (DevCap.ODP clear: its commands are
+    # BAD_OPCODE).
     odp: bool = True
+    # Optional command sets (hwif.device_commands): event queues (0: none, so no completion
+    # or asynchronous events), SRQ numbers (0: no SRQs) and UD multicast groups. A device
+    # without one reports it in QUERY_DEVICE / FEATURES and answers its commands BAD_OPCODE.
+    max_eq: int = 64
+    max_srq: int = 1 << 16
+    multicast: bool = True
     # Address translation cache.
     mpt_cache_entries: int = 512
     mtt_cache_entries: int = 4096
@@ -76,3 +83,13 @@ class NicConfig:
     pfc_classes: tuple[int, ...] = ()
     # Congestion control: reaction point (per-QP rates) and notification point (CNPs).
     cc: CcConfig = field(default_factory=CcConfig)
+
+    def __post_init__(self) -> None:
+        check_odp_eqs(self.odp, self.max_eq)
+
+
+def check_odp_eqs(odp: bool, max_eq: int) -> None:
+    """ValueError unless the page faults of on-demand paging have their event queue."""
+    if odp and max_eq <= ODP_EQN:
+        raise ValueError(f"odp needs event queue {ODP_EQN} for its page faults: max_eq "
+                         f"{max_eq} must be above {ODP_EQN} (or odp false)")

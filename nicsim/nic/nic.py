@@ -87,6 +87,10 @@ class Nic(MmioDevice):
         self.env = env
         self.name = name
         self.cfg = cfg
+        # Reg.FEATURES: the optional features this configuration has
+        self.features = (DevFeature.FLUSH | DevFeature.ATOMIC_WRITE
+                         | (DevFeature.MULTICAST if cfg.multicast else DevFeature(0))
+                         | (DevFeature.BLUEFLAME if cfg.bf_size else DevFeature(0)))
         self.mac = mac_bytes(cfg.mac)
         self.ip = ipaddress.ip_address(cfg.ip)
         self.pcie = Pcie(env, cfg.pcie)
@@ -221,10 +225,7 @@ class Nic(MmioDevice):
         if offset == Reg.DEV_ID:
             return DEV_ID
         if offset == Reg.FEATURES:
-            bf = self.cfg.bf_size
-            return features_word(DevFeature.MULTICAST | DevFeature.FLUSH
-                                 | DevFeature.ATOMIC_WRITE
-                                 | (DevFeature.BLUEFLAME if bf else DevFeature(0)), bf)
+            return features_word(self.features, self.cfg.bf_size)
         if offset == Reg.CMD_STATUS:
             return self.commands.read_status()
         return self.regs.get(offset, 0)

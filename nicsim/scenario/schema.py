@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from nicsim.nic.cc import cc_from_dict
 from nicsim.nic.cc.config import CcConfigError
+from nicsim.nic.config import check_odp_eqs
 
 
 class Strict(BaseModel):
@@ -125,12 +126,18 @@ class NicSpec(Strict):
     ecn_capable: bool = True
     odp: Annotated[bool, Field(description="on-demand paging: page faults for MRs registered "
                                "with IBV_ACCESS_ON_DEMAND")] = True
+    max_eq: Annotated[int, Field(ge=0, le=64, description="event queues (0: none, so no "
+                                 "completion channels or asynchronous events)")] = 64
+    max_srq: Annotated[int, Field(ge=0, le=1 << 24, description="SRQ numbers 1..max_srq-1 "
+                                  "(0: no SRQs)")] = 1 << 16
+    multicast: Annotated[bool, Field(description="UD multicast groups")] = True
 
     @model_validator(mode="after")
     def _bf(self) -> NicSpec:
         if self.bf_size not in BF_SIZES:
             raise ValueError(f"bf_size must be 0 (no BlueFlame), 64, 128 or 256, not "
                              f"{self.bf_size}")
+        check_odp_eqs(self.odp, self.max_eq)
         return self
 
 

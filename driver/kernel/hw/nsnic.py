@@ -14,7 +14,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 
 import simpy
-from nicsim.driver.kernel.query import FIRST_QPN, GID_TABLE_LEN, MAX_SRQ
+from nicsim.driver.kernel.query import FIRST_QPN, GID_TABLE_LEN
 
 from nicsim.host.host import Host, PciFunction
 from nicsim.host.memory import AddressSpace, Extents, MemoryError_, PhysMem
@@ -53,7 +53,8 @@ from nicsim.hwif import (
 from nicsim.wire import is_multicast_ip, multicast_mac
 
 # Command status -> errno, as mlx5's cmd_status_to_err maps firmware statuses; a command the
-# device does not have (an RTL build without event queues or SRQs) is EOPNOTSUPP.
+# device does not have is EOPNOTSUPP (the driver issues none that the device's capabilities
+# leave out: hwif.device_commands).
 _CMD_ERRNO = {
     CmdStatus.BAD_OPCODE: errno.EOPNOTSUPP,
     CmdStatus.BAD_PARAM: errno.EINVAL,
@@ -290,7 +291,7 @@ class NsnicDriver:
         self.eqs: dict[int, HwEq] = {}
         self.srqs: dict[int, HwSrq] = {}
         self.mws: set[int] = set()  # MPT indices of memory windows
-        self.srqns = Allocator(1, MAX_SRQ)
+        self.srqns = Allocator(1, self.caps.max_srq)
         from nicsim.driver.kernel.hw.odp import OdpHandler  # (it builds on this module)
 
         self.odp = OdpHandler(self)
@@ -454,19 +455,20 @@ class NsnicDriver:
 
     def create_eq(self, eqn: int = 0) -> HwEq:
         """The device's event queue, made the first time a process asks for events. A device
-        without event queues (an older RTL build) answers BAD_OPCODE: EOPNOTSUPP."""
+        with fewer event queues (DeviceCaps.max_eq; none: no events at all) is not asked:
+        EOPNOTSUPP, as for an operation the device does not have."""
+        if eqn >= self.caps.max_eq:
+            raise HwError(f"{self.name}: the device has no event queue {eqn} (max_eq "
+                          f"{self.caps.max_eq})", errno.EOPNOTSUPP)
         mem = self.host.mem
         ring = mem.alloc_contig(EQE_SIZE << EQ_LOG_SIZE)
         msi = mem.alloc_contig(PAGE_SIZE)
         try:
             self.cmd(CmdOpcode.CREATE_EQ, Eqc(eqn, EQ_LOG_SIZE, ring, msi, 1 + eqn,
                                               EQ_MODERATION_NS).pack())
-        except HwError as e:
+        except HwError:
             mem.free_contig(ring, EQE_SIZE << EQ_LOG_SIZE)
             mem.free_contig(msi, PAGE_SIZE)
-            if e.errno == errno.EOPNOTSUPP:  # BAD_OPCODE
-                raise HwError(f"{self.name}: the device has no event queues",
-                              errno.EOPNOTSUPP) from None
             raise
         eq = HwEq(eqn, EQ_LOG_SIZE, ring, msi)
         self.eqs[eqn] = eq
@@ -636,9 +638,16 @@ class NsnicDriver:
 
     # -- SRQ --------------------------------------------------------------------------------
 
+    @property
+    def has_srq(self) -> bool:
+        """The device has SRQs (DeviceCaps.max_srq): its SRQ commands exist."""
+        return self.caps.max_srq > 0
+
     def create_srq(self, pd: int, uar: int, pool: RingPool, max_wr: int, max_sge: int,
                    limit: int) -> HwSrq:
         c = self.caps
+        if not self.has_srq:
+            raise HwError(f"{self.name}: the device has no SRQs", errno.EOPNOTSUPP)
         if not 0 < max_wr <= c.max_qp_wr or not 0 < max_sge <= c.max_sge or \
                 not 0 <= limit <= max_wr:
             raise HwError(f"SRQ max_wr {max_wr} / max_sge {max_sge} / limit {limit} beyond "

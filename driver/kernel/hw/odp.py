@@ -41,6 +41,7 @@ from nicsim.hwif import (
     PAGE_SIZE,
     RESUME_FAILED,
     CmdOpcode,
+    DevCap,
     EqeType,
     MptFlags,
     OdpCaps,
@@ -67,11 +68,8 @@ class OdpHandler:
     def __init__(self, hw: NsnicDriver) -> None:
         self.hw = hw
         self.caps = OdpCaps(0, 0, 0, 0)
-        try:
+        if hw.caps.flags & DevCap.ODP:  # (a device without it has no QUERY_ODP either)
             self.caps = OdpCaps.unpack(hw.cmd(CmdOpcode.QUERY_ODP, out_size=OdpCaps.size()))
-        except HwError as e:
-            if e.errno != errno.EOPNOTSUPP:  # BAD_OPCODE: a device without ODP
-                raise
         self.mrs: dict[int, HwMr] = {}  # ODP regions by MPT index
         self._notifiers: dict[int, Callable[[int, int], None]] = {}
         self.eq: HwEq | None = None
