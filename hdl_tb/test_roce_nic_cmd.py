@@ -32,7 +32,12 @@ close). It runs on a model host (nicsim.nic.Nic with a NicConfig of the RTL's ca
 the RTL host. Every mailbox command's (opcode, modifier, status) is recorded at the MMIO level
 (`CmdRecorder`) and must be identical, as must every result the program notes (DeviceCaps, the
 QUERY_QP and QUERY_CQ records field by field, keys, the errno of each failure, doorbell
-counters). The RTL's doorbell event outputs are checked too (test_driver_vs_model).
+counters). The RTL's doorbell event outputs are checked too (test_driver_vs_model). The
+model is configured as the RTL reports itself (QUERY_DEVICE, FEATURES: no event queues, SRQs,
+ODP, multicast or BlueFlame); the program also tries each of those (EOPNOTSUPP with no
+command sent: the command streams hold every command hwif.device_commands gives for the
+device and no other) and resizes a CQ holding completions written through the datapath's
+ports (Probe.complete), polling them in order across the moves.
 
 test_datapath_hooks (RTL only, same driver): a posted send is fetched by wqe_fetch from the SQ
 ring the provider wrote; a completion pushed into cqe_write is polled by verbs; DESTROY_CQ is held
@@ -42,8 +47,10 @@ nicsim.nic.translation's for the pages the driver pinned (then refused after der
 
 test_raw_mailbox: the mailbox without the driver, against the model: input and output blocks
 at every byte alignment and across 4 KiB boundaries, random records with bits the driver never
-sets, all attr_mask bits, GO while busy; statuses, register reads and every byte of the memory
-the outputs went to must be equal (so the RTL writes exactly the model's bytes, nothing more).
+sets, all attr_mask bits, GO while busy, every opcode the device lacks, RESIZE_CQ of rings
+holding datapath-written CQEs (refused, moved, wrapped, 1 and 2 entries); statuses, register
+reads and every byte of the memory the outputs went to must be equal (so the RTL writes exactly
+the model's bytes, nothing more).
 """
 
 from __future__ import annotations

@@ -102,7 +102,10 @@
 // read (AXI latency per burst plus a cycle per beat and per 8 bytes), 17-20 cycles per QP
 // table pass (CREATE/MODIFY/QUERY/DESTROY_QP), 3 per CQ reference update, its output write
 // (a cycle per 8 bytes and per beat, plus the B latency) and, when fenced, the wait for
-// dma_idle. WRITE_MTT streams one entry per cycle into mr_translate.
+// dma_idle. WRITE_MTT streams one entry per cycle into mr_translate. RESIZE_CQ costs the drain
+// of cqe_write, the doorbell-record read, a 32-byte read per moved CQE and a 128-byte write
+// (and its B) per 4 entries of the new ring, so a 4096-entry ring takes some 1024 write
+// round trips; completions for every CQ wait meanwhile (the hold is on all of cqe_write).
 //
 // Parameters:
 //   AXI_DATA_WIDTH  AXI data width (64..1024, a power of two)
