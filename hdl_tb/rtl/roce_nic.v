@@ -47,7 +47,8 @@
 //                    capacities (MAX_SGE is also the SGEs wqe_fetch decodes)
 //   WQE_OUTSTANDING, CQE_OUTSTANDING   bursts in flight in wqe_fetch / cqe_write
 //   TAG_WIDTH        mr_translate request tag width
-//   PAY_DEPTH        requester payload FIFO, in beats (power of two; >= 2 pages' worth)
+//   PAY_DEPTH        requester payload FIFO, in beats (power of two; >= 2 pages' worth; 0:
+//                    16 KiB from 256 bits up, else 8 KiB)
 //   SQ_OUT           WQEs outstanding per QP (unacknowledged; power of two)
 //   CLK_NS_LOG2      log2 of the clock period in ns (transport and RNR timers)
 //
@@ -89,7 +90,7 @@ module roce_nic #(
     parameter MAX_CQE = 1048576,
     parameter MAX_QP_RD_ATOM = 16,
     parameter MAX_INLINE = 256,
-    parameter WQE_OUTSTANDING = 4,
+    parameter WQE_OUTSTANDING = 16,
     parameter CQE_OUTSTANDING = 4,
     parameter TAG_WIDTH = 8,
     parameter PAY_DEPTH = 0,
@@ -248,9 +249,14 @@ module roce_nic #(
     localparam QPN_W = 24;
     localparam CQN_W = 24;
     localparam KW_LOG = DW <= 64 ? 3 : DW <= 128 ? 4 : DW <= 256 ? 5 : DW <= 512 ? 6 : 7;
-    // payload FIFO: 8 KiB (two 4 KiB pages), at least 16 beats
+    // payload FIFO: the PCIe read bandwidth-delay product. A 4 KiB read takes ~840 ns from its
+    // address to its last beat on PCIe Gen3 x16 (~560 ns round trip + the completions), and
+    // the FIFO's credits bound the reads in flight: at 512 bits (128 Gb/s) that is ~13.5 KB,
+    // so 16 KiB (four page reads in flight); at 64 bits (10 Gb/s) two pages, 8 KiB, keep the
+    // stream fed. At least 16 beats.
+    localparam PAY_BYTES = DW >= 256 ? 16384 : 8192;
     localparam PAY_DEPTH_B = PAY_DEPTH != 0 ? PAY_DEPTH :
-                             (8192 >> KW_LOG) < 16 ? 16 : (8192 >> KW_LOG);
+                             (PAY_BYTES >> KW_LOG) < 16 ? 16 : (PAY_BYTES >> KW_LOG);
     // READ response payload FIFO: one 4 KiB burst
     localparam RD_DEPTH_B = (4096 >> KW_LOG) < 16 ? 16 : (4096 >> KW_LOG);
 
@@ -807,6 +813,7 @@ module roce_nic #(
         .ctx_qpn(dp_ctx_qpn),
         .ctx_word(dp_ctx_word),
         .ctx_data(dp_ctx_data),
+        .ctx_idle(qp_err_ready),     // nic_cmd idle: the QP table is not being written
         .sq_psn_set_valid(sq_psn_set_valid),
         .sq_psn_set_qpn(sq_psn_set_qpn),
         .wq_cfg_valid(wq_cfg_valid),

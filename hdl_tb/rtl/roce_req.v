@@ -3,12 +3,14 @@
 // (IBA 9.7.1-9.7.2), the frames nicsim/nic/requester.py builds for the same WQEs.
 //
 // WQEs arrive decoded from wqe_fetch (which serves the QPs whose SQ doorbells rang, round
-// robin); the requester takes one WQE at a time and sends its whole message before the next:
+// robin); the requester takes one WQE at a time and queues its whole message (headers to the
+// framer, payload reads) before the next:
 //
 //   1. context: reads the QP's words from the QP table (nic_cmd's datapath read port): state,
 //      path MTU, pd, send CQ, dest QPN, sq_psn, MACs, GIDs, traffic class; the running PSN
 //      comes from the requester's own PSN table unless a command set sq_psn since (then from
-//      the table word, sq_psn_set_*).
+//      the table word, sq_psn_set_*). The words read last are kept: the next WQE of the same
+//      QP uses them if nic_cmd has been idle since (ctx_idle: no table write came between).
 //   2. checks, in the model's order: a QP in ERR (or failed here before) flushes the WQE
 //      (WR_FLUSH_ERR); a QP not in RTS (SQD, ...) is waited for; an opcode other than
 //      RDMA_WRITE, RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM, RDMA_READ, inline data, more
@@ -23,7 +25,8 @@
 //      flushed until its SQ is configured again (wq_cfg_*: reset, RTS, destroy). (The QP
 //      table's state byte is not changed: QUERY_QP still says RTS.)
 //   3. PSNs: the message takes max(1, ceil(length / MTU)) PSNs from the running PSN.
-//   4. headers: one descriptor per packet to the framer (roce_tx): FIRST/MIDDLE/LAST or ONLY
+//   4. headers: one descriptor per packet, queued (HDR_DEPTH) for the framer (roce_tx):
+//      FIRST/MIDDLE/LAST or ONLY
 //      opcodes (RC SEND / RDMA WRITE, with immediate on the last), RETH (remote address, rkey,
 //      message length) on the first packet of a WRITE, ImmDt on the last, AckReq and (SOLICITED
 //      flag) SE on the last, MigReq 1, P_Key 0xFFFF, the QP's path: MACs, IPv4 when both GIDs
@@ -41,8 +44,11 @@
 //      has room for the burst, so R data is always taken: the read channel is shared) and
 //      packs the bytes into the framer's payload stream, tlast at the end of each packet.
 //
-// The next WQE starts when the previous one's descriptors are all taken by the framer and its
-// reads all issued; data and frames of consecutive messages stream back to back.
+// The next WQE starts when the previous one's descriptors are all queued and its reads all
+// issued (the payload FIFO's credits bound the reads in flight); data and frames of consecutive
+// messages stream back to back. With the context kept, a one-packet WQE of the same QP takes
+// 17 cycles here (1 to take it, 1 to evaluate, 6 for the lkey check, 1, 1 to start, 7 to
+// translate and issue the read), the two mr_translate lookups most of it.
 //
 // Parameters:
 //   DATA_WIDTH     AXI and payload stream width (64..1024, a power of two)
@@ -54,17 +60,20 @@
 //   TAG_WIDTH      mr_translate tag width
 //   PAY_DEPTH      payload FIFO depth in beats (power of two, >= 2 bursts of a page)
 //   META_DEPTH     read bursts in flight (chunk records; power of two)
+//   HDR_DEPTH      packet headers queued for the framer (power of two)
 //   ECN_CAPABLE    1: frames carry ECT(0) (NicConfig.ecn_capable)
 //
 // Ports:
 //   clk, rst              clock, synchronous active-high reset
 //   s_wqe_*               decoded WQEs (wqe_fetch m_wqe_*)
 //   ctx_qpn, ctx_word, ctx_data   QP table read port (data one cycle after the address)
+//   ctx_idle              the QP table is not being written (nic_cmd idle)
 //   sq_psn_set_valid, sq_psn_set_qpn   a command set the QP's sq_psn (reload from the table)
 //   wq_cfg_valid, wq_cfg_qpn      the QP's SQ was (re)configured: clears its failed mark
 //   mr_req_*, mr_rsp_*    mr_translate lookups (tag 0)
 //   m_axi_ar*, m_axi_r*   AXI4 read master (payload)
-//   tx_hdr_*              framer descriptor (roce_tx s_hdr_*; fields not listed are constant)
+//   tx_hdr_*              framer descriptor, from the header queue (roce_tx s_hdr_*; fields
+//                         not listed are constant)
 //   tx_pay_*              framer payload stream (packed)
 //   st_mtu_log            with st_*: the QP's path MTU (log2), for the READ responses
 //   rd_out                QP q has a READ outstanding (roce_comp)
@@ -81,6 +90,7 @@ module roce_req #(
     parameter TAG_WIDTH = 8,
     parameter PAY_DEPTH = 1024,
     parameter META_DEPTH = 16,
+    parameter HDR_DEPTH = 16,
     parameter ECN_CAPABLE = 1
 ) (
     input  wire                          clk,
@@ -104,6 +114,7 @@ module roce_req #(
     output wire [QPN_WIDTH-1:0]          ctx_qpn,
     output wire [3:0]                    ctx_word,
     input  wire [63:0]                   ctx_data,
+    input  wire                          ctx_idle,
     input  wire                          sq_psn_set_valid,
     input  wire [QPN_WIDTH-1:0]          sq_psn_set_qpn,
     input  wire                          wq_cfg_valid,
@@ -465,27 +476,40 @@ module roce_req #(
         endcase
     end
 
-    assign tx_hdr_valid = hg_on;
-    assign tx_hdr_dmac = p_dmac;
-    assign tx_hdr_smac = p_smac;
-    assign tx_hdr_ipv6 = p_ipv6;
-    assign tx_hdr_sip = p_sgid;
-    assign tx_hdr_dip = p_dgid;
-    assign tx_hdr_tos = p_tos;
-    assign tx_hdr_ttl = p_ttl;
-    assign tx_hdr_udp_sport = c_sport;
-    assign tx_hdr_opcode = hg_opc;
-    assign tx_hdr_solicited = hg_last && w_flags[2] && !is_read;
-    assign tx_hdr_dqpn = c_dqpn[23:0];
-    assign tx_hdr_ackreq = hg_last;
-    assign tx_hdr_psn = psn0 + hg_k;
-    // (a READ asked again from packet k0: the rest of it, IBA 9.7.6.1.3)
-    assign tx_hdr_reth_va = is_read ? w_raddr + {32'd0, skip} : w_raddr;
-    assign tx_hdr_reth_rkey = w_rkey;
-    assign tx_hdr_reth_len = is_read ? w_total[31:0] - skip : w_total[31:0];
-    assign tx_hdr_imm = w_imm;
-    assign tx_hdr_payload_len = hg_last ? hg_rem[15:0] : {3'd0, mtu};
-    wire hg_fire = hg_on && tx_hdr_ready;
+    // The headers queue for the framer (HDR_DEPTH packets), so the requester goes on to the
+    // next WQE while the framer still sends, or waits for the payload of, this one's packets.
+    localparam HQ_W = 48 + 48 + 1 + 128 + 128 + 8 + 8 + 16 + 8 + 1 + 24 + 1 + 24 + 64 + 32 +
+                      32 + 32 + 16;
+    wire [HQ_W-1:0] hq_in = {
+        p_dmac, p_smac, p_ipv6, p_sgid, p_dgid, p_tos, p_ttl, c_sport, hg_opc,
+        hg_last && w_flags[2] && !is_read,               // SE on the last packet
+        c_dqpn[23:0], hg_last, psn0 + hg_k,
+        // (a READ asked again from packet k0: the rest of it, IBA 9.7.6.1.3)
+        is_read ? w_raddr + {32'd0, skip} : w_raddr, w_rkey,
+        is_read ? w_total[31:0] - skip : w_total[31:0], w_imm,
+        hg_last ? hg_rem[15:0] : {3'd0, mtu}};
+    wire [HQ_W-1:0] hq_out;
+    wire            hq_ready;
+    wire [15:0]     hq_count;
+    fifo_fwft #(
+        .WIDTH(HQ_W),
+        .DEPTH(HDR_DEPTH)
+    ) u_hq (
+        .clk(clk),
+        .rst(rst),
+        .s_data(hq_in),
+        .s_valid(hg_on),
+        .s_ready(hq_ready),
+        .m_data(hq_out),
+        .m_valid(tx_hdr_valid),
+        .m_ready(tx_hdr_ready),
+        .count(hq_count)
+    );
+    assign {tx_hdr_dmac, tx_hdr_smac, tx_hdr_ipv6, tx_hdr_sip, tx_hdr_dip, tx_hdr_tos,
+            tx_hdr_ttl, tx_hdr_udp_sport, tx_hdr_opcode, tx_hdr_solicited, tx_hdr_dqpn,
+            tx_hdr_ackreq, tx_hdr_psn, tx_hdr_reth_va, tx_hdr_reth_rkey, tx_hdr_reth_len,
+            tx_hdr_imm, tx_hdr_payload_len} = hq_out;
+    wire hg_fire = hg_on && hq_ready;
 
     // a go-back from the completer is taken between WQEs
     assign rw_ready = state == R_IDLE || state == R_FULL;
@@ -505,6 +529,26 @@ module roce_req #(
     wire [23:0] k0 = (w_resend && !rs_k[23] && {10'd0, rs_k} < w_pkts) ? rs_k : 24'd0;
     wire [31:0] skip0 = {8'd0, k0} << mtu_log;
     reg  [31:0] skip;            // message bytes the data pass skips (a resend from packet k0)
+
+    // ================================================================ context cache
+    // The context words read last stay valid while nic_cmd leaves the QP table alone: it
+    // writes the table only outside its idle state (commands, and the completer's QP-to-ERR
+    // requests), and ctx_idle says it is idle. cc_ok is ctx_idle held since the first word's
+    // read, so a WQE of the same QP skips R_CTX (11 cycles) when no write came in between.
+    reg             cc_ok;
+    reg [QP_AW-1:0] cc_q;
+    wire cc_hit = cc_ok && ctx_idle && cc_q == s_wqe_qpn[QP_AW-1:0];
+    always @(posedge clk) begin
+        if (state == R_CTX && ci == 4'd0) begin
+            cc_ok <= ctx_idle;
+            cc_q <= w_q;
+        end else begin
+            cc_ok <= cc_ok && ctx_idle;
+        end
+        if (rst)
+            cc_ok <= 1'b0;
+        psn_q <= psn_mem[w_q];    // (written only in R_START, two cycles after a WQE's take)
+    end
 
     // ================================================================ FSM
     always @(posedge clk) begin
@@ -565,12 +609,11 @@ module roce_req #(
                     w_err <= s_wqe_err;
                     cnt_wqes <= cnt_wqes + 32'd1;
                     ci <= 4'd0;
-                    state <= R_CTX;
+                    state <= cc_hit ? R_EVAL : R_CTX;
                 end
             end
 
             R_CTX: begin       // address ci this cycle, data next cycle
-                psn_q <= psn_mem[w_q];
                 cd <= ci;
                 cd_v <= 1'b1;
                 ci <= ci + 4'd1;
@@ -860,7 +903,7 @@ module roce_req #(
 
     /* verilator lint_off UNUSEDSIGNAL */
     wire unused = &{1'b0, c_scqn[31:CQN_WIDTH], w_total[33:32], to_burst[31:13],
-                    c_dqpn[31:24], hg_rem[31:16], w_pkts[33:24]};
+                    c_dqpn[31:24], hg_rem[31:16], w_pkts[33:24], hq_count};
     /* verilator lint_on UNUSEDSIGNAL */
 
 endmodule
