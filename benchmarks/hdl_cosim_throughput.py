@@ -18,10 +18,12 @@ the driver. Cycle counts are exact; wall-clock figures depend on the machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,9 +37,13 @@ CLK_NS = {512: 4.0, 64: 6.4}   # 250 MHz; 156.25 MHz
 LINE_GBPS = 100.0
 
 
-def size_figures(g: dict, lanes: int, clk_ns: float) -> dict:
+def size_figures(g: dict, lanes: int, clk_ns: float,
+                 pcie: tuple[float, int] | None = None) -> dict:
     """Cycles per packet from the first frame's start to the last's, the ideal for the same
-    frames, payload Gb/s; within messages and between them."""
+    frames, payload Gb/s; within messages and between them. With `pcie` (the DMA link's bytes
+    per ns and per-TLP overhead): the payload rate the link's read completions allow, i.e.
+    the payload over the time the completions of all the size's reads (WQEs and payload)
+    occupy the host-to-device direction."""
     fr = g["frames"]
     ideal_of = [-(-f["bytes"] // lanes) for f in fr]
     row = {"size": g["size"], "messages": g["messages"], "frames": len(fr)}
@@ -61,7 +67,25 @@ def size_figures(g: dict, lanes: int, clk_ns: float) -> dict:
         row["between_messages_cycles"] = sum(gaps[i] for i in cross) / len(cross)
         row["between_messages_ideal"] = sum(ideal_of[i] for i in cross) / len(cross)
     row["fraction_of_ideal"] = row["ideal_cycles_per_packet"] / row["cycles_per_packet"]
+    if pcie and "read_bytes" in g:
+        bpns, overhead = pcie
+        busy_ns = (g["read_bytes"] + g["read_tlps"] * overhead) / bpns
+        row["pcie_bound_gbps"] = sum(f["payload"] for f in fr) * 8 / busy_ns
     return row
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """The simulator's log (cocotb writes it to the inherited stdout) goes to stderr, so
+    stdout carries only the figures (--json stays parseable)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _mean_gap(ts: list[float], clk_ns: float) -> float | None:
@@ -112,7 +136,8 @@ def stage_figures(g: dict, trace: dict[str, list], clk_ns: float) -> dict:
 
 def run_summary(line: dict) -> dict:
     lanes = line["data_width"] // 8
-    sizes = [size_figures(g, lanes, line["clk_ns"]) for g in line["groups"]]
+    pcie = (line["pcie_bytes_per_ns"], line["tlp_overhead"]) if "tlp_overhead" in line else None
+    sizes = [size_figures(g, lanes, line["clk_ns"], pcie) for g in line["groups"]]
     stages = [stage_figures(g, line["trace"], line["clk_ns"]) for g in line["groups"]] \
         if line["trace"] else []
     return {"simulator": line["simulator"], "data_width": line["data_width"],
@@ -135,7 +160,7 @@ def print_table(r: dict) -> None:
           f"(stream at most {ideal_gbps:g} Gb/s), path MTU {r['mtu']}{extra}; line rate "
           f"{LINE_GBPS:g} Gb/s")
     print(f"{'size':>6} {'msgs':>4} {'pkts':>4} {'cyc/pkt':>8} {'ideal':>7} {'frac':>5} "
-          f"{'Gb/s':>6} {'in-msg':>7} {'between':>8} {'1st frame':>9}")
+          f"{'Gb/s':>6} {'PCIe':>6} {'in-msg':>7} {'between':>8} {'1st frame':>9}")
     for s in r["sizes"]:
         if "cycles_per_packet" not in s:
             print(f"{s['size']:>6} {s['messages']:>4} {s['frames']:>4}   (one frame)")
@@ -144,9 +169,10 @@ def print_table(r: dict) -> None:
             "      -"
         btw = f"{s['between_messages_cycles']:8.1f}" if "between_messages_ideal" in s else \
             "       -"
+        pb = f"{s['pcie_bound_gbps']:6.1f}" if "pcie_bound_gbps" in s else "     -"
         print(f"{s['size']:>6} {s['messages']:>4} {s['frames']:>4} "
               f"{s['cycles_per_packet']:8.1f} {s['ideal_cycles_per_packet']:7.1f} "
-              f"{s['fraction_of_ideal']:5.2f} {s['payload_gbps']:6.1f} {inm} {btw} "
+              f"{s['fraction_of_ideal']:5.2f} {s['payload_gbps']:6.1f} {pb} {inm} {btw} "
               f"{s['first_frame_after_post_ns']:7.0f}ns")
     print(f"speed: {r['sim_us']:.1f} us simulated = {r['rtl_cycles']:,.0f} RTL cycles in "
           f"{r['wall_s']:.1f} s wall: {r['rtl_cycles_per_s']:,.0f} cycles/s, "
@@ -208,12 +234,13 @@ def main() -> int:
         for w in widths:
             params = bench_params(w)
             params |= overrides
+            env = {PARAMS_ENV: json.dumps(params), "HDL_BENCH_OUT": str(out),
+                   "BENCH_SIZES": args.sizes, "BENCH_MTU": str(args.mtu),
+                   "BENCH_CLK_NS": str(CLK_NS[w]), "BENCH_TRACE": "1" if args.trace else "0"}
             try:
-                run("roce_nic", roce_nic_sources(), "bench_cosim_throughput", params,
-                    sim=args.sim, extra_env={
-                        PARAMS_ENV: json.dumps(params), "HDL_BENCH_OUT": str(out),
-                        "BENCH_SIZES": args.sizes, "BENCH_MTU": str(args.mtu),
-                        "BENCH_CLK_NS": str(CLK_NS[w]), "BENCH_TRACE": "1" if args.trace else "0"})
+                with stdout_to_stderr():
+                    run("roce_nic", roce_nic_sources(), "bench_cosim_throughput", params,
+                        sim=args.sim, extra_env=env)
             except AssertionError as ex:   # the bench's accounting failed (its log says how)
                 print(f"DATA_WIDTH {w}: {ex}", file=sys.stderr)
                 return 1
@@ -224,8 +251,10 @@ def main() -> int:
     else:
         print("RDMA WRITE RTL (host a) -> model (host b), back to back per size; cycles per "
               "data packet on m_axis_tx\n(first to last frame start) against the ideal "
-              "ceil(frame bytes / lanes); in-msg / between: the mean gap\nwithin a message / "
-              "from a message's last frame to the next's first; 1st frame: after the posts")
+              "ceil(frame bytes / lanes); PCIe: the payload Gb/s the DMA link's read\n"
+              "completions allow (WQE and payload reads); in-msg / between: the mean gap "
+              "within a message / from a\nmessage's last frame to the next's first; 1st "
+              "frame: after the posts")
         for r in results:
             print_table(r)
     return 0

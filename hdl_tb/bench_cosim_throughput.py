@@ -32,8 +32,9 @@ from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, TOPLEVEL
 from nicsim.wire import Opcode
 from nicsim.wire.packet import parse
 
-# (message size, messages): a few per size, small enough for Icarus at 512 bits
-DEFAULT_SIZES = "64:8,256:8,1024:8,4096:8,16384:4,65536:2"
+# (message size, messages): enough small messages that the steady rate shows past the
+# pipeline's fill (8 one-packet WRITEs all fit in it), few enough for Icarus at 512 bits
+DEFAULT_SIZES = "64:32,256:32,1024:64,4096:16,16384:4,65536:2"
 MAX_MESSAGES = 64            # the send queue's depth (test_cosim.Side)
 MAX_BYTES = 16 << 20         # per host, of its 64 MiB
 MTU_ENUM = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}   # IBA 9.6.1.2 path MTU codes
@@ -71,6 +72,7 @@ def write_stream(w, rtl, sizes: list[tuple[int, int]], mtu: int) -> dict:  # noq
     a.mr.write(src, mr_len)
     b.mr.write(bytes(mr_len), mr_len)
     mac = rtl.mac
+    pc = rtl.dma.pcie.counters   # the DMA's PCIe link: read completions come down it
     groups = []
     off = 0
     wr_id = 0
@@ -79,6 +81,7 @@ def write_stream(w, rtl, sizes: list[tuple[int, int]], mtu: int) -> dict:  # noq
         t_post = w.env.now
         wall0, rtl_wall0 = time.perf_counter(), rtl.clock.rtl_wall
         cpu0, rtl_cpu0 = time.process_time(), rtl.clock.rtl_cpu
+        rd0, tlp0 = pc["dma_read_bytes"], pc["tlps_down"]
         posted = []
         for k in range(n):
             o = off + k * size
@@ -99,6 +102,8 @@ def write_stream(w, rtl, sizes: list[tuple[int, int]], mtu: int) -> dict:  # noq
                        "rtl_wall_s": rtl.clock.rtl_wall - rtl_wall0,
                        "cpu_s": time.process_time() - cpu0,
                        "rtl_cpu_s": rtl.clock.rtl_cpu - rtl_cpu0,
+                       "read_bytes": pc["dma_read_bytes"] - rd0,
+                       "read_tlps": pc["tlps_down"] - tlp0,
                        "completions": done,
                        "want": [(wr_id + k, e.IBV_WC_SUCCESS, size) for k in range(n)]})
         off += -(-n * size // 4096) * 4096   # each size's buffers start on a page
@@ -210,7 +215,8 @@ async def cosim_throughput(dut) -> None:
         for r, t in zip(recs, start, strict=True):
             r["start_ns"] = t
         out.append({k: g[k] for k in ("size", "messages", "post_ns", "posted_ns", "done_ns",
-                                      "wall_s", "rtl_wall_s", "cpu_s", "rtl_cpu_s")}
+                                      "wall_s", "rtl_wall_s", "cpu_s", "rtl_cpu_s",
+                                      "read_bytes", "read_tlps")}
                    | {"frames": recs})
     data_frames = sum(len(g["frames"]) for g in out)
     line = {"simulator": cocotb.SIM_NAME, "data_width": len(dut.m_axis_tx_tdata), "mtu": mtu,
@@ -219,7 +225,9 @@ async def cosim_throughput(dut) -> None:
             "cpu_s": cpu, "rtl_cpu_s": rtl.clock.rtl_cpu, "trace": trace,
             "sim_ns": w.env.now, "rtl_cycles": rtl.clock.now() / clk_ns,
             "catchups": rtl.clock.catchups - c0, "window_ns": rtl.clock.window_ns,
-            "data_frames": data_frames, "dma": rtl.dma.counters}
+            "data_frames": data_frames, "dma": rtl.dma.counters,
+            "pcie_bytes_per_ns": rtl.dma.pcie.cfg.bytes_per_ns,
+            "tlp_overhead": rtl.dma.pcie.cfg.tlp_overhead}
     dut._log.info("%d data frames in %d sizes; %.0f RTL cycles in %.1f s wall (%.0f%% in the "
                   "RTL simulator)", data_frames, len(out), line["rtl_cycles"], wall,
                   100 * rtl.clock.rtl_wall / wall)

@@ -48,3 +48,7 @@ def test_size_figures():
     assert r["between_messages_cycles"] == pytest.approx(10.0)
     assert r["payload_gbps"] == pytest.approx(90 * 8 / 72.0)
     assert r["first_frame_after_post_ns"] == pytest.approx(100.0)
+    assert "pcie_bound_gbps" not in r
+    # the reads' completions: 300 bytes in 3 TLPs of 24 bytes' overhead at 2 bytes/ns = 186 ns
+    r = size_figures(g | {"read_bytes": 300, "read_tlps": 3}, 64, 4.0, (2.0, 24))
+    assert r["pcie_bound_gbps"] == pytest.approx(130 * 8 / 186.0)
