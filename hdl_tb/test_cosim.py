@@ -51,10 +51,13 @@ class Side:
         self.mr = MR(self.pd, mr_len, access)
 
     def connect(self, peer: Side, ip: str, mtu: int, **qp: int) -> None:
+        """INIT, RTR, RTS towards `peer`; `qp` keys: psn, timeout, retry_cnt, access (the
+        QP's remote rights; default LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ)."""
         from nicsim.driver.user import enums as e
         from nicsim.driver.user.verbs import GID, AHAttr, GlobalRoute, QPAttr
 
-        acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+        acc = qp.get("access", e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
+                     e.IBV_ACCESS_REMOTE_READ)
         self.qp.to_init(QPAttr(qp_access_flags=acc))
         av = AHAttr(gr=GlobalRoute(dgid=GID("::ffff:" + ip)))
         self.qp.to_rtr(QPAttr(path_mtu=mtu, dest_qp_num=peer.qp.qp_num, rq_psn=qp.get("psn", 0),
@@ -186,7 +189,7 @@ def counters(dut) -> dict[str, int]:  # noqa: ANN001
             for k in ("req_pkts", "req_resent", "comp_acks", "comp_naks", "comp_timeouts",
                       "comp_resends", "comp_cqes", "rx_packets", "rx_drops", "resp_requests",
                       "resp_bytes", "resp_acks", "resp_naks", "resp_duplicates",
-                      "resp_dropped")}
+                      "resp_dropped", "resp_atomics")}
 
 
 def speed_line(dut, rtl, what: str, res: dict, wall: float) -> None:  # noqa: ANN001
@@ -407,12 +410,16 @@ def model_to_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa
 
 async def run_model_to_rtl(dut, what: str, seed: int, bad: str = "",  # noqa: ANN001
                            faults=None, pcap: str | None = None,  # noqa: ANN001
-                           program=None) -> dict:  # noqa: ANN001
+                           program=None, injector=None) -> dict:  # noqa: ANN001
     """Run driver `program` (default model_to_rtl) with host a's NIC the RTL: its result,
-    with the link's faults, the late crossings and the frames the RTL sent."""
+    with the link's faults, the late crossings and the frames the RTL sent. `injector`: the
+    link's fault injector for both directions (an object with FaultInjector's apply and
+    counters), instead of `faults`' random ones."""
     from nicsim.cosim import cosim_world
 
     w, rtl = cosim_world(dut, seed=seed, faults=faults, pcap=pcap)
+    if injector is not None:
+        w.links[0].faults = [injector, injector]
     rtl.mac.keep_sent = True
     await rtl.reset()
     rtl.clock.couple(w.env)
@@ -421,7 +428,7 @@ async def run_model_to_rtl(dut, what: str, seed: int, bad: str = "",  # noqa: AN
     wall = time.perf_counter() - t0
     w.close()
     speed_line(dut, rtl, what, res, wall)
-    res["faults"] = w.links[0].fault_counters() if faults is not None else {}
+    res["faults"] = w.links[0].fault_counters() if w.links[0].faults is not None else {}
     res["late"] = rtl.clock.late
     res["rtl_sent"] = list(rtl.mac.sent)
     return res

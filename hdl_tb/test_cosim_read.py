@@ -80,15 +80,7 @@ def read_program(w, seed: int, bad: str = "", rtl: bool = True,  # noqa: ANN001
         for o, ln in sges:
             expect[o:o + ln] = rest[:ln]
             rest = rest[ln:]
-    sent = []
-    for _ in range(400):
-        _n, wcs = reader.cq.poll(16)
-        sent += [(wc.wr_id, wc.status, wc.opcode if wc.status == e.IBV_WC_SUCCESS else -1,
-                  wc.byte_len if wc.status == e.IBV_WC_SUCCESS else -1, wc.vendor_err)
-                 for wc in wcs]
-        if len(sent) >= len(JOBS):
-            break
-        reader.host.spend(5_000.0)
+    sent = poll_wcs(reader, len(JOBS))
     mem = reader.mr.read(SIZE)
     bad_at = [i for i in range(0, SIZE, 64) if mem[i:i + 64] != expect[i:i + 64]]
     hw_qpc = a.ctx.file.dev.hw.query_qp(a.qp.qp_num)
@@ -97,6 +89,23 @@ def read_program(w, seed: int, bad: str = "", rtl: bool = True,  # noqa: ANN001
             "hw_state": hw_qpc.state,
             "want": [(i, e.IBV_WC_SUCCESS, e.IBV_WC_RDMA_READ, n, 0)
                      for i, (_o, n, _s) in enumerate(JOBS)]}
+
+
+def poll_wcs(side: Side, n: int) -> list[tuple[int, int, int, int, int]]:
+    """Up to `n` completions from side's CQ, as (wr_id, status, opcode, byte_len, vendor_err)
+    (opcode and byte_len -1 on an error), polling every 5 us of the host's time."""
+    from nicsim.driver.user import enums as e
+
+    sent: list[tuple[int, int, int, int, int]] = []
+    for _ in range(400):
+        _n, wcs = side.cq.poll(16)
+        sent += [(wc.wr_id, wc.status, wc.opcode if wc.status == e.IBV_WC_SUCCESS else -1,
+                  wc.byte_len if wc.status == e.IBV_WC_SUCCESS else -1, wc.vendor_err)
+                 for wc in wcs]
+        if len(sent) >= n:
+            break
+        side.host.spend(5_000.0)
+    return sent
 
 
 def model_reads_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa: ANN001
@@ -167,7 +176,7 @@ async def run_reads(dut, what: str, seed: int, bad: str = "",  # noqa: ANN001
     return await run_model_to_rtl(dut, what, seed, bad, faults, pcap, program=program)
 
 
-def reference_frames(pcap: str, program) -> list[bytes]:  # noqa: ANN001
+def reference_frames(pcap: str, program, seed: int = SEED) -> list[bytes]:  # noqa: ANN001
     """The frames host a sends when its NIC is the model, for the same program (and the
     same completions at the reader, byte-exact memory)."""
     from scapy.utils import rdpcap
@@ -176,8 +185,8 @@ def reference_frames(pcap: str, program) -> list[bytes]:  # noqa: ANN001
     from nicsim.world import World
 
     mpcap = os.path.join(os.path.dirname(pcap), "model_" + os.path.basename(pcap))
-    mw = World.two_hosts(SEED, pcap=mpcap)
-    ref = program(mw, SEED, rtl=False)
+    mw = World.two_hosts(seed, pcap=mpcap)
+    ref = program(mw, seed, rtl=False)
     mw.close()
     assert ref["sent"] == ref["want"] and not ref["bad_at"], ref
     mac_a = bytes.fromhex(MAC_A.replace(":", ""))

@@ -3,7 +3,8 @@
 // (BAR0 over AXI4-Lite), the command processor with the QP/CQ context tables, address
 // translation (MPT/MTT), SQ WQE fetch, the requester (RC SEND / RDMA WRITE, with immediate,
 // RDMA READ) with the transmit framer and ICRC, the receive path, the completer, the
-// responder (which also places READ responses for the completer) and CQE writeback,
+// responder (RC SEND / RDMA WRITE / RDMA READ / atomics from the peer; it also places READ
+// responses for the completer) and CQE writeback,
 // sharing one AXI4 master to host memory. The unchanged nicsim kernel driver programs it and its verbs post work to it
 // (hdl_tb/test_roce_nic_cmd.py, hdl_tb/test_roce_nic_req.py).
 //
@@ -14,8 +15,10 @@
 //                  |--SQ doorbells-----------------> wqe_fetch      roce_req --> roce_tx
 //                  '--doorbell / arm events --> db_*, arm_*        roce_tx --> m_axis_tx_*
 //   DMA: reads  wqe_fetch (port 0), nic_cmd (port 1), roce_req payload (port 2), roce_resp
-//               receive WQEs and READ response payload (port 3) --> axi_rd_arb --> m_axi (AR/R)
-//        writes cqe_write (port 0), nic_cmd (port 1), roce_resp payload (port 2)
+//               receive WQEs, READ response payload, atomics' 8 bytes (port 3) --> axi_rd_arb
+//               --> m_axi (AR/R)
+//        writes cqe_write (port 0), nic_cmd (port 1), roce_resp payload and atomic results
+//               (port 2)
 //               --> axi_wr_arb --> m_axi (AW/W/B)
 //
 // AXI IDs: the units issue ID 0; the arbiters append the port index in the low bits, so
@@ -240,7 +243,8 @@ module roce_nic #(
     output wire [31:0]                   cnt_resp_acks,
     output wire [31:0]                   cnt_resp_naks,
     output wire [31:0]                   cnt_resp_duplicates,
-    output wire [31:0]                   cnt_resp_dropped
+    output wire [31:0]                   cnt_resp_dropped,
+    output wire [31:0]                   cnt_resp_atomics
 );
 
     localparam DW = AXI_DATA_WIDTH;
@@ -940,6 +944,7 @@ module roce_nic #(
     wire [23:0]  ak_msn;
     wire [7:0]   ak_opcode;
     wire [15:0]  ak_payload_len;
+    wire [63:0]  ak_orig;       // ATOMIC ACKNOWLEDGE: the original value (AtomicAckETH)
     wire [DW-1:0] rr_tdata;
     wire [SW-1:0] rr_tkeep;
     wire         rr_tvalid;
@@ -1017,7 +1022,7 @@ module roce_nic #(
         .s_hdr_atomic_rkey(32'd0),
         .s_hdr_atomic_swap_add(64'd0),
         .s_hdr_atomic_compare(64'd0),
-        .s_hdr_atomic_orig(64'd0),
+        .s_hdr_atomic_orig(ak_orig),      // (only the responder sends 0x12)
         .s_hdr_deth_qkey(32'd0),
         .s_hdr_deth_src_qp(24'd0),
         .s_hdr_payload_len(fr_plen),
@@ -1140,6 +1145,10 @@ module roce_nic #(
     wire [127:0] rxm_sip;
     wire [127:0] rxm_dip;
     wire [15:0]  rxm_pkey;
+    wire [63:0]  rxm_atomic_va;
+    wire [31:0]  rxm_atomic_rkey;
+    wire [63:0]  rxm_atomic_swap_add;
+    wire [63:0]  rxm_atomic_compare;
     wire [DW-1:0] rxp_tdata;
     wire [SW-1:0] rxp_tkeep;
     wire         rxp_tvalid;
@@ -1238,6 +1247,10 @@ module roce_nic #(
         .m_meta_sip(rxm_sip),
         .m_meta_dip(rxm_dip),
         .m_meta_pkey(rxm_pkey),
+        .m_meta_atomic_va(rxm_atomic_va),
+        .m_meta_atomic_rkey(rxm_atomic_rkey),
+        .m_meta_atomic_swap_add(rxm_atomic_swap_add),
+        .m_meta_atomic_compare(rxm_atomic_compare),
         .m_axis_tdata(rxp_tdata),
         .m_axis_tkeep(rxp_tkeep),
         .m_axis_tvalid(rxp_tvalid),
@@ -1292,6 +1305,10 @@ module roce_nic #(
         .s_req_sip(rxm_sip),
         .s_req_dip(rxm_dip),
         .s_req_pkey(rxm_pkey),
+        .s_req_atomic_va(rxm_atomic_va),
+        .s_req_atomic_rkey(rxm_atomic_rkey),
+        .s_req_atomic_swap_add(rxm_atomic_swap_add),
+        .s_req_atomic_compare(rxm_atomic_compare),
         .s_pay_tdata(rxp_tdata),
         .s_pay_tkeep(rxp_tkeep),
         .s_pay_tvalid(rxp_tvalid && pr_valid && pr_head != 2'd0),
@@ -1362,6 +1379,7 @@ module roce_nic #(
         .ack_msn(ak_msn),
         .ack_opcode(ak_opcode),
         .ack_payload_len(ak_payload_len),
+        .ack_orig(ak_orig),
         .m_rd_tdata(rr_tdata),
         .m_rd_tkeep(rr_tkeep),
         .m_rd_tvalid(rr_tvalid),
@@ -1401,7 +1419,8 @@ module roce_nic #(
         .cnt_acks(cnt_resp_acks),
         .cnt_naks(cnt_resp_naks),
         .cnt_duplicates(cnt_resp_duplicates),
-        .cnt_dropped(cnt_resp_dropped)
+        .cnt_dropped(cnt_resp_dropped),
+        .cnt_atomics(cnt_resp_atomics)
     );
     assign rd_arid[3] = 1'b0;
     assign rd_arlock[3] = 1'b0;

@@ -1,5 +1,5 @@
 `default_nettype none
-// roce_resp: the responder of the nsnic RoCEv2 NIC for RDMA WRITE, SEND and READ (IBA
+// roce_resp: the responder of the nsnic RoCEv2 NIC for RDMA WRITE, SEND, READ and atomics (IBA
 // 9.7.4-9.7.5; it also places the payload of READ responses for the completer, below),
 // as nicsim/nic/responder.py handles them: requests from the peer are checked and placed in
 // host memory, and answered with coalesced ACKs or NAKs.
@@ -60,20 +60,37 @@
 //     request waits until the previous READ's descriptors and reads are all issued), so none
 //     is ever refused for max_dest_rd_atomic; the RD_RES newest are remembered for replays
 //     (the model remembers max(1, max_dest_rd_atomic) of them).
-// Atomic requests are not executed: NAK invalid request (the QP fails).
+//   - CMP_SWAP and FETCH_ADD (IBA 9.4.5, 9.7.4.1.5): the AtomicETH's address must be 8-byte
+//     aligned (else NAK invalid request, as the model and rxe), the QP must grant
+//     REMOTE_ATOMIC and the rkey the 8 bytes (mr_translate: key, PD, REMOTE_ATOMIC, bounds;
+//     else NAK remote access); the 8 bytes are read (one AXI4 beat, after every earlier write
+//     of the responder is answered and the READ response reads are issued), the new value
+//     (the sum, or the swap value if the compare value matched) written back as one beat, and
+//     only when that write is answered (B) goes the ATOMIC ACKNOWLEDGE (AETH ACK with
+//     unlimited credits and the MSN, AtomicAckETH with the original value): nothing else of
+//     this responder touches host memory between the read and the write, and a later request
+//     (a READ of the same bytes) is executed after the write is done. The atomic takes one
+//     PSN and counts in the MSN;
+//   - a duplicate atomic (IBA 9.7.5.1.1, o9-28: its ACKNOWLEDGE was lost) whose PSN is one of
+//     the QP's RD_RES newest READs and atomics is not executed again: it is answered with the
+//     original value remembered with it, and the current MSN; an atomic no longer remembered
+//     (RD_RES newer READs and atomics since) is dropped (class D), as the model drops one
+//     older than its max_dest_rd_atomic newest.
 // Requests from another address than the QP's path, or with another P_Key, are dropped.
 //
-// Per-QP state (expected PSN, MSN, message in progress, RQ indexes) is in flip-flops.
+// Per-QP state (expected PSN, MSN, message in progress, RQ indexes) is in flip-flops; the
+// remembered READs and atomics in a RAM.
 //
 // Parameters:
 //   DATA_WIDTH, ADDR_WIDTH, NUM_QP, QPN_WIDTH, CQN_WIDTH, TAG_WIDTH, ECN_CAPABLE  (as roce_req)
 //   ACK_EVERY   an ACK at least every this many packets (NicConfig.ack_coalesce)
 //   MAX_RSGE    SGEs of a receive WQE used (the device's max_sge)
-//   RD_RES      READs remembered per QP for duplicates (a power of two, <= 8)
+//   RD_RES      READs and atomics remembered per QP for duplicates (a power of two, <= 8)
 //   RD_DEPTH    READ response payload FIFO, in beats (power of two, >= one burst)
 //
 // Ports:
-//   s_req_*     request packets (metadata from roce_rx) and s_pay_* their payload, in order
+//   s_req_*     request packets (metadata from roce_rx: the AtomicETH's fields in
+//               s_req_atomic_*) and s_pay_* their payload, in order
 //   ctx_*       QP table read port (data one cycle after the address)
 //   rq_psn_set_valid, rq_psn_set_qpn   a command set the QP's rq_psn: reload the expected PSN
 //   rq_db_*     RQ doorbells (producer index)
@@ -82,7 +99,8 @@
 //   m_axi_ar*, m_axi_r*   AXI4 read master (receive WQEs, READ response payload)
 //   m_axi_aw*, m_axi_w*, m_axi_b*   AXI4 write master (payload)
 //   ack_*       response descriptors for the framer: ACK / NAK (opcode ACKNOWLEDGE, no
-//               payload) and READ RESPONSE packets (payload on m_rd_*, in descriptor order)
+//               payload), ATOMIC ACKNOWLEDGE (ack_orig: the original value) and READ
+//               RESPONSE packets (payload on m_rd_*, in descriptor order)
 //   m_rd_*      READ response payload (packed, tlast at the end of each packet)
 //   m_cqe_*     receive completions
 //   fail_*      a QP fails (to the completer: flush the send queue, ERR)
@@ -94,7 +112,8 @@
 //               scatter); plr_* says when it is written (B responses in) or that a
 //               translation failed (the rest of the payload dropped)
 //   cnt_*       request packets, bytes placed, ACKs, NAKs, duplicates, dropped (QP not
-//               receiving, or not from its path)
+//               receiving, or not from its path), atomics (at the expected PSN: executed or
+//               refused; not their duplicates)
 module roce_resp #(
     parameter DATA_WIDTH = 64,
     parameter ADDR_WIDTH = 64,
@@ -128,6 +147,10 @@ module roce_resp #(
     input  wire [127:0]                  s_req_sip,
     input  wire [127:0]                  s_req_dip,
     input  wire [15:0]                   s_req_pkey,
+    input  wire [63:0]                   s_req_atomic_va,
+    input  wire [31:0]                   s_req_atomic_rkey,
+    input  wire [63:0]                   s_req_atomic_swap_add,
+    input  wire [63:0]                   s_req_atomic_compare,
 
     input  wire [DATA_WIDTH-1:0]         s_pay_tdata,
     input  wire [DATA_WIDTH/8-1:0]       s_pay_tkeep,
@@ -204,6 +227,7 @@ module roce_resp #(
     output reg  [23:0]                   ack_msn,
     output reg  [7:0]                    ack_opcode,
     output reg  [15:0]                   ack_payload_len,
+    output reg  [63:0]                   ack_orig,
 
     output wire [DATA_WIDTH-1:0]         m_rd_tdata,
     output wire [DATA_WIDTH/8-1:0]       m_rd_tkeep,
@@ -248,7 +272,8 @@ module roce_resp #(
     output reg  [31:0]                   cnt_acks,
     output reg  [31:0]                   cnt_naks,
     output reg  [31:0]                   cnt_duplicates,
-    output reg  [31:0]                   cnt_dropped
+    output reg  [31:0]                   cnt_dropped,
+    output reg  [31:0]                   cnt_atomics
 );
 
     function integer clog2;
@@ -279,6 +304,7 @@ module roce_resp #(
     localparam [7:0] SYN_NAK_REM_OP = 8'h63;
     localparam [7:0] SYN_ACK_UNLIMITED = 8'h1f;     // ACK, credit code 31 (READ responses)
     localparam [7:0] OP_ACK = 8'h11;
+    localparam [7:0] OP_ATOMIC_ACK = 8'h12;
     localparam RD_LOG = RD_RES > 1 ? clog2(RD_RES) : 1;
 
     // AETH credit code (IBA table 44) for `free` receive WQEs: the largest code whose count
@@ -349,6 +375,8 @@ module roce_resp #(
     reg [127:0]         p_sip;
     reg [127:0]         p_dip;
     reg [15:0]          p_pkey;
+    reg [63:0]          p_swap;     // atomic: swap or add operand, compare operand
+    reg [63:0]          p_cmp;
     reg                 rr;         // placing a READ response's payload (not a request's)
     reg [31:0]          rr_off;     // its offset in the READ's buffers
 
@@ -389,6 +417,11 @@ module roce_resp #(
     localparam [4:0] P_RDS = 5'd19;     // READ: its segments -> read chunks
     localparam [4:0] P_RDH = 5'd20;     // READ: its descriptor (or the NAK)
     localparam [4:0] P_RRL = 5'd21;     // READ RESPONSE placement: the READ's SGEs
+    localparam [4:0] P_ATR = 5'd22;     // atomic: read the 8 bytes
+    localparam [4:0] P_ATD = 5'd23;     // atomic: their beat in
+    localparam [4:0] P_ATX = 5'd24;     // atomic: compute, AW, remember, advance
+    localparam [4:0] P_ATW = 5'd25;     // atomic: the W beat once AW is taken
+    localparam [4:0] P_ATB = 5'd26;     // atomic: the write answered (B), then the ACK
 
     reg [4:0]  ps;
     reg [4:0]  p_next;
@@ -458,13 +491,15 @@ module roce_resp #(
     wire has_imm = p_op == 8'h09 || p_op == 8'h0b || p_op == 8'h03 || p_op == 8'h05;
     wire has_inv = p_op == 8'h16 || p_op == 8'h17;
     wire is_read = p_op == 8'h0c;
+    wire is_atomic = p_op == 8'h13 || p_op == 8'h14;    // CMP_SWAP, FETCH_ADD
+    wire s_atomic = s_req_opcode == 8'h13 || s_req_opcode == 8'h14;
     wire [23:0] ep = epsn_stale[q] ? c_rqpsn : epsn[q];
     wire [23:0] pd_ = p_psn - ep;
     wire [1:0]  pad_of_len = 2'd0 - p_len[1:0];
     wire [1:0]  pad_of_dlen = 2'd0 - p_dlen[1:0];
-    // (an atomic request is first too, but not executed: it fails below)
+    // (READ and atomic requests are single-packet messages: they start one)
     wire seq_ok = in_write[q] ? (is_write && !is_first) :
-                  in_send[q] ? (is_send && !is_first) : (is_first || is_read);
+                  in_send[q] ? (is_send && !is_first) : (is_first || is_read || is_atomic);
     wire len_ok = !is_last ? ({16'd0, p_len} == {16'd0, mtu} && p_pad == 2'd0) :
                   (p_len <= mtu && (is_first || p_len != 16'd0));
     wire [31:0] placed = m_len[q];
@@ -478,8 +513,8 @@ module roce_resp #(
     wire [15:0] rq_free = rq_pi[q] - rq_ci[q];
 
     // ---------------------------------------------------------------- translation
-    // LOCAL_WRITE (receive buffers), REMOTE_READ, REMOTE_WRITE
-    assign mr_req_access = (is_send || rr) ? 8'd1 : is_read ? 8'd4 : 8'd2;
+    // LOCAL_WRITE (receive buffers), REMOTE_READ, REMOTE_ATOMIC, REMOTE_WRITE
+    assign mr_req_access = (is_send || rr) ? 8'd1 : is_read ? 8'd4 : is_atomic ? 8'd8 : 8'd2;
     assign mr_req_tag = {TAG_WIDTH{1'b0}};
     reg  ck_first;
     reg  ck_bad;
@@ -639,10 +674,12 @@ module roce_resp #(
     end
     assign pl_ready = ps == P_IDLE && !rq_scan_any;
 
-    // ---------------------------------------------------------------- READ
-    // the newest RD_RES READs of each QP, for duplicates: {first PSN, packets - 1, rkey, va,
-    // length}, in a RAM read during P_CTX (entry j of the QP at ci = j) into rr_*
-    localparam RR_W = 24 + 24 + 32 + 64 + 32;
+    // ---------------------------------------------------------------- READ and atomic
+    // the newest RD_RES READs and atomics of each QP, for duplicates: {atomic, its original
+    // value, first PSN, packets - 1, rkey, va, length}, in a RAM read during P_CTX (entry j
+    // of the QP at ci = j) into rr_*
+    localparam RR_B = 24 + 24 + 32 + 64 + 32;
+    localparam RR_W = 1 + 64 + RR_B;
     reg  [RR_W-1:0]            rr_mem [0:NUM_QP*RD_RES-1];
     reg  [RR_W-1:0]            rr_rd;
     reg  [NUM_QP*RD_RES-1:0]   rr_v;
@@ -660,22 +697,31 @@ module roce_resp #(
     // packets of this READ: max(1, ceil(length / MTU))
     wire [32:0] rd_npk = p_dlen == 32'd0 ? 33'd1 :
                          ({1'b0, p_dlen} + {17'd0, mtu} - 33'd1) >> mtu_log;
-    // a duplicate asks for the rest of a remembered READ from its PSN (the model's _find and
-    // checks): in its PSN range, same rkey, the address of that packet, the same end
+    // a duplicate READ asks for the rest of a remembered READ from its PSN (the model's _find
+    // and checks): in its PSN range, same rkey, the address of that packet, the same end; a
+    // duplicate atomic has the PSN of a remembered atomic (answered with its original value)
     reg         dup_hit;
+    reg         at_hit;
+    reg  [63:0] at_hit_orig;
     reg  [23:0] dh_d;
     reg  [RR_W-1:0] dh_e;
     integer rj;
     always @* begin
         dup_hit = 1'b0;
+        at_hit = 1'b0;
+        at_hit_orig = 64'd0;
         for (rj = 0; rj < RD_RES; rj = rj + 1) begin
             dh_e = rr_e[rj*RR_W +: RR_W];
-            dh_d = p_psn - dh_e[RR_W-1 -: 24];
-            if (rr_v[{q, rj[RD_LOG-1:0]}] && dh_d <= dh_e[RR_W-25 -: 24] &&
+            dh_d = p_psn - dh_e[RR_B-1 -: 24];
+            if (rr_v[{q, rj[RD_LOG-1:0]}] && !dh_e[RR_W-1] && dh_d <= dh_e[RR_B-25 -: 24] &&
                 p_rkey == dh_e[96 +: 32] &&
                 p_va - dh_e[32 +: 64] == ({40'd0, dh_d} << mtu_log) &&
                 {1'b0, p_va} + {33'd0, p_dlen} == {1'b0, dh_e[32 +: 64]} + {33'd0, dh_e[0 +: 32]})
                 dup_hit = 1'b1;
+            if (rr_v[{q, rj[RD_LOG-1:0]}] && dh_e[RR_W-1] && dh_d == 24'd0) begin
+                at_hit = 1'b1;
+                at_hit_orig = dh_e[RR_B +: 64];
+            end
         end
     end
     // the response stream
@@ -735,6 +781,14 @@ module roce_resp #(
         .m_axis_tuser(m_rd_tuser),
         .busy(rs_busy)
     );
+    // ---------------------------------------------------------------- atomic (IBA 9.4.5)
+    // the 8 bytes are read into rbuf the way a receive WQE is (one beat, at byte rb_off) and
+    // written back as one beat carrying the new value in every 8-byte lane, the strobes on
+    // those 8 bytes
+    wire [63:0] at_orig = wqe[63:0];
+    wire [63:0] at_new = p_op == 8'h13 ? (at_orig == p_cmp ? p_swap : at_orig)   // CMP_SWAP
+                                       : at_orig + p_swap;                         // FETCH_ADD
+
     // one read port: receive WQE reads start only when the READ reads are done (and no
     // READ chunk is issued while a WQE read is out)
     assign m_axi_arvalid = wq_arvalid || rs_arvalid;
@@ -950,9 +1004,11 @@ module roce_resp #(
                     p_ackreq <= s_req_ackreq;
                     p_pad <= s_req_padcount;
                     p_len <= s_req_payload_len;
-                    p_va <= s_req_reth_va;
-                    p_rkey <= s_req_reth_rkey;
-                    p_dlen <= s_req_reth_len;
+                    p_va <= s_atomic ? s_req_atomic_va : s_req_reth_va;
+                    p_rkey <= s_atomic ? s_req_atomic_rkey : s_req_reth_rkey;
+                    p_dlen <= s_atomic ? 32'd8 : s_req_reth_len;
+                    p_swap <= s_req_atomic_swap_add;
+                    p_cmp <= s_req_atomic_compare;
                     p_imm <= s_req_imm;
                     p_ieth <= s_req_ieth;
                     p_ipv6 <= s_req_ipv6;
@@ -1021,6 +1077,15 @@ module roce_resp #(
                             end else begin
                                 rd_check;
                             end
+                        end else if (is_atomic && at_hit) begin
+                            // answered again from its original value, never executed twice
+                            // (IBA 9.7.5.1.1), with the current MSN (as the model)
+                            ack_psn <= p_psn;
+                            ack_msn <= msn[q];
+                            ack_syndrome <= SYN_ACK_UNLIMITED;
+                            ack_opcode <= OP_ATOMIC_ACK;
+                            ack_orig <= at_hit_orig;
+                            ps <= P_ACK;
                         end else begin
                             ps <= P_DRAIN;
                         end
@@ -1028,8 +1093,8 @@ module roce_resp #(
                         nak_sent[q] <= 1'b0;
                         ack_psn <= p_psn;
                         ack_msn <= msn[q];
-                        if (!(is_write || is_send || is_read) || !seq_ok ||
-                            (!is_read && !len_ok) ||
+                        if (!(is_write || is_send || is_read || is_atomic) || !seq_ok ||
+                            (!is_read && !is_atomic && !len_ok) ||
                             (is_write && is_first && first_len_bad) ||
                             (is_write && !is_first && cont_len_bad)) begin
                             ack_syndrome <= SYN_NAK_INV_REQ;   // (length errors too)
@@ -1039,6 +1104,29 @@ module roce_resp #(
                             fc_len <= m_len[q];
                             cnt_naks <= cnt_naks + 32'd1;
                             ps <= P_ACK;
+                        end else if (is_atomic) begin
+                            cnt_atomics <= cnt_atomics + 32'd1;
+                            if (p_va[2:0] != 3'd0) begin       // not 8-byte aligned (C9-...)
+                                ack_syndrome <= SYN_NAK_INV_REQ;
+                                fail_after <= 1'b1;
+                                cnt_naks <= cnt_naks + 32'd1;
+                                ps <= P_ACK;
+                            end else if (!c_access[3]) begin   // no REMOTE_ATOMIC on the QP
+                                ack_syndrome <= SYN_NAK_REM_ACCESS;
+                                fail_after <= 1'b1;
+                                cnt_naks <= cnt_naks + 32'd1;
+                                ps <= P_ACK;
+                            end else begin                     // the rkey for the 8 bytes
+                                mr_req_valid <= 1'b1;
+                                mr_req_key <= p_rkey;
+                                mr_req_pd <= c_pd;
+                                mr_req_va <= p_va;
+                                mr_req_len <= 32'd8;
+                                ck_first <= 1'b1;
+                                ck_bad <= 1'b0;
+                                ck_done <= 1'b0;
+                                ps <= P_CHK;
+                            end
                         end else if (is_read) begin
                             rd_dup <= 1'b0;
                             if (!c_access[2]) begin            // no REMOTE_READ on the QP
@@ -1095,6 +1183,8 @@ module roce_resp #(
 
             P_CHK: begin
                 if (mr_rsp_valid && !ck_done) begin
+                    if (ck_first && is_atomic)     // (8 aligned bytes: one segment)
+                        seg_pa <= mr_rsp_pa;
                     ck_first <= mr_rsp_last;
                     if (ck_first && mr_rsp_status != 3'd0)
                         ck_bad <= 1'b1;
@@ -1109,6 +1199,8 @@ module roce_resp #(
                         ps <= P_ACK;
                     end else if (is_read) begin
                         ps <= P_RD0;
+                    end else if (is_atomic) begin
+                        ps <= P_ATR;
                     end else if (is_last && has_imm && rq_empty) begin   // RNR NAK
                         nak_sent[q] <= 1'b1;
                         ack_syndrome <= {3'b001, c_rnr[4:0]};
@@ -1157,7 +1249,7 @@ module roce_resp #(
                     unacked[q] <= 5'd0;
                     rr_we <= 1'b1;
                     rr_waddr <= {q, rr_wp[q]};
-                    rr_wdata <= {p_psn, rd_npk[23:0] - 24'd1, p_rkey, p_va, p_dlen};
+                    rr_wdata <= {1'b0, 64'd0, p_psn, rd_npk[23:0] - 24'd1, p_rkey, p_va, p_dlen};
                     rr_v[{q, rr_wp[q]}] <= 1'b1;
                     rr_wp[q] <= rr_wp[q] + 1'b1;
                 end else begin
@@ -1168,6 +1260,63 @@ module roce_resp #(
                 rd_va <= p_va;
                 rd_rem <= p_dlen;
                 ps <= P_RDT;
+            end
+
+            P_ATR: begin        // the 8 bytes: after the READ response reads and every write
+                if (!rd_busy && !wq_arvalid && !rs_busy && b_out == 8'd0) begin
+                    wq_arvalid <= 1'b1;
+                    wq_araddr <= {seg_pa[ADDR_WIDTH-1:KW_LOG], {KW_LOG{1'b0}}};
+                    wq_arlen <= 8'd0;
+                    rb_off <= seg_pa[KW_LOG-1:0];
+                    rb_n <= 8'd0;
+                    rd_busy <= 1'b1;
+                    wc_v <= 1'b0;               // (rbuf no longer holds a receive WQE)
+                    ps <= P_ATD;
+                end
+            end
+
+            P_ATD: begin        // the beat in (into rbuf)
+                if (rd_busy && m_axi_rvalid && m_axi_rlast) begin
+                    rd_busy <= 1'b0;
+                    ps <= P_ATX;
+                end
+            end
+
+            P_ATX: begin        // executed: write back, remember, advance
+                ack_orig <= at_orig;
+                aw_v <= 1'b1;
+                aw_addr <= {seg_pa[ADDR_WIDTH-1:KW_LOG], {KW_LOG{1'b0}}};
+                aw_len <= 8'd0;
+                w_data <= {(DATA_WIDTH/64){at_new}};
+                w_strb <= (~({KW{1'b1}} << 8)) << seg_pa[KW_LOG-1:0];
+                w_last <= 1'b1;
+                b_out <= b_out + 8'd1;
+                // a duplicate of it is answered from here (IBA 9.7.5.1.1, o9-28)
+                rr_we <= 1'b1;
+                rr_waddr <= {q, rr_wp[q]};
+                rr_wdata <= {1'b1, at_orig, p_psn, 24'd0, p_rkey, p_va, p_dlen};
+                rr_v[{q, rr_wp[q]}] <= 1'b1;
+                rr_wp[q] <= rr_wp[q] + 1'b1;
+                epsn[q] <= p_psn + 24'd1;
+                msn[q] <= msn[q] + 24'd1;
+                ack_msn <= msn[q] + 24'd1;
+                unacked[q] <= 5'd0;
+                ps <= P_ATW;
+            end
+
+            P_ATW: begin        // the W beat, once the AW is taken (as the write engine)
+                if (!aw_v) begin
+                    m_axi_wvalid_r <= 1'b1;
+                    ps <= P_ATB;
+                end
+            end
+
+            P_ATB: begin        // the write answered: it is in memory before the ACK goes
+                if (b_out == 8'd0 && !m_axi_wvalid_r) begin
+                    ack_syndrome <= SYN_ACK_UNLIMITED;
+                    ack_opcode <= OP_ATOMIC_ACK;
+                    ps <= P_ACK;
+                end
             end
 
             P_RDT: begin        // translate the packet's bytes (the rkey must still stand)
@@ -1575,6 +1724,7 @@ module roce_resp #(
             cnt_naks <= 32'd0;
             cnt_duplicates <= 32'd0;
             cnt_dropped <= 32'd0;
+            cnt_atomics <= 32'd0;
             for (k = 0; k < NUM_QP; k = k + 1) begin
                 rq_pi[k] <= 16'd0;
                 rq_ci[k] <= 16'd0;
