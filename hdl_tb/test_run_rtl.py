@@ -1,7 +1,9 @@
 """`nicsim run examples/rtl.yaml --rtl a`: the example scenario co-simulated with host a's NIC
 the RTL (roce_nic on Icarus) and host b's the model, through the command a user types. Every
-WR both ways (WRITE, WRITE with immediate, READ, SEND, SEND with immediate) must succeed with
-its bytes verified at the destination, the RTL's own counters must account for the traffic,
+WR both ways (WRITE, WRITE with immediate, READ, SEND, SEND with immediate; and b's atomics,
+which the RTL executes) must succeed with its bytes verified at the destination (an atomic:
+the original value returned and the value left in a's memory), the RTL's own counters must
+account for the traffic,
 and the pcap must hold only valid RoCEv2 frames. `--out` writes the result files of a model run
 (summary, per-WR flows, the HTML report)."""
 
@@ -27,15 +29,20 @@ def test_the_example_scenario_runs_on_the_rtl_nic(tmp_path):
     r = json.loads(p.stdout)
     assert r["integrity"] == "OK" and r["wrs"]["errors"] == 0
     ops = [(w["src"], w["op"], w["status"]) for w in r["wrs_detail"]]
-    assert {op for _s, op, _st in ops} == {"write", "write_imm", "read", "send", "send_imm"}
+    atomics = ("fetch_add", "cmp_swap")
+    assert {op for _s, op, _st in ops} == {"write", "write_imm", "read", "send", "send_imm",
+                                           *atomics}
     assert {s for s, _op, _st in ops} == {"a", "b"}
     assert all(st == "SUCCESS" for _s, _op, st in ops), ops
-    assert r["verified_bytes"] == sum(w["bytes"] for w in r["wrs_detail"])
+    # (an atomic verifies 16 bytes: the value returned and the value left)
+    assert r["verified_bytes"] == sum(16 if w["op"] in atomics else w["bytes"]
+                                      for w in r["wrs_detail"])
     rtl = r["rtl"]
     assert rtl["late"] == 0
     c = rtl["counters"]
     assert c["comp_cqes"] == sum(1 for s, _op, _st in ops if s == "a")
     assert c["rx_drops"] == c["resp_naks"] == c["req_resent"] == 0
+    assert c["resp_atomics"] == sum(1 for s, op, _st in ops if op in atomics)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["integrity"] == "OK" and summary["wrs"]["total"] == len(ops)
     flows = (out / "flows.csv").read_text().splitlines()

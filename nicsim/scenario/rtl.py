@@ -21,9 +21,11 @@ from pathlib import Path
 from nicsim.scenario import build
 from nicsim.scenario.schema import FaultSpec, OpKind, Scenario, ScenarioError
 
-# What roce_nic's requester sends and its responder answers (README, "What roce_nic does").
-RTL_OPS = frozenset({OpKind.WRITE, OpKind.WRITE_IMM, OpKind.SEND, OpKind.SEND_IMM,
-                     OpKind.READ})
+# What roce_nic's requester sends and its responder answers (README, "What roce_nic does"):
+# the responder also executes atomics, the requester does not send them.
+RTL_REQUESTER_OPS = frozenset({OpKind.WRITE, OpKind.WRITE_IMM, OpKind.SEND, OpKind.SEND_IMM,
+                               OpKind.READ})
+RTL_RESPONDER_OPS = RTL_REQUESTER_OPS | {OpKind.CMP_SWAP, OpKind.FETCH_ADD}
 WIDTHS = (64, 512)
 RTL_CLK_NS = 4.0  # the co-simulation's clock (cosim_world): 250 MHz
 # RTL cycles per CPU second of a co-simulation on Icarus (README, co-simulation speed; Verilator
@@ -48,11 +50,12 @@ def check(sc: Scenario, host: str) -> None:
     for field, specs in (("ops", sc.ops), ("streams", sc.streams)):
         for i, s in enumerate(specs):
             src = s.src or names[0]
-            who = "requester" if src == host else "responder"
-            if s.op not in RTL_OPS:
+            who, ops = (("requester", RTL_REQUESTER_OPS) if src == host
+                        else ("responder", RTL_RESPONDER_OPS))
+            if s.op not in ops:
                 raise ScenarioError(
                     f"{field}[{i}].op: {s.op.value} {src}>{s.dst or names[1]}: the RTL NIC's "
-                    f"{who} does not do {s.op.value} (it does {_names(RTL_OPS)})")
+                    f"{who} does not do {s.op.value} (it does {_names(ops)})")
             if getattr(s, "inline", False) and src == host:
                 raise ScenarioError(f"{field}[{i}].inline: the RTL NIC has no inline data")
 
