@@ -872,6 +872,7 @@ def rtl_only(host, tb_calls: dict) -> dict:  # noqa: ANN001, C901
         QPAttr,
         QPCap,
         QPInitAttr,
+        RecvWR,
         SendWR,
     )
 
@@ -944,6 +945,24 @@ def rtl_only(host, tb_calls: dict) -> dict:  # noqa: ANN001, C901
     res["xlate"] = xlate_check(tb_calls["xlate"], mpt, mtt, xlate_probes(mpt, npages, chunk))
     big.close()  # INVALIDATE_MPT: the key is refused from now on
     res["xlate_after"] = tb_calls["xlate"](big.lkey, pdn, 1, hm.va, 16)
+
+    # RESIZE_CQ while the datapath writes completions: those cqe_write took before the hold
+    # move with the rest, those that come during it wait and land in the new ring
+    mcq = CQ(ctx, 64)
+    mqp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=mcq, rcq=mcq, cap=QPCap(1, 64, 1, 1)))
+    mqp.to_init(QPAttr(qp_access_flags=e.IBV_ACCESS_LOCAL_WRITE))
+    for i in range(40):
+        mqp.post_recv(RecvWR(wr_id=900 + i))
+    tb_calls["push_bg"](mcq.cqn, [hwif.Cqe(mqp.qp_num, i, hwif.CqeOpcode.RECV,
+                                           hwif.CqeStatus.SUCCESS, 10 + i) for i in range(40)])
+    host.spend(1000.0)  # some are written before the resize
+    mcq.resize(128)
+    got: list[tuple[int, int]] = []
+    for _ in range(12):  # (they all come within some 2000 cycles)
+        got += [(w.wr_id, w.byte_len) for w in mcq.poll(16)[1]]
+        if len(got) >= 40:
+            break
+    res["resize_bg"] = (got, mcq.cqe, tb_calls["held"]())
     ctx.close()
     return res
 
@@ -986,6 +1005,30 @@ async def test_datapath_hooks(dut):
     async def fence_times() -> dict[str, int]:
         return dict(fence)
 
+    held = {"pushed_before": 0, "waited": 0, "moved": 0}  # completions around the resize
+
+    async def push_all(cqn: int, cqes: list[hwif.Cqe]) -> None:
+        for c in cqes:
+            await tb._push_cqe(cqn, c)
+            await ClockCycles(dut.clk, tb.rng.randrange(8, 40))
+
+    async def watch_hold() -> None:
+        while True:
+            await RisingEdge(dut.clk)
+            if int(dut.u_cmd.cq_hold.value):
+                held["waited"] += int(dut.s_cqe_valid.value)  # cycles a completion waited
+                if not held["moved"]:
+                    held["moved"] = 1
+                    held["pushed_before"] = int(dut.cq_pi.value) >> 32 * int(
+                        dut.u_cmd.cq_sel.value) & 0xFFFFFFFF
+
+    async def push_bg(cqn: int, cqes: list[hwif.Cqe]) -> None:
+        cocotb.start_soon(push_all(cqn, cqes))
+        cocotb.start_soon(watch_hold())
+
+    async def held_counts() -> dict[str, int]:
+        return dict(held)
+
     calls = {
         "next_wqe": resume(tb._next_wqe),
         "push_cqe": resume(tb._push_cqe),
@@ -993,6 +1036,8 @@ async def test_datapath_hooks(dut):
         "release_b_later": resume(start_release),
         "fence_times": resume(fence_times),
         "xlate": resume(tb._xlate),
+        "push_bg": resume(push_bg),
+        "held": resume(held_counts),
     }
     res = await bridge(rtl_only)(host, calls)
 
@@ -1021,6 +1066,13 @@ async def test_datapath_hooks(dut):
         assert exp == got, f"lookup {i}: expected {exp}, got {got}"
     assert sum(1 for (st, segs), _ in res["xlate"] if st == 0 and segs) >= 8
     assert res["xlate_after"] == (int(hwif.XlateStatus.BAD_KEY), []), res["xlate_after"]
+    got, size, held = res["resize_bg"]
+    assert size == 128 and got == [(900 + i, 10 + i) for i in range(40)], (size, got)
+    # some completions were in the old ring, some waited for the hold to end
+    assert 0 < held["pushed_before"] < 40 and held["waited"] > 0, held
+    dut._log.info("RESIZE_CQ under load: %d CQEs written before the hold, completions waited "
+                  "%d cycles on it, all 40 polled in order", held["pushed_before"],
+                  held["waited"])
     dut._log.info("%d translations checked across %d MTT entries", len(res["xlate"]),
                   res["npages"][0])
 
