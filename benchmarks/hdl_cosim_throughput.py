@@ -12,7 +12,11 @@ running the RTL simulator (nicsim.cosim.clock's rtl_wall) rather than in the bri
 the driver. Cycle counts are exact; wall-clock figures depend on the machine.
 
     python benchmarks/hdl_cosim_throughput.py [--json] [--sim icarus|verilator]
-        [--widths 512,64] [--sizes 64:8,256:8,...] [--mtu 4096]
+        [--widths 512,64] [--sizes 64:8,256:8,...] [--mtu 4096] [--trace] [--param NAME=VALUE]
+        [--pcie-gen 3|4|5] [--post-ns NS]
+
+--pcie-gen and --post-ns change the host (its PCIe x16 generation, the CPU's cost of a
+post_send): with a faster host the figures show the NIC's own limits.
 """
 
 from __future__ import annotations
@@ -150,7 +154,8 @@ def run_summary(line: dict) -> dict:
             "data_packets_per_cpu_s": line["data_frames"] / line["cpu_s"],
             "rtl_cpu_share": line["rtl_cpu_s"] / line["cpu_s"],
             "catchups": line["catchups"], "window_ns": line["window_ns"],
-            "params": line.get("params", {}), "stages": stages}
+            "params": line.get("params", {}), "stages": stages,
+            "pcie_gen": line.get("pcie_gen"), "post_ns": line.get("post_ns")}
 
 
 def print_table(r: dict) -> None:
@@ -158,7 +163,7 @@ def print_table(r: dict) -> None:
     extra = "".join(f", {k} {v}" for k, v in r["params"].items() if k in r["overrides"])
     print(f"\n{r['simulator']}, DATA_WIDTH {r['data_width']} at {r['clock_mhz']:g} MHz "
           f"(stream at most {ideal_gbps:g} Gb/s), path MTU {r['mtu']}{extra}; line rate "
-          f"{LINE_GBPS:g} Gb/s")
+          f"{LINE_GBPS:g} Gb/s; host: PCIe Gen{r['pcie_gen']} x16, post_send {r['post_ns']:g} ns")
     print(f"{'size':>6} {'msgs':>4} {'pkts':>4} {'cyc/pkt':>8} {'ideal':>7} {'frac':>5} "
           f"{'Gb/s':>6} {'PCIe':>6} {'in-msg':>7} {'between':>8} {'1st frame':>9}")
     for s in r["sizes"]:
@@ -208,6 +213,10 @@ def main() -> int:
     ap.add_argument("--trace", action="store_true",
                     help="record the requester's handshakes each cycle (slower; per-stage "
                     "intervals)")
+    ap.add_argument("--pcie-gen", type=int, default=3, choices=[3, 4, 5],
+                    help="the hosts' PCIe generation (x16)")
+    ap.add_argument("--post-ns", type=float, default=None,
+                    help="the CPU's cost of a post_send in ns (default: CpuCosts', 80)")
     ap.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                     help="override a roce_nic parameter, e.g. PAY_DEPTH=256 (the requester's "
                     "payload FIFO, beats) or WQE_OUTSTANDING=8 (WQE reads in flight)")
@@ -219,6 +228,8 @@ def main() -> int:
         ap.error(f"bad --sizes or --widths: {ex}")
     if bad := [x for x in widths if x not in CLK_NS]:
         ap.error(f"--widths: {bad} not one of {sorted(CLK_NS)}")
+    if args.post_ns is not None and not args.post_ns > 0:
+        ap.error(f"--post-ns {args.post_ns:g}: want a positive number of ns")
     overrides: dict[str, int] = {}
     for p in args.param:
         name, eq, value = p.partition("=")
@@ -236,7 +247,10 @@ def main() -> int:
             params |= overrides
             env = {PARAMS_ENV: json.dumps(params), "HDL_BENCH_OUT": str(out),
                    "BENCH_SIZES": args.sizes, "BENCH_MTU": str(args.mtu),
-                   "BENCH_CLK_NS": str(CLK_NS[w]), "BENCH_TRACE": "1" if args.trace else "0"}
+                   "BENCH_CLK_NS": str(CLK_NS[w]), "BENCH_TRACE": "1" if args.trace else "0",
+                   "BENCH_PCIE_GEN": str(args.pcie_gen)}
+            if args.post_ns is not None:
+                env["BENCH_POST_NS"] = repr(args.post_ns)
             try:
                 with stdout_to_stderr():
                     run("roce_nic", roce_nic_sources(), "bench_cosim_throughput", params,

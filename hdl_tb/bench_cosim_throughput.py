@@ -14,7 +14,9 @@ line written to HDL_BENCH_OUT. Not collected by pytest (no test_ prefix);
 test_cosim_throughput.py runs it on one size in CI.
 
 Environment: BENCH_SIZES "size:messages,..." (default below), BENCH_MTU (256..4096),
-BENCH_CLK_NS (the RTL clock period).
+BENCH_CLK_NS (the RTL clock period), BENCH_PCIE_GEN (the hosts' PCIe generation, x16; default
+3), BENCH_POST_NS (the CPU's cost of a post_send, ns; default CpuCosts'): the host's two
+rates, to see how fast the NIC goes when the host feeds it faster.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import os
 import random
 import time
+from dataclasses import replace
 
 import cocotb
 from cocotb.task import bridge
@@ -186,11 +189,17 @@ async def watch(dut, clock, trace: dict[str, list]) -> None:  # noqa: ANN001
 async def cosim_throughput(dut) -> None:
     """RDMA WRITEs of each size, back to back, RTL -> model: frame start cycles per size."""
     from nicsim.cosim import cosim_world
+    from nicsim.host.host import CpuCosts
+    from nicsim.host.pcie import PcieConfig
 
     sizes = parse_sizes(os.environ.get("BENCH_SIZES", DEFAULT_SIZES))
     mtu = int(os.environ.get("BENCH_MTU", "4096"))
     clk_ns = float(os.environ.get("BENCH_CLK_NS", "4"))
-    w, rtl = cosim_world(dut, seed=7, clk_ns=clk_ns)
+    pcie = PcieConfig(gen=int(os.environ.get("BENCH_PCIE_GEN", "3")))
+    costs = CpuCosts()
+    if os.environ.get("BENCH_POST_NS"):
+        costs = replace(costs, post_send=float(os.environ["BENCH_POST_NS"]))
+    w, rtl = cosim_world(dut, seed=7, clk_ns=clk_ns, pcie=pcie, costs=costs)
     rtl.mac.keep_sent = True
     await rtl.reset()
     rtl.clock.couple(w.env)
@@ -226,6 +235,7 @@ async def cosim_throughput(dut) -> None:
             "sim_ns": w.env.now, "rtl_cycles": rtl.clock.now() / clk_ns,
             "catchups": rtl.clock.catchups - c0, "window_ns": rtl.clock.window_ns,
             "data_frames": data_frames, "dma": rtl.dma.counters,
+            "pcie_gen": pcie.gen, "post_ns": costs.post_send,
             "pcie_bytes_per_ns": rtl.dma.pcie.cfg.bytes_per_ns,
             "tlp_overhead": rtl.dma.pcie.cfg.tlp_overhead}
     dut._log.info("%d data frames in %d sizes; %.0f RTL cycles in %.1f s wall (%.0f%% in the "
