@@ -13,7 +13,8 @@ error), b's WR completes REM_ACCESS_ERR and the rest are flushed, a's QP is in E
 test_read_loss: loss and corruption both ways: b re-requests from the missing PSN, the RTL
 executes the duplicate READs again from that PSN, and every READ completes byte-exact.
 
-The RTL's own requester does not send READs yet (README, "What it does not do").
+test_rtl_reads*, test_rtl_write_read*: the RTL's requester READs from the model (with WRITEs
+between the READs on one QP), clean, with a bad rkey and over a lossy link.
 """
 
 from __future__ import annotations
