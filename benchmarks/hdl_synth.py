@@ -103,7 +103,8 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--widths", default="64,512")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=1200)
+    ap.add_argument("--timeout", type=float, default=3600,
+                    help="seconds per block (roce_nic at 512 bits: ~20 min)")
     ap.add_argument("--only", default="", help="comma-separated tops (default: all)")
     args = ap.parse_args()
     only = {x for x in args.only.split(",") if x}
