@@ -1,5 +1,6 @@
-"""Waiting on many completion queues at once: what a program gets from epoll over completion
-channels, which nicsim's verbs do not have yet (no event queues).
+"""Waiting on many completion queues at once by polling them, as perftest does without `-e`:
+the scenario runner polls rather than sleeping on completion channels (which the verbs have,
+with event queues and interrupts), so no interrupt cost enters its figures.
 
 `CQ.poll` of the verbs facade waits on its own CQ only (an empty poll sleeps until that ring
 is written or 100 us pass). A run with many hosts and open-loop arrivals must wake for
