@@ -22,19 +22,22 @@ post_send): with a faster host the figures show the NIC's own limits.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hdl_tb.bench_cosim_throughput import DEFAULT_SIZES, MTU_ENUM, parse_sizes  # noqa: E402
-from hdl_tb.cocotb_run import roce_nic_sources, run, simulator_available  # noqa: E402
+from hdl_tb.cocotb_run import (  # noqa: E402
+    roce_nic_sources,
+    run,
+    simulator_available,
+    stdout_to_stderr,
+)
 from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, bench_params  # noqa: E402
 
 CLK_NS = {512: 4.0, 64: 6.4}   # 250 MHz; 156.25 MHz
@@ -76,20 +79,6 @@ def size_figures(g: dict, lanes: int, clk_ns: float,
         busy_ns = (g["read_bytes"] + g["read_tlps"] * overhead) / bpns
         row["pcie_bound_gbps"] = sum(f["payload"] for f in fr) * 8 / busy_ns
     return row
-
-
-@contextlib.contextmanager
-def stdout_to_stderr() -> Iterator[None]:
-    """The simulator's log (cocotb writes it to the inherited stdout) goes to stderr, so
-    stdout carries only the figures (--json stays parseable)."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _mean_gap(ts: list[float], clk_ns: float) -> float | None:

