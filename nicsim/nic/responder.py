@@ -160,38 +160,42 @@ class Responder:
         if (int.from_bytes(frame[b + 9:b + 12], "big") != qp.epsn
                 or r.epoch != self._xlate.epoch):
             return False
-        if op == _WRITE_LAST:
+        last = op == _WRITE_LAST
+        if last:
             # The end of the RETH's length exactly, at most one MTU (C9-92).
             if r.state is not RespState.IN_WRITE or n > qp.mtu or r.msg_len + n != r.rq_cap:
                 return False
-            c = self.counters
-            c["write_packets"] += 1
-            c["requests"] += 1
-            r.nak_sent = False
-            t = self._unit_time(r)
-            self._place(qp, frame, b + 12, n, t)
+            kind = "write_packets"
+        elif n != qp.mtu or r.msg_len + n > r.rq_cap:
+            return False
+        elif op == _WRITE_MIDDLE:
+            if r.state is not RespState.IN_WRITE:
+                return False
+            kind = "write_packets"
+        elif r.state is RespState.IN_SEND:
+            kind = "send_packets"
+        else:
+            return False
+        c = self.counters
+        c[kind] += 1
+        c["requests"] += 1
+        r.nak_sent = False
+        # _unit_time, inline (this runs per packet)
+        t = self.env._now + self._rx_lag
+        if r.unit_free > t:
+            t = r.unit_free
+        t = self._take(t, self._unit_cost)
+        r.unit_free = t + self._unit_cost
+        self._place(qp, frame, b + 12, n, t)
+        if last:  # the message is done (the general path's _write, for a LAST)
             qp.msn = (qp.msn + 1) & 0xFFFFFF
             r.state = RespState.IDLE
             r.rq_cap = 0
+            # Through _advance itself: a message's end is what the breakdown tracer hooks
+            # (nicsim.results.breakdown).
             self._advance(qp, qp.epsn, frame[b + 8] >= 0x80, t)
             return True
-        if n != qp.mtu or r.msg_len + n > r.rq_cap:
-            return False
-        if op == _WRITE_MIDDLE:
-            if r.state is not RespState.IN_WRITE:
-                return False
-            c = self.counters
-            c["write_packets"] += 1
-        elif r.state is RespState.IN_SEND:
-            c = self.counters
-            c["send_packets"] += 1
-        else:
-            return False
-        c["requests"] += 1
-        r.nak_sent = False
-        t = self._unit_time(r)
-        self._place(qp, frame, b + 12, n, t)
-        # _advance, inline (this runs per packet)
+        # _advance, inline (a MIDDLE, per packet)
         psn = qp.epsn
         qp.epsn = (psn + 1) & PSN_MASK
         r.unacked += 1
@@ -445,11 +449,7 @@ class Responder:
             # and nothing is placed.
             pieces = [(p.reth_rkey, p.reth_va, length)] if length else []
             st, walk, ready = self.nic.check_walk(pieces, qp.pd, _RW, t)
-            if st is XlateStatus.PAGE_FAULT:
-                self._fault_rnr(qp, p.psn, t)
-                return
-            if st is not XlateStatus.OK:
-                self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+            if self._refused(qp, p, st, t):
                 return
             self._start(r, walk, (p.reth_rkey,) if length else (), ready)
             r.rq_cap = length
@@ -539,11 +539,7 @@ class Responder:
         # C9-88: a zero-length READ has no R_Key or address to check.
         pieces = [(p.reth_rkey, p.reth_va, length)] if length else []
         st, walk, ready = self.nic.check_walk(pieces, qp.pd, _RR, t)
-        if st is XlateStatus.PAGE_FAULT:
-            self._fault_rnr(qp, p.psn, t)
-            return None
-        if st is not XlateStatus.OK:
-            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+        if self._refused(qp, p, st, t):
             return None
         return walk, ready, (p.reth_rkey,) if length else ()
 
@@ -617,13 +613,8 @@ class Responder:
         if not qp.access & _RA:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
-        st, segs, ready = self.nic.translate(p.atomic_rkey, qp.pd, _RA, va, 8,
-                                             t)
-        if st is XlateStatus.PAGE_FAULT:
-            self._fault_rnr(qp, p.psn, t)
-            return
-        if st is not XlateStatus.OK:
-            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+        st, segs, ready = self.nic.translate(p.atomic_rkey, qp.pd, _RA, va, 8, t)
+        if self._refused(qp, p, st, t):
             return
         pa = segs[0][0]
         dma = self.nic.dma
@@ -669,11 +660,7 @@ class Responder:
             if mpt is not None:
                 va, length = mpt.start, mpt.length
         st, _, ready = self.nic.check_walk([(p.reth_rkey, va, length)], qp.pd, need, t)
-        if st is XlateStatus.PAGE_FAULT:
-            self._fault_rnr(qp, p.psn, t)
-            return
-        if st is not XlateStatus.OK:
-            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+        if self._refused(qp, p, st, t):
             return
         landed = self.nic.pcie.writes_landed_by()
         self._placed(qp, p, max(ready, landed))
@@ -693,11 +680,7 @@ class Responder:
             return
         va = p.reth_va
         st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RW, va, 8, t)
-        if st is XlateStatus.PAGE_FAULT:
-            self._fault_rnr(qp, p.psn, t)
-            return
-        if st is not XlateStatus.OK:
-            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+        if self._refused(qp, p, st, t):
             return
         if va & 7:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)
@@ -705,6 +688,18 @@ class Responder:
         done = self.nic.dma.write(segs[0][0], bytes(p.payload), ready)
         self.counters["bytes_placed"] += 8
         self._placed(qp, p, done)
+
+    def _refused(self, qp: QpCtx, p: Packet, st: XlateStatus, t: float) -> bool:
+        """Answer a request whose R_Key check failed, and say whether it did: a page not
+        present (ODP) faults and RNR-NAKs so the retry finds it mapped; anything else (key,
+        PD, right, bounds) NAKs remote access, a class C error (_fatal_nak)."""
+        if st is XlateStatus.OK:
+            return False
+        if st is XlateStatus.PAGE_FAULT:
+            self._fault_rnr(qp, p.psn, t)
+        else:
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
+        return True
 
     def _placed(self, qp: QpCtx, p: Packet, t: float) -> None:
         """A FLUSH or ATOMIC WRITE done: remember it for its duplicates, count it, answer."""
