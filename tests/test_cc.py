@@ -20,7 +20,7 @@ from nicsim.nic.config import NicConfig
 from nicsim.nic.qp import QpCtx
 from nicsim.wire import FrameBuilder, parse
 from nicsim.wire.opcodes import Opcode
-from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_PREAMBLE, Ecn, ipv4_checksum
+from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_PREAMBLE, Ecn, Unbuilt, ipv4_checksum
 from tests.rdma import pair, wait
 
 WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG
@@ -44,7 +44,9 @@ class Marker:
         self.on = True
         link.carry = self.carry  # type: ignore[method-assign]
 
-    def carry(self, frame: bytes, from_end: int, t: float) -> None:
+    def carry(self, frame: bytes | Unbuilt, from_end: int, t: float) -> None:
+        if frame.__class__ is Unbuilt:
+            frame = frame.build()  # a switch sees the bytes
         if self.on and from_end == self.end and len(frame) > 60 and frame[23] == 17:
             frame = ce_mark(frame)
         self.orig(frame, from_end, t)

@@ -25,7 +25,7 @@ from typing import Protocol
 import simpy
 
 from nicsim.fabric.faults import FaultConfig, FaultInjector
-from nicsim.wire.packet import ETH_FCS, ETH_MIN_FRAME
+from nicsim.wire.packet import ETH_FCS, ETH_MIN_FRAME, Unbuilt
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,12 @@ _DELIVER, _TAP, _BOTH = 1, 2, 3
 _SOF_EXTRA = ETH_FCS  # bytes on the wire after the frame (the FCS) before its last bit
 
 
+def _bytes(frame: bytes | Unbuilt) -> bytes:
+    """What a tap records of a frame the link carries: its bytes (a NIC receiving it takes it
+    as it is, see attach)."""
+    return frame.build() if frame.__class__ is Unbuilt else frame  # type: ignore[union-attr]
+
+
 class Link:
     """A full-duplex point-to-point link between two receivers (ports).
 
@@ -108,8 +114,10 @@ class Link:
         self._fire = [partial(self._deliver, 0), partial(self._deliver, 1)]
         # Per receiving end: the callback of its direct entries (see attach), or None.
         self._direct: list[Callable[[_Wake], None] | None] = [None, None]
+        self._takes_unbuilt = [False, False]
 
-    def attach(self, receive: Callable[[bytes], None], direct: bool = False) -> int:
+    def attach(self, receive: Callable[[bytes], None], direct: bool = False,
+               unbuilt: bool = False) -> int:
         """Attach a receiver; returns the end index that the sender passes to `carry`.
 
         `direct`: frames to this end, when the link has no faults and the direction no
@@ -117,7 +125,9 @@ class Link:
         receiver (`ends[end]`, looked up per frame), at the frame's place in the event order
         (the place of one event per frame). That skips the bookkeeping of delivering several
         frames per entry, which pays between the ports of one stream (two hosts on a cable)
-        but seldom in a fabric, where every port's frames interleave with everything else."""
+        but seldom in a fabric, where every port's frames interleave with everything else.
+        `unbuilt`: the receiver takes nicsim.wire.packet.Unbuilt packets (a NIC), and a direct
+        entry hands them over as they are; every other path builds their frames."""
         if len(self.ends) == 2:
             raise ValueError(f"{self.name} already has two ends")
         ends = self.ends
@@ -125,18 +135,23 @@ class Link:
         end = len(ends) - 1
         if direct:
             self._direct[end] = lambda ev: ends[end](ev._value)
+        self._takes_unbuilt[end] = unbuilt
         return end
 
-    def carry(self, frame: bytes, from_end: int, t_last_bit_out: float) -> None:
+    def carry(self, frame: bytes | Unbuilt, from_end: int, t_last_bit_out: float) -> None:
         """Deliver `frame`, whose last bit leaves end `from_end` at `t_last_bit_out`."""
         t = t_last_bit_out + self._prop
         to = 1 - from_end
         if self.faults is None:
             direct = self._direct[to]
             if direct is not None and not (self.taps or self.end_taps[from_end]):
+                if frame.__class__ is Unbuilt and not self._takes_unbuilt[to]:
+                    frame = frame.build()
                 env = self.env
                 heappush(env._queue, (t, _NORMAL, next(env._eid), _Wake(direct, frame)))
                 return
+            if frame.__class__ is Unbuilt and not self._takes_unbuilt[to]:
+                frame = frame.build()  # a switch sees the bytes; a tap builds its own copy
             # (The common case of _enqueue, inline: this runs per packet.)
             q = self._flight[to]
             seq = next(self.env._eid)
@@ -145,6 +160,8 @@ class Link:
                 return
             self._enqueue(to, t, frame, seq, _BOTH)
             return
+        if frame.__class__ is Unbuilt:
+            frame = frame.build()  # taps and faults see the bytes
         if self.taps or self.end_taps[from_end]:
             self._enqueue(to, t, frame, next(self.env._eid), _TAP)  # as sent
         for f, extra in self.faults[from_end].apply(frame):
@@ -189,9 +206,9 @@ class Link:
                 # Its own frame (the usual case): no check needed.
                 q.popleft()
                 if taps and what & _TAP:
-                    tn = self._sof(t, frame)
+                    tn, fb = self._sof(t, frame), _bytes(frame)
                     for tap in taps:
-                        tap.write(frame, tn)
+                        tap.write(fb, tn)
                 if what & _DELIVER:
                     receive(frame)
                 if not q:
@@ -212,9 +229,9 @@ class Link:
                 env._now = t
                 q.popleft()
                 if taps and what & _TAP:
-                    tn = self._sof(t, frame)
+                    tn, fb = self._sof(t, frame), _bytes(frame)
                     for tap in taps:
-                        tap.write(frame, tn)
+                        tap.write(fb, tn)
                 if what & _DELIVER:
                     receive(frame)
                 if not q:
@@ -241,9 +258,9 @@ class Link:
             self._flight[to] = deque((t, seq, f, _DELIVER) for t, seq, f, what in q
                                      if what & _DELIVER)
         for t, _seq, frame, taps in sorted(pending, key=lambda e: e[:2]):
-            tn = self._sof(t, frame)
+            tn, fb = self._sof(t, frame), _bytes(frame)
             for tap in taps:
-                tap.write(frame, tn)
+                tap.write(fb, tn)
 
     def fault_counters(self) -> dict[str, int]:
         out: dict[str, int] = {}

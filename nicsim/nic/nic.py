@@ -66,7 +66,7 @@ from nicsim.wire import (
     roce_udp_sport,
 )
 from nicsim.wire.opcodes import Opcode
-from nicsim.wire.packet import L3_CACHE
+from nicsim.wire.packet import L3_CACHE, PKEY_DEFAULT, Unbuilt
 
 # What the receive fast path takes (Responder.middle): the packets of a message after its first.
 _MIDDLES = (int(Opcode.RC_SEND_MIDDLE), int(Opcode.RC_RDMA_WRITE_MIDDLE),
@@ -303,8 +303,25 @@ class Nic(MmioDevice):
 
     # -- receive ----------------------------------------------------------------------------
 
-    def receive(self, frame: bytes) -> None:
+    def receive(self, frame: bytes | Unbuilt) -> None:
         rx = self.rx
+        if frame.__class__ is Unbuilt:
+            # A packet whose bytes were not made (nicsim.wire.packet.Unbuilt): the fast path's
+            # checks below, on its fields. Its ICRC is right by construction.
+            u: Unbuilt = frame  # type: ignore[assignment]
+            rx["packets"] += 1
+            rx["bytes"] += u.n
+            qp = self.qps.get(u.dqpn)
+            b = u.builder
+            if (qp is not None and qp.type is QpType.RC and b.addrs == qp.rx_addrs
+                    and b.path.dmac == self.mac and qp.pkey == PKEY_DEFAULT):
+                rx["roce_packets"] += 1
+                if self.responder.middle(qp, u.opcode, u.psn, u.ackreq, u.payload):
+                    return
+                self._general(u.build(), None, True, False)
+                return
+            self._general(u.build(), None, False, False)
+            return
         n = len(frame)
         rx["packets"] += 1
         rx["bytes"] += n
@@ -334,9 +351,19 @@ class Nic(MmioDevice):
                         rx["ce_marked"] += 1
                         self.np.marked(qp)
                         ce_done = True
-                    if self.responder.middle(qp, frame, b, end):
+                    if self.responder.middle(qp, frame[b], int.from_bytes(frame[b + 9:b + 12],
+                                                                          "big"),
+                                             frame[b + 8] >= 0x80,
+                                             memoryview(frame)[b + 12:end - 4]):
                         return
                     checked = True
+        self._general(frame, l3, checked, ce_done)
+
+    def _general(self, frame: bytes, l3: tuple[int, int, int, bool] | None, checked: bool,
+                 ce_done: bool) -> None:
+        """The receive path for every packet the fast path did not take. `checked`: the fast
+        path checked its ICRC and counted it; `ce_done`: and its ECN mark."""
+        rx = self.rx
         try:
             p = parse(frame, check_icrc=not checked, l3=l3)
         except WireError as e:

@@ -20,7 +20,7 @@ import simpy
 from nicsim.fabric.link import _NORMAL, Link, Tap, Tick, _Wake
 from nicsim.fabric.pfc import NUM_PRIORITIES, PfcFrame, quanta_ns
 from nicsim.nic.counters import Counters
-from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE
+from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE, Unbuilt
 
 _WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG  # see nicsim.wire.wire_bytes
 _INF = float("inf")
@@ -79,23 +79,28 @@ class Port:
         """`direct`: an entry in SimPy's queue per frame received (Link.attach)."""
         self.link = link
         # Frames go straight to the NIC's receive path, which counts them (rx.packets).
-        self._end = link.attach(self._receive, direct)
+        self._end = link.attach(self._receive, direct, unbuilt=True)
         self._ns_per_byte = 8.0 / link.cfg.rate_gbps
 
     @property
     def rate_gbps(self) -> float:
         return 8.0 / self._ns_per_byte
 
-    def send(self, frame: bytes, ready_at: float = 0.0) -> float:
+    def send(self, frame: bytes | Unbuilt, ready_at: float = 0.0) -> float:
         """Queue `frame` for transmission no earlier than `ready_at`; returns its start time
         (queued transmitter: the start it would have if no pause came).
 
         Frames go out in the order they are handed over (one FIFO, or one per priority),
         back to back with the inter-frame gap; `wire_bytes` counts preamble, FCS and IFG.
         """
-        if frame[:6] == self.mac:
+        if frame.__class__ is Unbuilt:
+            # To another station's unicast address (FrameBuilder.deferrable): no loopback, no
+            # group. A PFC queue reads the frame's priority from its bytes.
+            if self.queued:
+                frame = frame.build()
+        elif frame[:6] == self.mac:
             return self._loop(frame, ready_at)
-        if frame[0] & 1 and self.mcast_macs and frame[:6] in self.mcast_macs:
+        elif frame[0] & 1 and self.mcast_macs and frame[:6] in self.mcast_macs:
             looped = self._loop(frame, ready_at)
             if self.link is None:
                 return looped  # no link: the local members are the whole group

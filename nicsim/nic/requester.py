@@ -47,6 +47,7 @@ from nicsim.wire import (
     reth,
 )
 from nicsim.wire.opcodes import Opcode
+from nicsim.wire.packet import Unbuilt
 
 if TYPE_CHECKING:
     from nicsim.nic.nic import Nic
@@ -443,6 +444,10 @@ class Requester:
         last_i = npkts - 1
         first_ext = reth(ctrl.remote_addr, ctrl.rkey, total) if is_write else b""
         last_ext = immdt(ctrl.imm_inv) if has_imm else ieth(ctrl.imm_inv) if has_inv else b""
+        # Packets the peer's receive fast path takes may travel unbuilt: MIDDLEs, and the LAST
+        # of an RC WRITE without immediate or SE.
+        deferrable = b.deferrable and reliable
+        last_deferrable = last_op == _WRITE_LAST and not solicited
         pos = qp.cur_pos
         i = qp.cur_k
         sent = 0
@@ -477,7 +482,11 @@ class Requester:
                 payload, ready, pos = read_at(segs, pos, n, s)
             else:
                 payload, ready = b"", s
-            if i == last_i:
+            if i and deferrable and (i < last_i or last_deferrable and not n & 3):
+                # Its bytes are made only if something looks (nicsim.wire.packet.Unbuilt).
+                frame = Unbuilt(b, mid_op if i < last_i else last_op, dqpn,
+                                (psn + i) & PSN_MASK, bytes(payload), i == last_i)
+            elif i == last_i:
                 ext = (first_ext + last_ext) if i == 0 else last_ext
                 # AckReq asks an RC responder to acknowledge; UC has no acknowledgements.
                 frame = build(only_op if i == 0 else last_op, dqpn, (psn + i) & PSN_MASK, ext,
@@ -578,6 +587,7 @@ class Requester:
             self.counters["flushed"] += 1
 
 
+_WRITE_LAST = int(Opcode.RC_RDMA_WRITE_LAST)
 _ATOMICS = (WqeOpcode.ATOMIC_CMP_AND_SWP, WqeOpcode.ATOMIC_FETCH_AND_ADD)
 # One request packet, answered by one response; FLUSH and ATOMIC WRITE also count against
 # max_rd_atomic and wait for fences like a READ.

@@ -145,7 +145,8 @@ class Responder:
 
     # -- entry ------------------------------------------------------------------------------
 
-    def middle(self, qp: QpCtx, frame: bytes, b: int, end: int) -> bool:
+    def middle(self, qp: QpCtx, op: int, psn: int, ackreq: bool, payload: bytes | memoryview
+               ) -> bool:
         """The receive fast path (Nic.receive): a MIDDLE packet of a WRITE or SEND, or the
         LAST of a WRITE without immediate, whose header the NIC has checked (address, P_Key,
         flags: no pad, no SE), with a payload, and whose ICRC is good. If it is the in-order
@@ -155,11 +156,9 @@ class Responder:
         an unchanged protection epoch means no key or access right changed since the
         message's last check.)"""
         r = qp.resp
-        n = end - b - 16  # BTH 12, ICRC 4: a MIDDLE or LAST packet has no other header
-        op = frame[b]
-        if (int.from_bytes(frame[b + 9:b + 12], "big") != qp.epsn
-                or r.epoch != self._xlate.epoch):
+        if psn != qp.epsn or r.epoch != self._xlate.epoch:
             return False
+        n = len(payload)
         last = op == _WRITE_LAST
         if last:
             # The end of the RETH's length exactly, at most one MTU (C9-92).
@@ -186,20 +185,19 @@ class Responder:
             t = r.unit_free
         t = self._take(t, self._unit_cost)
         r.unit_free = t + self._unit_cost
-        self._place(qp, frame, b + 12, n, t)
+        self._place(qp, payload, t)
         if last:  # the message is done (the general path's _write, for a LAST)
             qp.msn = (qp.msn + 1) & 0xFFFFFF
             r.state = RespState.IDLE
             r.rq_cap = 0
             # Through _advance itself: a message's end is what the breakdown tracer hooks
             # (nicsim.results.breakdown).
-            self._advance(qp, qp.epsn, frame[b + 8] >= 0x80, t)
+            self._advance(qp, psn, ackreq, t)
             return True
         # _advance, inline (a MIDDLE, per packet)
-        psn = qp.epsn
         qp.epsn = (psn + 1) & PSN_MASK
         r.unacked += 1
-        if frame[b + 8] >= 0x80 or r.unacked >= self._ack_every:
+        if ackreq or r.unacked >= self._ack_every:
             self._ack(qp, psn, t if t > r.posted_at else r.posted_at)
         return True
 
@@ -279,16 +277,15 @@ class Responder:
         if ackreq or r.unacked >= self._ack_every:
             self._ack(qp, psn, t if t > r.posted_at else r.posted_at)
 
-    def _place(self, qp: QpCtx, frame: bytes, off: int, n: int, t: float) -> float:
-        """Write a payload of `n` bytes, frame[off:], at the current position of the
-        message's segments."""
+    def _place(self, qp: QpCtx, mv: bytes | memoryview, t: float) -> float:
+        """Write a payload at the current position of the message's segments."""
         r = qp.resp
+        n = len(mv)
         if not n:
             return t
         w = r.walk
         if w.covered < r.msg_len + n:  # translate the next chunk of the buffer
             r.data_ready_at = self.nic.walk(w, r.msg_len + n, max(t, r.data_ready_at))
-        mv = memoryview(frame)[off:off + n]
         pa, ln = r.segs[r.seg_i]
         off = r.seg_off
         if off + n <= ln:  # the common case: inside one physical segment
@@ -343,7 +340,7 @@ class Responder:
             # Message longer than the receive buffers (IBA 9.7.5.2.4: invalid request).
             self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t, CqeStatus.LOC_LEN_ERR)
             return
-        self._place(qp, p.frame, p.payload_off, p.payload_len, t)
+        self._place(qp, p.payload, t)
         if p.info.is_last:
             flags, imm = 0, 0
             if p.info.imm:
@@ -467,7 +464,7 @@ class Responder:
             # placed, so the retried packet starts from the same state.
             self._rnr_nak(qp, p.psn, t)
             return
-        self._place(qp, p.frame, p.payload_off, p.payload_len, t)
+        self._place(qp, p.payload, t)
         if info.is_last:
             if info.imm:
                 # The receive WQE is consumed without scatter: it only carries the completion.

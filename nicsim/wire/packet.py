@@ -247,7 +247,7 @@ class FrameBuilder:
     """
 
     __slots__ = ("path", "_eth", "_v6", "_sip", "_dip", "_tos", "_ttl", "_csum_base",
-                 "_v6_word0", "_sport", "_by_len")
+                 "_v6_word0", "_sport", "_by_len", "deferrable", "addrs")
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -264,6 +264,11 @@ class FrameBuilder:
         self._csum_base = sum(struct.unpack("!10H", fixed)) if fixed else 0
         self._v6_word0 = (6 << 28) | (self._tos << 20) | (path.flow_label & 0xFFFFF)
         self._by_len: dict[int, tuple[bytes, int]] = {}
+        # Whether this path's packets may travel as Unbuilt: IPv4 (the receive fast path's
+        # header checks are IPv4's), to another station's unicast address (a frame to our own
+        # MAC loops back inside the port, a group address goes to the multicast filter).
+        self.deferrable = (not self._v6 and not path.dmac[0] & 1 and path.dmac != path.smac)
+        self.addrs = path.sip + path.dip  # IP source and destination, as in the frame
 
     def _below_bth(self, udp_len: int) -> tuple[bytes, int]:
         """Ethernet+IP+UDP header bytes, and the ICRC state after the masked IP and UDP."""
@@ -310,6 +315,41 @@ class FrameBuilder:
         return b"".join((hdr, bth, ext, payload, _ICRC.pack(crc)))
 
 
+class Unbuilt:
+    """A data packet whose frame is not made yet: exactly the bytes
+    `builder.build(opcode, dqpn, psn, b"", payload, ackreq=ackreq)` would make (IPv4, default
+    P_Key, no pad, no SE, no ECN mark), built only if something needs them.
+
+    Most packets of bulk traffic between two NICs on one cable go from the framer to the peer's
+    receive fast path and nothing else looks at them (no tap, no fault, no switch). Making
+    their bytes would cost two ICRCs and a copy; the receiving NIC checks the same fields
+    (address, P_Key, PSN, opcode, length) on the object instead, and the ICRC is right by
+    construction. Anything else that meets one (a tap, a fault injector, a switch, a PFC
+    queue, the receive path's general case) builds the frame first, so what it sees is
+    byte for byte the frame it would have seen. `payload` is a copy of the data as the DMA
+    read returned it."""
+
+    __slots__ = ("builder", "opcode", "dqpn", "psn", "payload", "ackreq", "n")
+
+    def __init__(self, builder: FrameBuilder, opcode: int, dqpn: int, psn: int,
+                 payload: bytes, ackreq: bool) -> None:
+        self.builder = builder
+        self.opcode = opcode
+        self.dqpn = dqpn
+        self.psn = psn
+        self.payload = payload
+        self.ackreq = ackreq
+        self.n = _UNBUILT_HDR + len(payload)  # the frame's length
+
+    def __len__(self) -> int:
+        return self.n
+
+    def build(self) -> bytes:
+        return self.builder.build(self.opcode, self.dqpn, self.psn, b"", self.payload,
+                                  ackreq=self.ackreq)
+
+
+_UNBUILT_HDR = ETH_HLEN + IPV4_HLEN + UDP_HLEN + BTH_LEN + ICRC_LEN
 _BTH3 = struct.Struct("!III")
 _CRC_ONES8 = zlib.crc32(_ONES8)
 

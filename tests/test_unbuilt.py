@@ -1,0 +1,127 @@
+"""Frames built only when something looks (nicsim.wire.packet.Unbuilt): between two NICs on a
+cable with no fault, MIDDLE packets and the LAST of a WRITE travel as fields, and the peer's
+receive fast path takes them without their bytes; a tap records them built. A run must not be
+able to tell: the same frames (bytes and arrival times) reach the receiver, the same memory
+and completions result, with the same counters, as when every frame is built."""
+
+from __future__ import annotations
+
+import numpy as np
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
+
+from nicsim.wire import parse
+from nicsim.wire.packet import Unbuilt
+from tests.rdma import pair, settle, wait
+
+KIB = 1024
+
+
+class Frames:
+    def __init__(self) -> None:
+        self.got: list[tuple[int, bytes]] = []
+
+    def write(self, frame: bytes, t_ns: int) -> None:
+        self.got.append((t_ns, bytes(frame)))
+
+
+def _record(w, end: int, log: list, unbuilt: list[int]) -> None:  # noqa: ANN001
+    """Wrap what the link hands to end `end`: (time, the frame's bytes) of every frame."""
+    link = w.links[0]
+    recv = link.ends[end]
+    env = w.env
+
+    def record(frame) -> None:  # noqa: ANN001
+        if frame.__class__ is Unbuilt:
+            unbuilt[0] += 1
+            log.append((env.now, frame.build()))
+        else:
+            log.append((env.now, bytes(frame)))
+        recv(frame)
+
+    link.ends[end] = record
+
+
+def _wr(side, peer, wr_id: int, off: int, n: int, opcode: int = e.IBV_WR_RDMA_WRITE,  # noqa: ANN001
+        flags: int = e.IBV_SEND_SIGNALED) -> SendWR:
+    wr = SendWR(wr_id=wr_id, opcode=opcode, num_sge=1,
+                sg=[SGE(side.mr.buf + off, n, side.mr.lkey)], send_flags=flags)
+    if opcode != e.IBV_WR_SEND:
+        wr.set_wr_rdma(peer.mr.rkey, peer.mr.buf + off)
+    if opcode == e.IBV_WR_RDMA_WRITE_WITH_IMM:
+        wr.imm_data = 0x1234
+    return wr
+
+
+def run(built: bool = False, tapped: bool = False) -> tuple:
+    """`built`: the reference, every frame built before it travels (as to a switch)."""
+    w, a, b = pair(mtu=e.IBV_MTU_1024, mr_len=512 * KIB, seed=4)
+    link = w.links[0]
+    if built:
+        link._takes_unbuilt = [False, False]
+    tap = Frames()
+    if tapped:
+        link.taps.append(tap)
+    rx: list[list] = [[], []]
+    unbuilt = [0]
+    for end in (0, 1):
+        _record(w, end, rx[end], unbuilt)
+    rng = np.random.default_rng(7)
+    for s in (a, b):
+        s.mr.write(rng.integers(0, 256, 512 * KIB, np.uint8).tobytes(), 512 * KIB)
+    for i in range(2):
+        b.qp.post_recv(RecvWR(wr_id=100 + i, num_sge=1,
+                              sg=[SGE(b.mr.buf + 448 * KIB + i * 8 * KIB, 8 * KIB, b.mr.lkey)]))
+    # Whole MTUs, a LAST of one byte (padded), a LAST with immediate, a SEND, a solicited
+    # WRITE, and traffic the other way at the same time.
+    a.qp.post_send(_wr(a, b, 1, 0, 64 * KIB))
+    a.qp.post_send(_wr(a, b, 2, 64 * KIB, 4 * KIB + 1))
+    a.qp.post_send(_wr(a, b, 3, 96 * KIB, 6 * KIB, e.IBV_WR_RDMA_WRITE_WITH_IMM))
+    a.qp.post_send(_wr(a, b, 4, 128 * KIB, 5000, e.IBV_WR_SEND))
+    a.qp.post_send(_wr(a, b, 5, 160 * KIB, 3 * KIB,
+                       flags=e.IBV_SEND_SIGNALED | e.IBV_SEND_SOLICITED))
+    b.qp.post_send(_wr(b, a, 6, 256 * KIB, 32 * KIB))
+    # The source changes under the first WRITE while it is on the wire: the receiver gets
+    # what each DMA read returned when it was made, not what the buffer holds later.
+    w.hosts["a"].spend(2000)
+    a.mr.write(bytes(range(256)) * 256, 64 * KIB)
+    done = wait(a, 5) + wait(b, 3)
+    settle(w)
+    for lk in w.links:
+        lk.flush_taps()
+    wcs = sorted((c.wr_id, c.status, c.opcode, c.byte_len) for c in done)
+    return (rx, wcs, w.env.now, a.mr.read(512 * KIB, 0), b.mr.read(512 * KIB, 0),
+            {n: nic.counters() for n, nic in w.nics.items()}), tap.got, unbuilt[0]
+
+
+def test_unbuilt_frames_change_nothing() -> None:
+    plain, _, unbuilt = run()
+    reference, _, none = run(built=True)
+    tapped, tap, _ = run(tapped=True)
+    assert unbuilt > 80 and none == 0  # the fast lane was taken, and not in the reference
+    assert plain == reference
+    assert tapped == reference
+    rx, wcs = plain[0], plain[1]
+    assert [s for _, s, _, _ in wcs] == [e.IBV_WC_SUCCESS] * 8
+    # What arrived is what the tap recorded, byte for byte, every ICRC right.
+    sent = sorted(f for _, f in tap)
+    assert sorted(f for end in rx for _, f in end) == sent
+    for f in sent:
+        parse(f)
+
+
+def test_a_tap_added_while_frames_are_in_flight_records_them_built() -> None:
+    w, a, b = pair(mtu=e.IBV_MTU_1024, mr_len=128 * KIB)
+    a.mr.write(bytes(range(256)) * 512, 128 * KIB)
+    a.qp.post_send(_wr(a, b, 1, 0, 128 * KIB))
+    w.hosts["a"].spend(3000)  # the first packets are on the wire, carried unbuilt
+    tap = Frames()
+    w.links[0].taps.append(tap)
+    assert wait(a)[0].status == e.IBV_WC_SUCCESS
+    w.links[0].flush_taps()
+    assert tap.got
+    for _, f in tap.got:
+        assert isinstance(f, bytes)
+        parse(f)  # ICRC checked
+    settle(w)
+    assert b.mr.read(128 * KIB, 0) == a.mr.read(128 * KIB, 0)
