@@ -52,7 +52,7 @@ from nicsim.hwif import (
     device_commands,
     unpack_mtt,
 )
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import bump, new_counters
 from nicsim.nic.cq import CqCtx
 from nicsim.nic.multicast import McastError
 from nicsim.nic.qp import QpCtx, RespCtx
@@ -111,7 +111,7 @@ class CommandProcessor:
         self.nic = nic
         self.env: simpy.Environment = nic.env
         self.status = 0
-        self.counters = Counters("commands", "command_errors")
+        self.counters = new_counters("commands", "command_errors")
         cfg = nic.cfg
         self.caps = DeviceCaps(cfg.max_qp, cfg.max_cq, 1 << cfg.log_mpt_entries,
                                1 << cfg.log_mtt_entries, cfg.max_qp_wr, cfg.max_sge,
@@ -156,7 +156,7 @@ class CommandProcessor:
         if op in _FENCED:
             t = nic.pcie.writes_landed_by()
             if t > env.now:
-                self.counters.bump("fence_waits")
+                bump(self.counters, "fence_waits")
                 yield env.timeout(t - env.now)
         self._done(CmdStatus.OK)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from nicsim.hwif import WQE_INDEX_MASK, CqeOpcode, CqeStatus, QpState, VendorErr, WqeOpcode
 from nicsim.nic.aeth import CREDITS, rnr_timer_ns
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import bump, new_counters
 from nicsim.nic.dma import position
 from nicsim.nic.engines import Units, cycles_ns
 from nicsim.nic.qp import PLACEMENT_OPS, PSN_MASK, QpCtx, RespState, SendOp, psn_diff
@@ -58,7 +58,7 @@ class Completer:
         self.parser = Units(1)
         self._parse = cycles_ns(nic.cfg.rx_parse_cycles, nic.cfg.clock_mhz)
         self._rx_lag = nic.cfg.rx_pipeline_ns  # (per response packet: hoisted)
-        self.counters = Counters("acks", "naks", "rnr_naks", "read_response_packets",
+        self.counters = new_counters("acks", "naks", "rnr_naks", "read_response_packets",
                                  "atomic_acks", "send_completions", "error_completions",
                                  "flush_completions", "unexpected_responses",
                                  "duplicate_responses", "out_of_sequence_responses",
@@ -180,7 +180,7 @@ class Completer:
             elif cls == 3:
                 self.counters["naks"] += 1
                 code = syn & 0x1F
-                self.counters.bump(f"nak_{syn:#04x}")  # by AETH syndrome, as Wireshark shows it
+                bump(self.counters, f"nak_{syn:#04x}")  # by AETH syndrome, as Wireshark shows it
                 if code == 0:
                     # PSN sequence error: everything before the PSN arrived; go back to it.
                     self._complete_through(qp, (p.psn - 1) & PSN_MASK, progress_only=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nicsim.hwif import CQE_OWNER_OFFSET, CQE_SIZE, WQE_INDEX_MASK, Cqe, EqeType, cqe_owner
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import new_counters
 from nicsim.nic.dma import Dma
 from nicsim.nic.engines import Units
 from nicsim.nic.eq import ASYNC_EQN, EventQueues
@@ -53,7 +53,7 @@ class CqWriter:
         self.builder = Units(1)
         self.cost = cost_ns
         self.cqs: dict[int, CqCtx] = {}
-        self.counters = Counters("cqes", "cqe_errors", "dbrec_reads", "overruns", "no_cq")
+        self.counters = new_counters("cqes", "cqe_errors", "dbrec_reads", "overruns", "no_cq")
         self.on_overrun: Callable[[CqCtx], None] = lambda cq: None
 
     def post(self, cqn: int, qpn: int, wqe_index: int, opcode: int, status: int,

@@ -32,7 +32,7 @@ from nicsim.hwif import (
     WqeOpcode,
     XlateStatus,
 )
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import bump, new_counters
 from nicsim.nic.qp import PSN_MASK, QpCtx
 from nicsim.nic.requester import _XLATE_VENDOR
 from nicsim.wire import Ecn, FrameBuilder, Packet, Path, deth, immdt, roce_udp_sport
@@ -58,7 +58,7 @@ class Datagram:
         self.nic = nic
         self.env: simpy.Environment = nic.env
         # Counted when they happen (an RC-only world reports none of them).
-        self.counters = Counters()
+        self.counters = new_counters()
         self._builders: dict[tuple[int, bytes], FrameBuilder] = {}
 
     # -- send -------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ class Datagram:
         comp = nic.completer
         opc = _SEND_OPS.get(ctrl.opcode)
         if opc is None or wqe.av is None:
-            c.bump("local_errors")
+            bump(c, "local_errors")
             op = WqeOpcode(ctrl.opcode) if ctrl.opcode in WqeOpcode._value2member_map_ \
                 else WqeOpcode.SEND
             comp.local_error(qp, wqe.index, op, CqeStatus.LOC_QP_OP_ERR, VendorErr.BAD_OPCODE)
@@ -138,7 +138,7 @@ class Datagram:
                 nic.requester.stall(qp, wqe)
                 return
             if st is not XlateStatus.OK:
-                c.bump("local_errors")
+                bump(c, "local_errors")
                 comp.local_error(qp, wqe.index, WqeOpcode(ctrl.opcode), CqeStatus.LOC_PROT_ERR,
                                  _XLATE_VENDOR[st])
                 return
@@ -151,7 +151,7 @@ class Datagram:
         if len(payload) > qp.mtu:
             # A datagram is one packet: a message longer than the MTU is a local length
             # error (IBA 9.8.3.2).
-            c.bump("local_errors")
+            bump(c, "local_errors")
             comp.local_error(qp, wqe.index, WqeOpcode(ctrl.opcode), CqeStatus.LOC_LEN_ERR,
                              VendorErr.NONE)
             return
@@ -162,8 +162,8 @@ class Datagram:
         frame = self._builder(qp, wqe.av).build(opc, ctrl.dest_qpn, qp.sq_psn, ext, payload,
                                                  solicited=bool(ctrl.flags & WqeFlags.SOLICITED))
         qp.sq_psn = (qp.sq_psn + 1) & PSN_MASK
-        c.bump("sent")
-        c.bump("sent_bytes", len(payload))
+        bump(c, "sent")
+        bump(c, "sent_bytes", len(payload))
         ready = t + nic.cfg.tx_pipeline_ns
         wait = nic.engine.emit(frame, ready)
         if ctrl.flags & WqeFlags.SIGNALED:
@@ -178,14 +178,14 @@ class Datagram:
         nic = self.nic
         c = self.counters
         if qp.state not in _RECEIVING:
-            c.bump("drop_qp_state")
+            bump(c, "drop_qp_state")
             return
         if p.deth_qkey != qp.qkey:
-            c.bump("drop_qkey")  # a Q_Key violation: dropped silently (C10-15)
+            bump(c, "drop_qkey")  # a Q_Key violation: dropped silently (C10-15)
             return
         rq = qp.srq or qp  # an SRQ has the fields of a receive queue
         if rq.rq_ci == rq.rq_pi:
-            c.bump("drop_no_recv_wqe")  # no receive WQE: dropped (UD has no RNR)
+            bump(c, "drop_no_recv_wqe")  # no receive WQE: dropped (UD has no RNR)
             return
         t = self.env.now + nic.cfg.rx_pipeline_ns
         sges, ready = nic.fetch.fetch_rq(rq, t)
@@ -196,7 +196,7 @@ class Datagram:
             # The receive buffer's page is not present: the datagram is dropped, its WQE
             # kept for the next one (no RNR for UD, o10-5.2.1); the fault is raised.
             nic.odp.counters["ud_drops"] += 1
-            c.bump("drop_page_fault")
+            bump(c, "drop_page_fault")
             return
         if qp.srq is not None:
             nic.srq.took(qp.srq)
@@ -211,7 +211,7 @@ class Datagram:
             fail = CqeStatus.LOC_LEN_ERR, VendorErr.RECV_TOO_SMALL
         if fail is not None:
             status, vendor = fail
-            c.bump("recv_errors")
+            bump(c, "recv_errors")
             nic.cq.post(qp.recv_cqn, qp.qpn, index, CqeOpcode.RECV, status,
                         vendor_err=vendor, not_before=ready)
             nic.completer.qp_error(qp)
@@ -227,8 +227,8 @@ class Datagram:
         flags = int(CqeFlags.GRH)
         if p.imm is not None:
             flags |= CqeFlags.WITH_IMM
-        c.bump("received")
-        c.bump("received_bytes", p.payload_len)
+        bump(c, "received")
+        bump(c, "received_bytes", p.payload_len)
         nic.cq.post(qp.recv_cqn, qp.qpn, index, CqeOpcode.RECV, CqeStatus.SUCCESS, n,
                     p.imm or 0, src_qp=p.deth_src_qp or 0, flags=flags, not_before=posted,
                     solicited=p.solicited)

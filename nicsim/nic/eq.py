@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nicsim.hwif import EQE_SIZE, Eqc, Eqe, EqeType, cqe_owner
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import bump, new_counters
 from nicsim.nic.dma import Dma
 
 _EQE = Eqe.FMT
@@ -48,7 +48,7 @@ class EventQueues:
         self.dma = dma
         self.env = dma.env
         self.eqs: dict[int, EqCtx] = {}
-        self.counters = Counters("eqes", "interrupts", "eq_overflows", "no_eq", "moderated")
+        self.counters = new_counters("eqes", "interrupts", "eq_overflows", "no_eq", "moderated")
 
     def create(self, c: Eqc) -> None:
         self.eqs[c.eqn] = EqCtx(c.eqn, c.log_size, c.base, c.msi_addr, c.msi_data,
@@ -58,7 +58,7 @@ class EventQueues:
         """EQ_DB: (eqn << 32) | (arm << 31) | consumer index."""
         eq = self.eqs.get(value >> 32)
         if eq is None:
-            self.counters.bump("no_eq")
+            bump(self.counters, "no_eq")
             return
         ci = value & 0x7FFFFFFF
         # The register holds 31 bits of the count; rebuild it near our producer count.

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nicsim.hwif import MCAST_MAX_GROUPS, MCAST_MAX_QP_ATTACH, CmdStatus, QpType
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import bump, new_counters
 from nicsim.wire import MCAST_QPN, Packet, Transport, is_multicast_ip, multicast_mac
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class Multicast:
         # Destination IP (4 or 16 bytes, as the packet carries it) -> attached QPNs in
         # attach order.
         self.groups: dict[bytes, list[int]] = {}
-        self.counters = Counters()
+        self.counters = new_counters()
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -93,12 +93,12 @@ class Multicast:
         nic = self.nic
         members = self.groups.get(p.dip)
         if members is None or p.frame[0:6] != multicast_mac(p.dip):
-            c.bump("drop_not_joined")
+            bump(c, "drop_not_joined")
             return
         if p.info.transport is not Transport.UD or p.dqpn != MCAST_QPN:
-            c.bump("drop_not_ud")  # only UD is multicast (C10-75)
+            bump(c, "drop_not_ud")  # only UD is multicast (C10-75)
             return
-        c.bump("received")
+        bump(c, "received")
         for qpn in members:
             qp = nic.qps.get(qpn)
             if qp is None:
@@ -106,5 +106,5 @@ class Multicast:
             if p.pkey != qp.pkey:
                 nic.rx["bad_pkey"] += 1
                 continue
-            c.bump("delivered")
+            bump(c, "delivered")
             nic.datagram.receive(qp, p)

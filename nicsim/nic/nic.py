@@ -37,7 +37,7 @@ from nicsim.nic.cc import NotificationPoint, make_rate_control
 from nicsim.nic.command import CommandProcessor
 from nicsim.nic.completer import Completer
 from nicsim.nic.config import NicConfig
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import Counters, bump, new_counters
 from nicsim.nic.cq import CqCtx, CqWriter
 from nicsim.nic.datagram import Datagram
 from nicsim.nic.dma import Dma
@@ -132,10 +132,10 @@ class Nic(MmioDevice):
                                     self.engine.rate_changed)
         self.np = NotificationPoint(env, cfg.cc.cnp, self.builder_for, self.port.send)
         self.regs: dict[int, int] = {}
-        self.rx = Counters("packets", "bytes", "roce_packets", "not_for_us", "unknown_qpn",
+        self.rx = new_counters("packets", "bytes", "roce_packets", "not_for_us", "unknown_qpn",
                            "qp_type_mismatch", "bad_pkey", "bad_src_ip", "bad_dst_ip",
                            "bad_padcount", "cnp", "cnp_ignored", "ce_marked")
-        self.drops: Counters = Counters()  # parse drops by ParseError reason
+        self.drops: Counters = new_counters()  # parse drops by ParseError reason
         self.trace_log: list[tuple[float, str, dict[str, Any]]] = []
         self.tracing = False
 
@@ -370,7 +370,7 @@ class Nic(MmioDevice):
             if is_mac_control(frame):
                 self._mac_control(frame)
                 return
-            self.drops.bump(e.reason.value)
+            bump(self.drops, e.reason.value)
             return
         if not checked:
             rx["roce_packets"] += 1

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from nicsim.hwif import ODP_EQN, EqeType, FaultFlags, PageFaultEqe
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import new_counters
 from nicsim.nic.eq import EventQueues
 from nicsim.nic.qp import QpCtx
 
@@ -34,7 +34,7 @@ class PageFaults:
         self.kick = kick
         self.pending: dict[int, list[QpCtx]] = {}  # MPT index -> QPs whose send work waits
         self.failed: set[int] = set()  # regions whose last fault the driver could not resolve
-        self.counters = Counters("page_faults", "faults_joined", "wqe_waits", "rnr_naks",
+        self.counters = new_counters("page_faults", "faults_joined", "wqe_waits", "rnr_naks",
                                  "ud_drops", "resumes", "resume_failed")
 
     def fault(self, fault: tuple[int, int, int], write: bool, t: float) -> None:

@@ -19,7 +19,7 @@ import simpy
 
 from nicsim.fabric.link import _NORMAL, Link, Tap, Tick, _Wake
 from nicsim.fabric.pfc import NUM_PRIORITIES, PfcFrame, quanta_ns
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import bump, new_counters
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE, Unbuilt
 
 _WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG  # see nicsim.wire.wire_bytes
@@ -42,7 +42,7 @@ class Port:
         self._end = 0
         self._ns_per_byte = 0.08
         self.free = 0.0  # when the transmitter is next idle (queued: projected, no pauses)
-        self.counters = Counters("tx_frames", "tx_bytes", "tx_busy_ns", "pfc_received",
+        self.counters = new_counters("tx_frames", "tx_bytes", "tx_busy_ns", "pfc_received",
                                  "pfc_ignored", "pause_ignored",
                                  "mac_control_malformed")
         self.pfc = frozenset(pfc_classes)
@@ -140,8 +140,8 @@ class Port:
         dur = (_WIRE_EXTRA + (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)) * self._ns_per_byte
         self._loop_free = start + dur
         c = self.counters
-        c.bump("loopback_frames")
-        c.bump("loopback_bytes", n)
+        bump(c, "loopback_frames")
+        bump(c, "loopback_bytes", n)
         item = (frame, round(start + ETH_PREAMBLE * self._ns_per_byte))  # start of frame
         self._looping.append(item)
         arrive = start + dur - ETH_IFG * self._ns_per_byte + self.loopback_ns

@@ -30,7 +30,7 @@ from nicsim.hwif import (
     XlateStatus,
 )
 from nicsim.nic.completer import _CQE_OPCODE
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import bump, new_counters
 from nicsim.nic.dma import position
 from nicsim.nic.qp import PLACEMENT_OPS, PSN_MASK, QpCtx, SendOp, psn_diff
 from nicsim.nic.translation import Walk
@@ -110,7 +110,7 @@ class Requester:
     def __init__(self, nic: Nic) -> None:
         self.nic = nic
         self.env: simpy.Environment = nic.env
-        self.counters = Counters("wqes", "data_packets", "data_bytes", "read_requests",
+        self.counters = new_counters("wqes", "data_packets", "data_bytes", "read_requests",
                                  "atomic_requests", "local_errors", "flushed",
                                  "retransmitted_packets", "resends", "timeouts",
                                  "blocked_rd_atomic", "blocked_fence", "blocked_credits",
@@ -372,13 +372,13 @@ class Requester:
                             reth(ctrl.remote_addr + off, ctrl.rkey, sop.length - off),
                             ackreq=True)
         elif sop.opcode is WqeOpcode.FLUSH:
-            self.counters.bump("flush_requests")
+            bump(self.counters, "flush_requests")
             plt, sel = ctrl.swap & 0xF, (ctrl.swap >> 4) & 3
             frame = b.build(Opcode.RC_FLUSH, qp.dest_qpn, sop.first_psn,
                             feth(0, sel, plt) + reth(ctrl.remote_addr, ctrl.rkey, sop.length),
                             ackreq=True)
         elif sop.opcode is WqeOpcode.ATOMIC_WRITE:
-            self.counters.bump("atomic_write_requests")
+            bump(self.counters, "atomic_write_requests")
             frame = b.build(Opcode.RC_ATOMIC_WRITE, qp.dest_qpn, sop.first_psn,
                             reth(ctrl.remote_addr, ctrl.rkey, 8), _Q.pack(ctrl.swap),
                             ackreq=True)

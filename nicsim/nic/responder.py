@@ -30,7 +30,7 @@ from nicsim.hwif import (
     XlateStatus,
 )
 from nicsim.nic.aeth import Syndrome, credit_code
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import bump, new_counters
 from nicsim.nic.engines import Units, cycles_ns
 from nicsim.nic.qp import PSN_MASK, QpCtx, RdRes, RespCtx, RespState, psn_diff
 from nicsim.nic.translation import Held, Walk
@@ -73,7 +73,7 @@ class Responder:
         self._unit_cost = cycles_ns(cfg.rx_parse_cycles + cfg.resp_cycles, cfg.clock_mhz)
         self._ack_every = nic.cfg.ack_coalesce
         self._xlate = nic.xlate
-        self.counters = Counters(
+        self.counters = new_counters(
             "requests", "send_packets", "write_packets", "read_requests", "atomics",
             "read_response_packets", "bytes_placed", "acks_sent", "naks_sent", "rnr_naks_sent",
             "duplicates", "out_of_sequence", "recv_completions", "drop_qp_state",
@@ -642,7 +642,7 @@ class Responder:
         the selectivity level is a range (RETH) or the whole MR (the RETH's address and
         length ignored). A persistent placement cannot be granted on nsnic: no MR holds
         FLUSH_PERSISTENT (the host has no persistent memory)."""
-        self.counters.bump("flushes")
+        bump(self.counters, "flushes")
         plt, sel = p.feth_plt, p.feth_sel
         if plt not in _FLUSH_TYPES or sel not in (_SEL_RANGE, _SEL_MR):
             self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)  # reserved values
@@ -668,7 +668,7 @@ class Responder:
         once it is in memory. REMOTE_WRITE on the QP and the region (NAK remote access), 8
         bytes to an 8-byte aligned address (NAK invalid request, as rxe's misaligned
         atomic)."""
-        self.counters.bump("atomic_writes")
+        bump(self.counters, "atomic_writes")
         if not qp.access & _RW:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
@@ -759,9 +759,9 @@ class Responder:
         if kind is Kind.FLUSH or kind is Kind.ATOMIC_WRITE:
             # Answered again from the remembered result, never executed twice.
             if res is None or not res.placement or res.first_psn != p.psn:
-                self.counters.bump("duplicate_placement_dropped")
+                bump(self.counters, "duplicate_placement_dropped")
                 return
-            self.counters.bump("placement_replays")
+            bump(self.counters, "placement_replays")
             self._placement_response(qp, p.psn, t)
             return
         if kind is Kind.READ_REQ:

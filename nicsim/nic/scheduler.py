@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import simpy
 
 from nicsim.fabric.link import _NORMAL, _Wake
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import new_counters
 from nicsim.nic.engines import Units
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
@@ -47,7 +47,7 @@ class SendEngine:
         self._wake: simpy.Event | None = None
         self.requester: Requester
         self.fetch: WqeFetch
-        self.counters = Counters("doorbells", "doorbell_bad_target", "schedules", "jobs",
+        self.counters = new_counters("doorbells", "doorbell_bad_target", "schedules", "jobs",
                                  "bf_as_doorbell", "bf_bad_write", "wqe_waits")
         # The send engines (QP schedulers, nicsim.nic.engines), two pipelined stages each:
         # a WQE started occupies a WQE stage for `wqe_cost` ns (scheduler pick and WQE

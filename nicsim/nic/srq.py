@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nicsim.hwif import WQE_INDEX_MASK, EqeType
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import new_counters
 from nicsim.nic.dma import Dma
 from nicsim.nic.eq import ASYNC_EQN, EventQueues
 
@@ -44,7 +44,7 @@ class SharedReceiveQueues:
     def __init__(self, eqs: EventQueues) -> None:
         self.eqs = eqs
         self.srqs: dict[int, SrqCtx] = {}
-        self.counters = Counters("srq_wqes", "srq_empty", "srq_limit_events")
+        self.counters = new_counters("srq_wqes", "srq_empty", "srq_limit_events")
 
     @staticmethod
     def resize(srq: SrqCtx, dma: Dma, base: int, log_size: int) -> bool:

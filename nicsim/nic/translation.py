@@ -120,6 +120,7 @@ class _MttLines(OrderedDict):
 
 
 CHUNK = 64 << 10  # bytes of a buffer walked through the MTT at a time
+_SEGS_MEMO = 4096  # chunks whose segments the walk remembers
 
 
 class Walk:
@@ -165,6 +166,10 @@ class TranslationCache:
         self.mpt_capacity = mpt_entries
         self._mpt: OrderedDict[int, Mpt] = OrderedDict()
         self._mtt = _MttLines(self._fetch_line, mtt_entries)
+        self._mtt_gen = 0  # MTT invalidations
+        # Walk chunks' segments: (MTT index, region start, page shift, va, length) ->
+        # ((MTT misses, generation) when worked out, segments). See walk.
+        self._segs: dict[tuple[int, int, int, int, int], tuple[tuple[int, int], Segments]] = {}
         self.mpt_hits = self.mpt_misses = self.mtt_hits = 0
         # Protection epoch (see the module docstring): advanced by every change that can
         # invalidate a translation someone holds; MPT index -> epoch of its last revocation.
@@ -213,6 +218,7 @@ class TranslationCache:
     def invalidate_mtt(self, first: int, count: int) -> None:
         for i in range(first, first + count):
             self._mtt.pop(i, None)
+        self._mtt_gen += 1
 
     def mpt(self, key: int) -> tuple[Mpt | None, int]:
         """The MPT entry for `key`'s index (None beyond the table), and 1 if it was a miss."""
@@ -275,6 +281,7 @@ class TranslationCache:
         misses it took."""
         before = self._mtt.misses
         todo, segs = w._todo, w.segs
+        memo = self._segs
         while w.covered < upto and todo:
             mpt, va, n = todo[0]
             k = min(n, CHUNK - (va & (CHUNK - 1)))  # up to the next chunk boundary
@@ -282,7 +289,21 @@ class TranslationCache:
             self.mtt_hits += ((va + k - 1) >> shift) - (va >> shift) + 1
             # (Segments of one chunk are merged where contiguous, never with the last one
             # already there: a consumer may have moved past its end.)
-            segs += split(mpt, self._mtt, va, k)
+            # A chunk's segments depend only on MTT entries: when no line has come into the
+            # cache, left it or been invalidated since they were last worked out (the same
+            # miss count and generation), every entry is still there and the same, and so
+            # are the segments, with no miss.
+            key = (mpt.mtt_index, mpt.start, shift, va, k)
+            gen = (self._mtt.misses, self._mtt_gen)
+            got = memo.get(key)
+            if got is not None and got[0] == gen:
+                segs += got[1]
+            else:
+                part = split(mpt, self._mtt, va, k)
+                segs += part
+                if len(memo) >= _SEGS_MEMO:
+                    memo.clear()
+                memo[key] = ((self._mtt.misses, self._mtt_gen), part)
             w.covered += k
             if k == n:
                 del todo[0]

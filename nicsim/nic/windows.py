@@ -24,6 +24,7 @@ from nicsim.hwif import (
     SendWqeCtrl,
     key_index,
 )
+from nicsim.nic.counters import bump
 
 if TYPE_CHECKING:
     from nicsim.nic.nic import Nic
@@ -61,14 +62,14 @@ class MemoryWindows:
         if mw is None or not mw.flags & MptFlags.MW or mw.pd != pd or \
                 bool(mw.flags & MptFlags.MW_TYPE2) != (mw_type == _MW_TYPE_2) or \
                 mw_type == _MW_TYPE_2 and mw.flags & MptFlags.VALID:
-            cnt.bump("mw_bind_errors")  # not a window of this PD, or a bound type 2 window
+            bump(cnt, "mw_bind_errors")  # not a window of this PD, or a bound type 2 window
             return CqeStatus.MW_BIND_ERR
         if mr is None or not mr.flags & MptFlags.VALID or mr.flags & MptFlags.MW or \
                 mr.key != mr_key or mr.pd != pd or not mr.access & Access.MW_BIND or \
                 rights & ~_RIGHTS or \
                 rights & _REMOTE_WRITES and not mr.access & Access.LOCAL_WRITE or \
                 length and (va < mr.start or va + length > mr.start + mr.length):
-            cnt.bump("mw_bind_errors")  # the MR cannot carry this window (C10-70..74)
+            bump(cnt, "mw_bind_errors")  # the MR cannot carry this window (C10-70..74)
             return CqeStatus.MW_BIND_ERR
         shift = mr.page_shift
         mtt = mr.mtt_index + (va >> shift) - (mr.start >> shift)
@@ -77,7 +78,7 @@ class MemoryWindows:
             flags |= MptFlags.VALID
         self._write(Mpt(new_key, mw.pd, va, length, mtt if length else 0, rights, flags,
                         shift))
-        cnt.bump("mw_binds")
+        bump(cnt, "mw_binds")
         return CqeStatus.SUCCESS
 
     def invalidate(self, pd: int, key: int) -> bool:
@@ -87,9 +88,9 @@ class MemoryWindows:
         if e is None or e.key != key or e.pd != pd or \
                 e.flags & (MptFlags.VALID | MptFlags.MW | MptFlags.MW_TYPE2) != \
                 MptFlags.VALID | MptFlags.MW | MptFlags.MW_TYPE2:
-            self.counters.bump("mw_invalidate_errors")
+            bump(self.counters, "mw_invalidate_errors")
             return False
         e.flags &= ~MptFlags.VALID
         self._write(e)
-        self.counters.bump("mw_invalidations")
+        bump(self.counters, "mw_invalidations")
         return True

@@ -32,7 +32,7 @@ from nicsim.hwif import (
     WqeFlags,
 )
 from nicsim.nic.config import NicConfig
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import new_counters
 from nicsim.nic.dma import Dma
 from nicsim.nic.engines import Units
 from nicsim.nic.qp import QpCtx
@@ -86,7 +86,7 @@ class WqeFetch:
         self.dma = dma
         self.tags = Units(cfg.dma_read_tags)
         self._decode = cfg.wqe_decode_ns
-        self.counters = Counters("sq_dma_reads", "sq_wqes", "rq_dma_reads", "rq_wqes",
+        self.counters = new_counters("sq_dma_reads", "sq_wqes", "rq_dma_reads", "rq_wqes",
                                  "rq_cache_misses", "bf_wqes")
 
     def _read(self, pa: int, n: int, not_before: float) -> tuple[bytes, float]:

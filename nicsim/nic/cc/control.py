@@ -15,7 +15,7 @@ from collections.abc import Callable
 import simpy
 
 from nicsim.nic.cc.config import CcAlgorithm, CcConfig
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import new_counters
 from nicsim.nic.qp import QpCtx
 
 
@@ -28,7 +28,7 @@ class RateControl(ABC):
         self.cfg = cfg
         self._line = line_gbps  # the port's rate, known once it is cabled
         self.rate_changed = rate_changed
-        self.counters = Counters("cnp_received")
+        self.counters = new_counters("cnp_received")
         # qpn -> [(time ns, rate Gb/s, alpha)], when cfg.trace is set
         self.series: dict[int, list[tuple[float, float, float]]] = {}
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import simpy
 
 from nicsim.nic.cc.config import CnpConfig
-from nicsim.nic.counters import Counters
+from nicsim.nic.counters import new_counters
 from nicsim.nic.qp import QpCtx
 from nicsim.wire import CNP_PAD, FrameBuilder
 from nicsim.wire.opcodes import Opcode
@@ -30,7 +30,7 @@ class NotificationPoint:
         self.interval_ns = cfg.interval_us * 1000.0
         self.builder = builder
         self.send = send
-        self.counters = Counters("ce_marked", "cnp_sent", "cnp_suppressed")
+        self.counters = new_counters("ce_marked", "cnp_sent", "cnp_suppressed")
         # Per QP number: the QP's own frame builder when the CNP builder was made, and the
         # CNP builder. A modify that changes the path (AV, destination QP) or a reset gives
         # the QP a new builder (nicsim.nic.command), so the CNP builder follows it; the
