@@ -79,3 +79,37 @@ def test_walk_gives_the_same_bytes_a_chunk_at_a_time(start, mr_len, data, contig
     flat = [p + i for p, n in w.segs for i in range(n)]
     assert flat == [p + i for p, n in _bytewise(mpt, mtt, start, mr_len) for i in range(n)]
     assert w.covered == mr_len
+
+
+def test_a_walk_sees_mtt_entries_as_the_cache_holds_them_now():
+    """The walk remembers chunks' segments; what it hands out must still be what the MTT
+    cache holds: after an invalidation, and after the lines were evicted and fetched again
+    from a table that changed meanwhile."""
+    table = bytearray(8 * 64)  # 64 MTT entries in "host memory"
+
+    def put(first: int, pas: list[int]) -> None:
+        for i, pa in enumerate(pas):
+            table[(first + i) * 8:(first + i + 1) * 8] = pa.to_bytes(8, "little")
+
+    x = TranslationCache(lambda a, n: bytes(table[a:a + n]), 16, 16)  # 16 entries: 2 lines
+    x.mtt_entries = 64
+    a = Mpt(0x105, 1, 0, 4 * 4096, 0, Access.LOCAL_WRITE, MptFlags.VALID)
+    b = Mpt(0x205, 1, 0, 16 * 4096, 8, Access.LOCAL_WRITE, MptFlags.VALID)
+
+    def segs(mpt: Mpt) -> list[tuple[int, int]]:
+        w = Walk([(mpt, 0, mpt.length)])
+        x.walk(w, mpt.length)
+        return w.segs
+
+    put(0, [0x10000, 0x30000, 0x50000, 0x70000])
+    put(8, [0x100000 + i * 0x2000 for i in range(16)])
+    first = [(0x10000, 4096), (0x30000, 4096), (0x50000, 4096), (0x70000, 4096)]
+    assert segs(a) == first
+    assert segs(a) == first  # (remembered)
+    put(0, [0x90000, 0x91000, 0xA0000, 0xB0000])
+    assert segs(a) == first  # the cache still holds the old line: so does the NIC
+    x.invalidate_mtt(0, 4)
+    assert segs(a) == [(0x90000, 8192), (0xA0000, 4096), (0xB0000, 4096)]
+    put(0, [0x20000, 0x40000, 0x60000, 0x80000])
+    segs(b)  # two lines: a's line is evicted
+    assert segs(a) == [(0x20000, 4096), (0x40000, 4096), (0x60000, 4096), (0x80000, 4096)]
