@@ -386,3 +386,30 @@ def test_tap_writes_what_scapy_writes(tmp_path: FsPath) -> None:
         w.write_packet(frame, sec=sec, usec=nsec, caplen=len(frame), wirelen=len(frame))
     w.close()
     assert (tmp_path / "tap.pcap").read_bytes() == (tmp_path / "scapy.pcap").read_bytes()
+
+
+def test_tap_survives_short_writes(tmp_path: FsPath, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel may take part of a gathered write (a signal, a full pipe): the capture is
+    still every record whole and in order, more than one writev's worth of them."""
+    import os
+
+    real = os.writev
+    calls = []
+
+    def short(fd: int, bufs: list) -> int:
+        calls.append(len(bufs))
+        first = bytes(bufs[0])
+        # Sometimes part of the first buffer, sometimes the first and part of the second.
+        if len(calls) % 2 or len(bufs) == 1:
+            return real(fd, [first[:max(1, len(first) // 3)]])
+        return real(fd, [first, bytes(bufs[1])[:1]])
+
+    monkeypatch.setattr(os, "writev", short)
+    path = tmp_path / "short.pcap"
+    frames = [bytes([i % 251]) * (60 + i % 300) for i in range(1500)]
+    with PcapTap(path) as tap:
+        for i, f in enumerate(frames):
+            tap.write(f, 1000 * i)
+    assert max(calls) == 1024  # one batch of buffers, the most one call takes
+    got = [(bytes(d), meta.sec * 10**9 + meta.usec) for d, meta in RawPcapReader(str(path))]
+    assert got == [(f, 1000 * i) for i, f in enumerate(frames)]
