@@ -125,3 +125,38 @@ def test_a_tap_added_while_frames_are_in_flight_records_them_built() -> None:
         parse(f)  # ICRC checked
     settle(w)
     assert b.mr.read(128 * KIB, 0) == a.mr.read(128 * KIB, 0)
+
+
+def test_hostile_unbuilt_packets_get_what_their_frames_would() -> None:
+    """An Unbuilt packet gets no more trust than its bytes: from a spoofed address it is
+    dropped and counted, and an empty LAST that would end a message whose bytes are all
+    placed is an invalid request (a LAST carries at least one byte, C9-92), not a completion."""
+    from nicsim.hwif import QpState
+    from nicsim.wire import FrameBuilder, Path, reth
+    from nicsim.wire.opcodes import Opcode
+
+    w, a, b = pair(mtu=e.IBV_MTU_1024, mr_len=64 * KIB)
+    nb = w.nics["b"]
+    qa = w.nics["a"].qps[a.qp.qp_num]
+    qb = nb.qps[b.qp.qp_num]
+    legit = qa.builder
+    p = legit.path
+    spoofed = FrameBuilder(Path(p.smac, p.dmac, bytes([10, 9, 9, 9]), p.dip, p.sport))
+    assert spoofed.deferrable
+    before = bytes(b.mr.read(64 * KIB, 0))
+    nb.receive(Unbuilt(spoofed, int(Opcode.RC_RDMA_WRITE_MIDDLE), qb.qpn, qb.epsn,
+                       bytes(1024), False))
+    assert nb.counters()["rx.bad_src_ip"] == 1
+    # FIRST of 2 KiB (as bytes), its MIDDLE, then an empty LAST: all from the right path.
+    psn = qb.epsn
+    nb.receive(legit.build(int(Opcode.RC_RDMA_WRITE_FIRST), qb.qpn, psn,
+                           reth(b.mr.buf, b.mr.rkey, 2048), bytes([1]) * 1024))
+    nb.receive(Unbuilt(legit, int(Opcode.RC_RDMA_WRITE_MIDDLE), qb.qpn, psn + 1,
+                       bytes([2]) * 1024, False))
+    assert qb.state is QpState.RTS
+    nb.receive(Unbuilt(legit, int(Opcode.RC_RDMA_WRITE_LAST), qb.qpn, psn + 2, b"", True))
+    c = nb.counters()
+    assert c["responder.naks_sent"] == 1 and qb.state is QpState.ERR
+    settle(w)
+    assert bytes(b.mr.read(2048, 0)) == bytes([1]) * 1024 + bytes([2]) * 1024
+    assert bytes(b.mr.read(64 * KIB - 2048, 2048)) == before[2048:]

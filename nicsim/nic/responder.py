@@ -162,7 +162,8 @@ class Responder:
         last = op == _WRITE_LAST
         if last:
             # The end of the RETH's length exactly, at most one MTU (C9-92).
-            if r.state is not RespState.IN_WRITE or n > qp.mtu or r.msg_len + n != r.rq_cap:
+            if (r.state is not RespState.IN_WRITE or not n or n > qp.mtu
+                    or r.msg_len + n != r.rq_cap):
                 return False
             kind = "write_packets"
         elif n != qp.mtu or r.msg_len + n > r.rq_cap:
