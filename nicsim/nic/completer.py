@@ -59,10 +59,10 @@ class Completer:
         self._parse = cycles_ns(nic.cfg.rx_parse_cycles, nic.cfg.clock_mhz)
         self._rx_lag = nic.cfg.rx_pipeline_ns  # (per response packet: hoisted)
         self.counters = new_counters("acks", "naks", "rnr_naks", "read_response_packets",
-                                 "atomic_acks", "send_completions", "error_completions",
-                                 "flush_completions", "unexpected_responses",
-                                 "duplicate_responses", "out_of_sequence_responses",
-                                 "implicit_naks", "qp_errors", "nak_seq_redundant")
+                                     "atomic_acks", "send_completions", "error_completions",
+                                     "flush_completions", "unexpected_responses",
+                                     "duplicate_responses", "out_of_sequence_responses",
+                                     "implicit_naks", "qp_errors", "nak_seq_redundant")
 
     @staticmethod
     def _pop(qp: QpCtx) -> SendOp:

@@ -133,8 +133,8 @@ class Nic(MmioDevice):
         self.np = NotificationPoint(env, cfg.cc.cnp, self.builder_for, self.port.send)
         self.regs: dict[int, int] = {}
         self.rx = new_counters("packets", "bytes", "roce_packets", "not_for_us", "unknown_qpn",
-                           "qp_type_mismatch", "bad_pkey", "bad_src_ip", "bad_dst_ip",
-                           "bad_padcount", "cnp", "cnp_ignored", "ce_marked")
+                               "qp_type_mismatch", "bad_pkey", "bad_src_ip", "bad_dst_ip",
+                               "bad_padcount", "cnp", "cnp_ignored", "ce_marked")
         self.drops: Counters = new_counters()  # parse drops by ParseError reason
         self.trace_log: list[tuple[float, str, dict[str, Any]]] = []
         self.tracing = False

@@ -35,7 +35,7 @@ class PageFaults:
         self.pending: dict[int, list[QpCtx]] = {}  # MPT index -> QPs whose send work waits
         self.failed: set[int] = set()  # regions whose last fault the driver could not resolve
         self.counters = new_counters("page_faults", "faults_joined", "wqe_waits", "rnr_naks",
-                                 "ud_drops", "resumes", "resume_failed")
+                                     "ud_drops", "resumes", "resume_failed")
 
     def fault(self, fault: tuple[int, int, int], write: bool, t: float) -> None:
         """Raise the fault `fault` ((MPT index, first page, pages), as

@@ -43,8 +43,8 @@ class Port:
         self._ns_per_byte = 0.08
         self.free = 0.0  # when the transmitter is next idle (queued: projected, no pauses)
         self.counters = new_counters("tx_frames", "tx_bytes", "tx_busy_ns", "pfc_received",
-                                 "pfc_ignored", "pause_ignored",
-                                 "mac_control_malformed")
+                                     "pfc_ignored", "pause_ignored",
+                                     "mac_control_malformed")
         self.pfc = frozenset(pfc_classes)
         self.queued = bool(self.pfc)
         # Queued transmitter (PFC): FIFOs by priority of (frame, ready_at), frames queued,

@@ -111,10 +111,10 @@ class Requester:
         self.nic = nic
         self.env: simpy.Environment = nic.env
         self.counters = new_counters("wqes", "data_packets", "data_bytes", "read_requests",
-                                 "atomic_requests", "local_errors", "flushed",
-                                 "retransmitted_packets", "resends", "timeouts",
-                                 "blocked_rd_atomic", "blocked_fence", "blocked_credits",
-                                 "revoked", "blocked_local_op")
+                                     "atomic_requests", "local_errors", "flushed",
+                                     "retransmitted_packets", "resends", "timeouts",
+                                     "blocked_rd_atomic", "blocked_fence", "blocked_credits",
+                                     "revoked", "blocked_local_op")
 
     # -- local translation ------------------------------------------------------------------
 

@@ -48,7 +48,7 @@ class SendEngine:
         self.requester: Requester
         self.fetch: WqeFetch
         self.counters = new_counters("doorbells", "doorbell_bad_target", "schedules", "jobs",
-                                 "bf_as_doorbell", "bf_bad_write", "wqe_waits")
+                                     "bf_as_doorbell", "bf_bad_write", "wqe_waits")
         # The send engines (QP schedulers, nicsim.nic.engines), two pipelined stages each:
         # a WQE started occupies a WQE stage for `wqe_cost` ns (scheduler pick and WQE
         # parse), a packet a header stage for `pkt_cost` (header build). A QP's items take

@@ -87,7 +87,7 @@ class WqeFetch:
         self.tags = Units(cfg.dma_read_tags)
         self._decode = cfg.wqe_decode_ns
         self.counters = new_counters("sq_dma_reads", "sq_wqes", "rq_dma_reads", "rq_wqes",
-                                 "rq_cache_misses", "bf_wqes")
+                                     "rq_cache_misses", "bf_wqes")
 
     def _read(self, pa: int, n: int, not_before: float) -> tuple[bytes, float]:
         """A descriptor read on a free tag; returns the bytes and when they are decoded."""
