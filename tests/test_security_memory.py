@@ -31,6 +31,7 @@ from nicsim.fabric.faults import FaultConfig
 from nicsim.host.memory import MemoryError_
 from nicsim.hwif import UarReg
 from nicsim.wire import Opcode, parse, reth
+from nicsim.wire.packet import Unbuilt
 from nicsim.world import World
 from tests.rdma import ALL_ACCESS, Side, connect, drain, make_side, pair, settle, wait
 
@@ -157,9 +158,11 @@ def test_read_destination_freed_and_reused_mid_read():
     assert wc.status == e.IBV_WC_LOC_PROT_ERR
 
 
-def test_forged_write_continuation_after_dereg():
+@pytest.mark.parametrize("unbuilt", [False, True], ids=["frames", "unbuilt"])
+def test_forged_write_continuation_after_dereg(unbuilt):
     """1d: a WRITE FIRST checked against a live MR gives no licence to the MIDDLE and LAST
-    packets once the MR is gone: they are refused with a remote access NAK (0x62)."""
+    packets once the MR is gone: they are refused with a remote access NAK (0x62), also when
+    they come as the receive fast path's Unbuilt packets (nicsim.wire.packet)."""
     w, a, b = pair()
     t = tap(w)
     other = stranger(w, "b")
@@ -172,9 +175,13 @@ def test_forged_write_continuation_after_dereg():
     naks = counter(w, "b", "responder.naks_sent")
     # No timing needed: the FIRST has been checked and placed before dereg returns.
     va = free_and_reuse(b.ctx, b.mr, other, n)
-    nb.receive(bld.build(Opcode.RC_RDMA_WRITE_MIDDLE, qb.qpn, qb.epsn, b"", MINE * KIB))
-    nb.receive(bld.build(Opcode.RC_RDMA_WRITE_LAST, qb.qpn, qb.epsn, b"", MINE * KIB,
-                         ackreq=True))
+    if unbuilt:
+        nb.receive(Unbuilt(bld, Opcode.RC_RDMA_WRITE_MIDDLE, qb.qpn, qb.epsn, MINE * KIB, False))
+        nb.receive(Unbuilt(bld, Opcode.RC_RDMA_WRITE_LAST, qb.qpn, qb.epsn, MINE * KIB, True))
+    else:
+        nb.receive(bld.build(Opcode.RC_RDMA_WRITE_MIDDLE, qb.qpn, qb.epsn, b"", MINE * KIB))
+        nb.receive(bld.build(Opcode.RC_RDMA_WRITE_LAST, qb.qpn, qb.epsn, b"", MINE * KIB,
+                             ackreq=True))
     settle(w)
     assert changed(other, va, n) == 0
     assert counter(w, "b", "responder.naks_sent") > naks
