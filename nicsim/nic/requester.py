@@ -270,10 +270,7 @@ class Requester:
             t = qp.eng_free
         t = eng.units.take(t, eng.wqe_cost)
         qp.eng_free = t + eng.wqe_cost
-        try:
-            op = WqeOpcode(ctrl.opcode)
-        except ValueError:
-            op = None
+        op = _WQE_OPCODES.get(ctrl.opcode)  # (not WqeOpcode(...): an enum call per WQE)
         if op in _LOCAL_OPS:  # memory windows: RC and UC (UD is served elsewhere)
             self._local_op(qp, wqe, op)  # type: ignore[arg-type]
             return
@@ -588,6 +585,7 @@ class Requester:
 
 
 _WRITE_LAST = int(Opcode.RC_RDMA_WRITE_LAST)
+_WQE_OPCODES = {int(o): o for o in WqeOpcode}
 _ATOMICS = (WqeOpcode.ATOMIC_CMP_AND_SWP, WqeOpcode.ATOMIC_FETCH_AND_ADD)
 # One request packet, answered by one response; FLUSH and ATOMIC WRITE also count against
 # max_rd_atomic and wait for fences like a READ.

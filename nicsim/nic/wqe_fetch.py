@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from nicsim.nic.srq import SrqCtx
 
 _SGE = struct.Struct("<QII")
+_INLINE = int(WqeFlags.INLINE)  # (an int: IntFlag operators run in Python)
 
 
 @dataclass(slots=True)
@@ -60,7 +61,7 @@ def decode_send_wqe(index: int, raw: bytes, stride: int, ud: bool = False) -> Se
     if ud:  # the address vector comes right after the control segment
         av = UdAv.unpack(raw, at)
         at += UD_AV_SIZE
-    if ctrl.flags & WqeFlags.INLINE:
+    if ctrl.flags & _INLINE:
         n = min(ctrl.inline_len, stride - at)
         return SendWqe(index, ctrl, [], raw[at:at + n], av)
     nsge = min(ctrl.num_sge, (stride - at) // SGE_SIZE)
@@ -133,7 +134,7 @@ class WqeFetch:
         if len(raw) < SEND_WQE_CTRL_SIZE + (UD_AV_SIZE if ud else 0):
             return False
         ctrl = SendWqeCtrl.unpack(raw)
-        body = ctrl.inline_len if ctrl.flags & WqeFlags.INLINE else ctrl.num_sge * SGE_SIZE
+        body = ctrl.inline_len if ctrl.flags & _INLINE else ctrl.num_sge * SGE_SIZE
         if SEND_WQE_CTRL_SIZE + (UD_AV_SIZE if ud else 0) + body > min(len(raw),
                                                                          qp.sq_stride):
             return False

@@ -47,6 +47,9 @@ class Ecn(Enum):
     CE = 0b11
 
 
+_ECNS = tuple(Ecn(v) for v in range(4))  # (indexing, not an enum call per packet)
+
+
 class ParseError(Enum):
     """Why a frame is not a well-formed RoCEv2 packet. The model counts drops by these."""
 
@@ -470,7 +473,7 @@ class Packet:
 
     @property
     def ecn(self) -> Ecn:
-        return Ecn(self.tos & 3)
+        return _ECNS[self.tos & 3]
 
     @property
     def name(self) -> str:
