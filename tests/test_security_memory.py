@@ -176,8 +176,9 @@ def test_forged_write_continuation_after_dereg(unbuilt):
     # No timing needed: the FIRST has been checked and placed before dereg returns.
     va = free_and_reuse(b.ctx, b.mr, other, n)
     if unbuilt:
-        nb.receive(Unbuilt(bld, Opcode.RC_RDMA_WRITE_MIDDLE, qb.qpn, qb.epsn, MINE * KIB, False))
-        nb.receive(Unbuilt(bld, Opcode.RC_RDMA_WRITE_LAST, qb.qpn, qb.epsn, MINE * KIB, True))
+        nb.receive(Unbuilt(bld, Opcode.RC_RDMA_WRITE_MIDDLE, qb.qpn, qb.epsn, b"", MINE * KIB))
+        nb.receive(Unbuilt(bld, Opcode.RC_RDMA_WRITE_LAST, qb.qpn, qb.epsn, b"", MINE * KIB,
+                           True))
     else:
         nb.receive(bld.build(Opcode.RC_RDMA_WRITE_MIDDLE, qb.qpn, qb.epsn, b"", MINE * KIB))
         nb.receive(bld.build(Opcode.RC_RDMA_WRITE_LAST, qb.qpn, qb.epsn, b"", MINE * KIB,

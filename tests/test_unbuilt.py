@@ -7,6 +7,7 @@ and completions result, with the same counters, as when every frame is built."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nicsim.driver.user import enums as e
@@ -146,17 +147,17 @@ def test_hostile_unbuilt_packets_get_what_their_frames_would() -> None:
     spoofed = FrameBuilder(Path(p.smac, p.dmac, bytes([10, 9, 9, 9]), p.dip, p.sport))
     assert spoofed.deferrable
     before = bytes(b.mr.read(64 * KIB, 0))
-    nb.receive(Unbuilt(spoofed, int(Opcode.RC_RDMA_WRITE_MIDDLE), qb.qpn, qb.epsn,
-                       bytes(1024), False))
+    nb.receive(Unbuilt(spoofed, int(Opcode.RC_RDMA_WRITE_MIDDLE), qb.qpn, qb.epsn, b"",
+                       bytes(1024)))
     assert nb.counters()["rx.bad_src_ip"] == 1
     # FIRST of 2 KiB (as bytes), its MIDDLE, then an empty LAST: all from the right path.
     psn = qb.epsn
     nb.receive(legit.build(int(Opcode.RC_RDMA_WRITE_FIRST), qb.qpn, psn,
                            reth(b.mr.buf, b.mr.rkey, 2048), bytes([1]) * 1024))
-    nb.receive(Unbuilt(legit, int(Opcode.RC_RDMA_WRITE_MIDDLE), qb.qpn, psn + 1,
-                       bytes([2]) * 1024, False))
+    nb.receive(Unbuilt(legit, int(Opcode.RC_RDMA_WRITE_MIDDLE), qb.qpn, psn + 1, b"",
+                       bytes([2]) * 1024))
     assert qb.state is QpState.RTS
-    nb.receive(Unbuilt(legit, int(Opcode.RC_RDMA_WRITE_LAST), qb.qpn, psn + 2, b"", True))
+    nb.receive(Unbuilt(legit, int(Opcode.RC_RDMA_WRITE_LAST), qb.qpn, psn + 2, b"", b"", True))
     c = nb.counters()
     assert c["responder.naks_sent"] == 1 and qb.state is QpState.ERR
     settle(w)
@@ -211,3 +212,46 @@ def test_any_mix_of_messages_is_the_same_unbuilt(mtu: int, data: st.DataObject) 
     assert none == 0
     assert plain == reference
     assert all(s == e.IBV_WC_SUCCESS for _, s, _, _ in plain[1])
+
+
+def _hostile(case: str, as_unbuilt: bool) -> tuple:
+    """Hand b's NIC one packet from a's path, as a frame or as Unbuilt; everything it shows."""
+    from nicsim.wire import aeth, reth
+    from nicsim.wire.opcodes import Opcode
+
+    w, a, b = pair(mtu=e.IBV_MTU_1024, mr_len=64 * KIB)
+    tap = Frames()
+    w.links[0].taps.append(tap)
+    nb = w.nics["b"]
+    qb = nb.qps[b.qp.qp_num]
+    bld = w.nics["a"].qps[a.qp.qp_num].builder
+    psn = qb.epsn
+    va, rkey = b.mr.buf, b.mr.rkey
+    pkt = {  # (opcode, psn, ext, payload, ackreq)
+        "bad rkey": (Opcode.RC_RDMA_WRITE_FIRST, psn, reth(va, rkey ^ 0x100, 4096),
+                     bytes(1024), False),
+        "out of bounds": (Opcode.RC_RDMA_WRITE_ONLY, psn, reth(va + 64 * KIB - 8, rkey, 16),
+                          bytes(16), True),
+        "no receive WQE": (Opcode.RC_SEND_ONLY, psn, b"", bytes(100), True),
+        "PSN ahead": (Opcode.RC_RDMA_WRITE_ONLY, (psn + 5) & 0xFFFFFF, reth(va, rkey, 8),
+                      bytes(8), True),
+        "length past the RETH": (Opcode.RC_RDMA_WRITE_ONLY, psn, reth(va, rkey, 8),
+                                 bytes(12), True),
+        "ACK from nowhere": (Opcode.RC_ACKNOWLEDGE, 77, aeth(0, 5), b"", False),
+    }[case]
+    op, p, ext, payload, ackreq = pkt
+    u = Unbuilt(bld, int(op), qb.qpn, p, ext, payload, ackreq)
+    nb.receive(u if as_unbuilt else u.build())
+    settle(w)
+    w.links[0].flush_taps()
+    return (tap.got, qb.state, b.mr.read(64 * KIB, 0), nb.counters(), w.env.now)
+
+
+@pytest.mark.parametrize("case", ["bad rkey", "out of bounds", "no receive WQE", "PSN ahead",
+                                  "length past the RETH", "ACK from nowhere"])
+def test_a_hostile_packet_gets_the_same_answer_unbuilt(case: str) -> None:
+    """Valid-ICRC packets with hostile contents, as frames and as Unbuilt: the same NAKs on
+    the wire, QP state, memory and counters."""
+    framed = _hostile(case, False)
+    assert _hostile(case, True) == framed
+    assert framed[0] or case == "ACK from nowhere"  # something was answered

@@ -316,9 +316,17 @@ class Nic(MmioDevice):
             if (qp is not None and qp.type is QpType.RC and b.addrs == qp.rx_addrs
                     and b.path.dmac == self.mac and qp.pkey == PKEY_DEFAULT):
                 rx["roce_packets"] += 1
-                if self.responder.middle(qp, u.opcode, u.psn, u.ackreq, u.payload):
+                op = u.opcode
+                if (op in _MIDDLES and not u.ext and not u.solicited and not len(u.payload) & 3
+                        and self.responder.middle(qp, op, u.psn, u.ackreq, u.payload)):
                     return
-                self._general(u.build(), None, True, False)
+                # Every check of the general path holds (an RC packet from this QP's path, to
+                # us, whole words of payload and pad, no ECN mark): what is left of it.
+                p = u.packet()
+                if p.info.is_request:
+                    self.responder.request(qp, p)
+                else:
+                    self.completer.response(qp, p)
                 return
             self._general(u.build(), None, False, False)
             return

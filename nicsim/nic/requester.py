@@ -441,10 +441,8 @@ class Requester:
         last_i = npkts - 1
         first_ext = reth(ctrl.remote_addr, ctrl.rkey, total) if is_write else b""
         last_ext = immdt(ctrl.imm_inv) if has_imm else ieth(ctrl.imm_inv) if has_inv else b""
-        # Packets the peer's receive fast path takes may travel unbuilt: MIDDLEs, and the LAST
-        # of an RC WRITE without immediate or SE.
+        # RC packets to another station travel unbuilt (nicsim.wire.packet.Unbuilt).
         deferrable = b.deferrable and reliable
-        last_deferrable = last_op == _WRITE_LAST and not solicited
         pos = qp.cur_pos
         i = qp.cur_k
         sent = 0
@@ -479,17 +477,20 @@ class Requester:
                 payload, ready, pos = read_at(segs, pos, n, s)
             else:
                 payload, ready = b"", s
-            if i and deferrable and (i < last_i or last_deferrable and not n & 3):
-                # Its bytes are made only if something looks (nicsim.wire.packet.Unbuilt).
-                frame = Unbuilt(b, mid_op if i < last_i else last_op, dqpn,
-                                (psn + i) & PSN_MASK, bytes(payload), i == last_i)
-            elif i == last_i:
-                ext = (first_ext + last_ext) if i == 0 else last_ext
+            if i == last_i:
+                op, ext = (only_op, first_ext + last_ext) if i == 0 else (last_op, last_ext)
                 # AckReq asks an RC responder to acknowledge; UC has no acknowledgements.
-                frame = build(only_op if i == 0 else last_op, dqpn, (psn + i) & PSN_MASK, ext,
-                              payload, ackreq=reliable, solicited=solicited)
+                if deferrable:  # its bytes are made only if something looks (Unbuilt)
+                    frame = Unbuilt(b, op, dqpn, (psn + i) & PSN_MASK, ext, bytes(payload),
+                                    True, solicited)
+                else:
+                    frame = build(op, dqpn, (psn + i) & PSN_MASK, ext, payload,
+                                  ackreq=reliable, solicited=solicited)
             elif i == 0:
-                frame = build(first_op, dqpn, psn, first_ext, payload)
+                frame = Unbuilt(b, first_op, dqpn, psn, first_ext, bytes(payload)) \
+                    if deferrable else build(first_op, dqpn, psn, first_ext, payload)
+            elif deferrable:
+                frame = Unbuilt(b, mid_op, dqpn, (psn + i) & PSN_MASK, b"", bytes(payload))
             else:
                 frame = build(mid_op, dqpn, (psn + i) & PSN_MASK, b"", payload)
             i += 1
@@ -584,7 +585,6 @@ class Requester:
             self.counters["flushed"] += 1
 
 
-_WRITE_LAST = int(Opcode.RC_RDMA_WRITE_LAST)
 _WQE_OPCODES = {int(o): o for o in WqeOpcode}
 _ATOMICS = (WqeOpcode.ATOMIC_CMP_AND_SWP, WqeOpcode.ATOMIC_FETCH_AND_ADD)
 # One request packet, answered by one response; FLUSH and ATOMIC WRITE also count against

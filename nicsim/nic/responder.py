@@ -37,6 +37,7 @@ from nicsim.nic.translation import Held, Walk
 from nicsim.nic.unreliable import UC_COUNTERS, UcReceive
 from nicsim.wire import Kind, Packet, aeth, atomic_ack_eth
 from nicsim.wire.opcodes import Opcode
+from nicsim.wire.packet import Unbuilt
 
 if TYPE_CHECKING:
     from nicsim.nic.nic import Nic
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
 _Q = struct.Struct("<Q")
 _RECEIVING = (QpState.RTR, QpState.RTS, QpState.SQD)
 _WRITE_MIDDLE = int(Opcode.RC_RDMA_WRITE_MIDDLE)
+_SEND_MIDDLE = int(Opcode.RC_SEND_MIDDLE)
+_ACK = int(Opcode.RC_ACKNOWLEDGE)
 _WRITE_LAST = int(Opcode.RC_RDMA_WRITE_LAST)
 MAX_DMA_LEN = 1 << 31  # a RETH DMA length beyond this is a length error (C9-92, as rxe)
 # A READ's source: its buffer, when the key check is done, the keys.
@@ -85,8 +88,12 @@ class Responder:
 
     def _send_ack(self, qp: QpCtx, psn: int, syndrome: int, t: float) -> None:
         assert qp.builder is not None
-        frame = qp.builder.build(Opcode.RC_ACKNOWLEDGE, qp.dest_qpn, psn,
-                                 aeth(syndrome, qp.msn))
+        b = qp.builder
+        if b.deferrable:  # its bytes are made only if something looks (wire.packet.Unbuilt)
+            frame: bytes | Unbuilt = Unbuilt(b, _ACK, qp.dest_qpn, psn, aeth(syndrome, qp.msn),
+                                             b"")
+        else:
+            frame = b.build(_ACK, qp.dest_qpn, psn, aeth(syndrome, qp.msn))
         self._respond(qp, frame, t)
         qp.resp.unacked = 0
         c = self.counters
@@ -172,7 +179,7 @@ class Responder:
             if r.state is not RespState.IN_WRITE:
                 return False
             kind = "write_packets"
-        elif r.state is RespState.IN_SEND:
+        elif op == _SEND_MIDDLE and r.state is RespState.IN_SEND:
             kind = "send_packets"
         else:
             return False
@@ -721,7 +728,7 @@ class Responder:
                                  + atomic_ack_eth(orig))
         self._respond(qp, frame, t)
 
-    def _respond(self, qp: QpCtx, frame: bytes, t: float) -> None:
+    def _respond(self, qp: QpCtx, frame: bytes | Unbuilt, t: float) -> None:
         """Send a response: straight to the port, unless READ responses of this QP are still
         queued, in which case it waits behind them (responses go out in PSN order, C9-96)."""
         r = qp.resp

@@ -319,40 +319,49 @@ class FrameBuilder:
 
 
 class Unbuilt:
-    """A data packet whose frame is not made yet: exactly the bytes
-    `builder.build(opcode, dqpn, psn, b"", payload, ackreq=ackreq)` would make (IPv4, default
-    P_Key, no pad, no SE, no ECN mark), built only if something needs them.
+    """A packet whose frame is not made yet: exactly the bytes
+    `builder.build(opcode, dqpn, psn, ext, payload, ackreq=ackreq, solicited=solicited)` would
+    make (IPv4, default P_Key, no ECN mark), built only if something needs them.
 
-    Most packets of bulk traffic between two NICs on one cable go from the framer to the peer's
-    receive fast path and nothing else looks at them (no tap, no fault, no switch). Making
-    their bytes would cost two ICRCs and a copy; the receiving NIC checks the same fields
-    (address, P_Key, PSN, opcode, length) on the object instead, and the ICRC is right by
-    construction. Anything else that meets one (a tap, a fault injector, a switch, a PFC
-    queue, the receive path's general case) builds the frame first, so what it sees is
-    byte for byte the frame it would have seen. `payload` is a copy of the data as the DMA
-    read returned it."""
+    The packets between two NICs on one cable go from the framer to the peer's receive path and,
+    unless a tap, a fault or a switch is on the way, nothing else looks at them. Making their
+    bytes would cost two ICRCs, a copy and a parse; the receiving NIC checks the same fields
+    (address, P_Key, QP, PSN, opcode, length) on the object instead (a MIDDLE on its fast path,
+    anything else as an UnbuiltPacket on the general path), and the ICRC is right by
+    construction. Anything else that meets one (a tap, a fault injector, a switch, a PFC queue)
+    builds the frame first, so what it sees is byte for byte the frame it would have seen.
+    `payload` is a copy of the data as the DMA read returned it."""
 
-    __slots__ = ("builder", "opcode", "dqpn", "psn", "payload", "ackreq", "n")
+    __slots__ = ("builder", "opcode", "dqpn", "psn", "ext", "payload", "ackreq", "solicited",
+                 "n")
 
-    def __init__(self, builder: FrameBuilder, opcode: int, dqpn: int, psn: int,
-                 payload: bytes, ackreq: bool) -> None:
+    def __init__(self, builder: FrameBuilder, opcode: int, dqpn: int, psn: int, ext: bytes,
+                 payload: bytes, ackreq: bool = False, solicited: bool = False) -> None:
         self.builder = builder
         self.opcode = opcode
         self.dqpn = dqpn
         self.psn = psn
+        self.ext = ext
         self.payload = payload
         self.ackreq = ackreq
-        self.n = _UNBUILT_HDR + len(payload)  # the frame's length
+        self.solicited = solicited
+        plen = len(payload)
+        self.n = _UNBUILT_HDR + len(ext) + plen + (-plen & 3)  # the frame's length
 
     def __len__(self) -> int:
         return self.n
 
     def build(self) -> bytes:
-        return self.builder.build(self.opcode, self.dqpn, self.psn, b"", self.payload,
-                                  ackreq=self.ackreq)
+        return self.builder.build(self.opcode, self.dqpn, self.psn, self.ext, self.payload,
+                                  ackreq=self.ackreq, solicited=self.solicited)
+
+    def packet(self) -> UnbuiltPacket:
+        """What `parse` gives for this frame, without building it."""
+        return UnbuiltPacket(self)
 
 
 _UNBUILT_HDR = ETH_HLEN + IPV4_HLEN + UDP_HLEN + BTH_LEN + ICRC_LEN
+_UNBUILT_BTH = ETH_HLEN + IPV4_HLEN + UDP_HLEN
 _BTH3 = struct.Struct("!III")
 _CRC_ONES8 = zlib.crc32(_ONES8)
 
@@ -519,33 +528,82 @@ def parse(frame: bytes, *, check_icrc: bool = True,
     if not info.has_payload and (payload_len or pad):
         raise WireError(ParseError.BAD_PADCOUNT if pad else ParseError.SHORT_HEADERS,
                         f"{info.opcode.name} carries no payload, found {payload_len} bytes")
-    for e, size in info.ext_layout:
-        if e is Ext.RETH:
-            p.reth_va, p.reth_rkey, p.reth_len = _RETH.unpack_from(frame, x)
-        elif e is Ext.AETH:
-            (v,) = _I.unpack_from(frame, x)
-            p.aeth_syndrome, p.aeth_msn = v >> 24, v & 0xFFFFFF
-        elif e is Ext.IMMDT:
-            (p.imm,) = _I.unpack_from(frame, x)
-        elif e is Ext.IETH:
-            (p.ieth_rkey,) = _I.unpack_from(frame, x)
-        elif e is Ext.ATOMIC_ETH:
-            p.atomic_va, p.atomic_rkey, p.atomic_swap_add, p.atomic_compare = \
-                _ATOMIC_ETH.unpack_from(frame, x)
-        elif e is Ext.ATOMIC_ACK_ETH:
-            (p.atomic_orig,) = _Q.unpack_from(frame, x)
-        elif e is Ext.DETH:
-            qkey, src = _DETH.unpack_from(frame, x)
-            p.deth_qkey, p.deth_src_qp = qkey, src & 0xFFFFFF
-        elif e is Ext.FETH:
-            (v,) = _I.unpack_from(frame, x)
-            p.feth_rsvd, p.feth_sel, p.feth_plt = v >> 6, (v >> 4) & 3, v & 0xF
-        x += size
+    x = _ext_fields(p, info, frame, x)
     p.payload_off, p.payload_len = x, payload_len
     (p.icrc,) = _ICRC.unpack_from(frame, end - ICRC_LEN)
     if check_icrc and not icrc_ok(frame, b, end, prefix):
         raise WireError(ParseError.BAD_ICRC, f"ICRC 0x{p.icrc:08x}")
     return p
+
+
+def _ext_fields(p: Packet, info: OpInfo, buf: bytes, x: int) -> int:
+    """Set p's extension header fields from the headers at buf[x:]; returns where they end."""
+    for e, size in info.ext_layout:
+        if e is Ext.RETH:
+            p.reth_va, p.reth_rkey, p.reth_len = _RETH.unpack_from(buf, x)
+        elif e is Ext.AETH:
+            (v,) = _I.unpack_from(buf, x)
+            p.aeth_syndrome, p.aeth_msn = v >> 24, v & 0xFFFFFF
+        elif e is Ext.IMMDT:
+            (p.imm,) = _I.unpack_from(buf, x)
+        elif e is Ext.IETH:
+            (p.ieth_rkey,) = _I.unpack_from(buf, x)
+        elif e is Ext.ATOMIC_ETH:
+            p.atomic_va, p.atomic_rkey, p.atomic_swap_add, p.atomic_compare = \
+                _ATOMIC_ETH.unpack_from(buf, x)
+        elif e is Ext.ATOMIC_ACK_ETH:
+            (p.atomic_orig,) = _Q.unpack_from(buf, x)
+        elif e is Ext.DETH:
+            qkey, src = _DETH.unpack_from(buf, x)
+            p.deth_qkey, p.deth_src_qp = qkey, src & 0xFFFFFF
+        elif e is Ext.FETH:
+            (v,) = _I.unpack_from(buf, x)
+            p.feth_rsvd, p.feth_sel, p.feth_plt = v >> 6, (v >> 4) & 3, v & 0xF
+        x += size
+    return x
+
+
+class UnbuiltPacket(Packet):
+    """The Packet `parse` would give for an Unbuilt's frame, made from its fields: BTH and
+    extension headers, and the payload as it is. The frame's bytes are built only if something
+    asks for them (`frame`, and the Ethernet, IP and UDP fields read from it)."""
+
+    __slots__ = ("_u", "_frame")
+
+    def __init__(self, u: Unbuilt) -> None:
+        self._u = u
+        self._frame: bytes | None = None
+        info = OPCODE_TABLE[u.opcode]
+        assert info is not None
+        plen = len(u.payload)
+        pad = -plen & 3
+        self.info = info
+        self.opcode = u.opcode
+        self._f1 = (0x80 if u.solicited else 0) | 0x40 | pad << 4
+        self._w1 = u.dqpn
+        self.pkey = PKEY_DEFAULT
+        self.dqpn = u.dqpn
+        self.ackreq = u.ackreq
+        self.psn = u.psn
+        self.ipv6 = False
+        self.bth_off = _UNBUILT_BTH
+        self.payload_off = _ext_fields(self, info, u.ext, 0) + _UNBUILT_BTH + BTH_LEN
+        self.payload_len = plen
+
+    @property  # type: ignore[override]
+    def frame(self) -> bytes:
+        if self._frame is None:
+            self._frame = self._u.build()
+        return self._frame
+
+    @property
+    def icrc(self) -> int:  # type: ignore[override]
+        (v,) = _ICRC.unpack_from(self.frame, len(self.frame) - ICRC_LEN)
+        return v
+
+    @property
+    def payload(self) -> memoryview:
+        return memoryview(self._u.payload)
 
 
 def l3_of(frame: bytes) -> tuple[int, int, int, bool]:
