@@ -165,13 +165,15 @@ def test_hostile_unbuilt_packets_get_what_their_frames_would() -> None:
     assert bytes(b.mr.read(64 * KIB - 2048, 2048)) == before[2048:]
 
 
-_KINDS = (e.IBV_WR_RDMA_WRITE, e.IBV_WR_RDMA_WRITE_WITH_IMM, e.IBV_WR_SEND, e.IBV_WR_RDMA_READ)
+_KINDS = (e.IBV_WR_RDMA_WRITE, e.IBV_WR_RDMA_WRITE_WITH_IMM, e.IBV_WR_SEND, e.IBV_WR_RDMA_READ,
+          e.IBV_WR_ATOMIC_FETCH_AND_ADD, e.IBV_WR_ATOMIC_CMP_AND_SWP)
+_ATOMIC_KINDS = (e.IBV_WR_ATOMIC_FETCH_AND_ADD, e.IBV_WR_ATOMIC_CMP_AND_SWP)
 _MTUS = {e.IBV_MTU_256: 256, e.IBV_MTU_1024: 1024, e.IBV_MTU_4096: 4096}
 
 
 def run_mixed(ops: list[tuple[bool, int, int, bool]], mtu: int, built: bool) -> tuple:
     """Each op (a to b?, kind, length, solicited) in its own 16 KiB slot, posted at once from
-    both sides; every result a run shows."""
+    both sides (an atomic adds or compares with its length); every result a run shows."""
     w, a, b = pair(mtu=mtu, mr_len=256 * KIB, seed=9)
     if built:
         w.links[0]._takes_unbuilt = [False, False]
@@ -191,7 +193,13 @@ def run_mixed(ops: list[tuple[bool, int, int, bool]], mtu: int, built: bool) -> 
                                             dst.mr.lkey)]))
             want[id(dst)] += 1
         flags = e.IBV_SEND_SIGNALED | (e.IBV_SEND_SOLICITED if se else 0)
-        src.qp.post_send(_wr(src, dst, k, k * 16 * KIB, n, kind, flags))
+        if kind in _ATOMIC_KINDS:  # 8 aligned bytes; the original value comes back
+            wr = _wr(src, dst, k, k * 16 * KIB, 8, e.IBV_WR_RDMA_WRITE, flags)
+            wr.opcode = kind
+            wr.set_wr_atomic(dst.mr.rkey, dst.mr.buf + k * 16 * KIB, n, n * 3)
+            src.qp.post_send(wr)
+        else:
+            src.qp.post_send(_wr(src, dst, k, k * 16 * KIB, n, kind, flags))
         want[id(src)] += 1
     done = wait(a, want[id(a)]) + wait(b, want[id(b)])
     settle(w)

@@ -47,7 +47,6 @@ from nicsim.wire import (
     reth,
 )
 from nicsim.wire.opcodes import Opcode
-from nicsim.wire.packet import Unbuilt
 
 if TYPE_CHECKING:
     from nicsim.nic.nic import Nic
@@ -364,19 +363,19 @@ class Requester:
         if sop.opcode is WqeOpcode.RDMA_READ:
             off = k * qp.mtu
             self.counters["read_requests"] += 1
-            frame = b.build(Opcode.RC_RDMA_READ_REQUEST, qp.dest_qpn,
+            frame = b.make(Opcode.RC_RDMA_READ_REQUEST, qp.dest_qpn,
                             (sop.first_psn + k) & PSN_MASK,
                             reth(ctrl.remote_addr + off, ctrl.rkey, sop.length - off),
                             ackreq=True)
         elif sop.opcode is WqeOpcode.FLUSH:
             bump(self.counters, "flush_requests")
             plt, sel = ctrl.swap & 0xF, (ctrl.swap >> 4) & 3
-            frame = b.build(Opcode.RC_FLUSH, qp.dest_qpn, sop.first_psn,
+            frame = b.make(Opcode.RC_FLUSH, qp.dest_qpn, sop.first_psn,
                             feth(0, sel, plt) + reth(ctrl.remote_addr, ctrl.rkey, sop.length),
                             ackreq=True)
         elif sop.opcode is WqeOpcode.ATOMIC_WRITE:
             bump(self.counters, "atomic_write_requests")
-            frame = b.build(Opcode.RC_ATOMIC_WRITE, qp.dest_qpn, sop.first_psn,
+            frame = b.make(Opcode.RC_ATOMIC_WRITE, qp.dest_qpn, sop.first_psn,
                             reth(ctrl.remote_addr, ctrl.rkey, 8), _Q.pack(ctrl.swap),
                             ackreq=True)
         else:
@@ -387,7 +386,7 @@ class Requester:
             else:
                 ext = atomic_eth(ctrl.remote_addr, ctrl.rkey, ctrl.compare_add, 0)
                 opc = Opcode.RC_FETCH_ADD
-            frame = b.build(opc, qp.dest_qpn, sop.first_psn, ext, ackreq=True)
+            frame = b.make(opc, qp.dest_qpn, sop.first_psn, ext, ackreq=True)
         if qp.cur_again:
             self.counters["retransmitted_packets"] += 1
         qp.cur = None
@@ -421,7 +420,6 @@ class Requester:
         segs = walk.segs if walk is not None else []
         b = qp.builder
         assert b is not None
-        build = b.build
         emit = engine.emit
         queued = nic.port.queued
         read_at = nic.dma.read_at
@@ -441,8 +439,8 @@ class Requester:
         last_i = npkts - 1
         first_ext = reth(ctrl.remote_addr, ctrl.rkey, total) if is_write else b""
         last_ext = immdt(ctrl.imm_inv) if has_imm else ieth(ctrl.imm_inv) if has_inv else b""
-        # RC packets to another station travel unbuilt (nicsim.wire.packet.Unbuilt).
-        deferrable = b.deferrable and reliable
+        # An RC QP's packets travel unbuilt where its path allows (wire.packet.Unbuilt).
+        make = b.make if reliable else b.build
         pos = qp.cur_pos
         i = qp.cur_k
         sent = 0
@@ -478,21 +476,14 @@ class Requester:
             else:
                 payload, ready = b"", s
             if i == last_i:
-                op, ext = (only_op, first_ext + last_ext) if i == 0 else (last_op, last_ext)
+                ext = (first_ext + last_ext) if i == 0 else last_ext
                 # AckReq asks an RC responder to acknowledge; UC has no acknowledgements.
-                if deferrable:  # its bytes are made only if something looks (Unbuilt)
-                    frame = Unbuilt(b, op, dqpn, (psn + i) & PSN_MASK, ext, bytes(payload),
-                                    True, solicited)
-                else:
-                    frame = build(op, dqpn, (psn + i) & PSN_MASK, ext, payload,
-                                  ackreq=reliable, solicited=solicited)
+                frame = make(only_op if i == 0 else last_op, dqpn, (psn + i) & PSN_MASK, ext,
+                             payload, ackreq=reliable, solicited=solicited)
             elif i == 0:
-                frame = Unbuilt(b, first_op, dqpn, psn, first_ext, bytes(payload)) \
-                    if deferrable else build(first_op, dqpn, psn, first_ext, payload)
-            elif deferrable:
-                frame = Unbuilt(b, mid_op, dqpn, (psn + i) & PSN_MASK, b"", bytes(payload))
+                frame = make(first_op, dqpn, psn, first_ext, payload)
             else:
-                frame = build(mid_op, dqpn, (psn + i) & PSN_MASK, b"", payload)
+                frame = make(mid_op, dqpn, (psn + i) & PSN_MASK, b"", payload)
             i += 1
             sent += 1
             c["data_packets"] += 1

@@ -88,12 +88,7 @@ class Responder:
 
     def _send_ack(self, qp: QpCtx, psn: int, syndrome: int, t: float) -> None:
         assert qp.builder is not None
-        b = qp.builder
-        if b.deferrable:  # its bytes are made only if something looks (wire.packet.Unbuilt)
-            frame: bytes | Unbuilt = Unbuilt(b, _ACK, qp.dest_qpn, psn, aeth(syndrome, qp.msn),
-                                             b"")
-        else:
-            frame = b.build(_ACK, qp.dest_qpn, psn, aeth(syndrome, qp.msn))
+        frame = qp.builder.make(_ACK, qp.dest_qpn, psn, aeth(syndrome, qp.msn))
         self._respond(qp, frame, t)
         qp.resp.unacked = 0
         c = self.counters
@@ -594,7 +589,7 @@ class Responder:
                     opc, ext = Opcode.RC_RDMA_READ_RESPONSE_LAST, ack
                 else:
                     opc, ext = Opcode.RC_RDMA_READ_RESPONSE_MIDDLE, b""
-                frame = b.build(opc, qp.dest_qpn, (psn + i) & PSN_MASK, ext, payload)
+                frame = b.make(opc, qp.dest_qpn, (psn + i) & PSN_MASK, ext, payload)
                 self.counters["read_response_packets"] += 1
                 wait = nic.engine.emit(frame, t + pipeline)
                 if wait > env.now or nic.port.queued:
@@ -717,15 +712,15 @@ class Responder:
 
     def _placement_response(self, qp: QpCtx, psn: int, t: float) -> None:
         assert qp.builder is not None
-        frame = qp.builder.build(Opcode.RC_RDMA_READ_RESPONSE_ONLY, qp.dest_qpn, psn,
-                                 aeth(Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, qp.msn))
+        frame = qp.builder.make(Opcode.RC_RDMA_READ_RESPONSE_ONLY, qp.dest_qpn, psn,
+                                aeth(Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, qp.msn))
         self._respond(qp, frame, t)
 
     def _atomic_ack(self, qp: QpCtx, psn: int, orig: int, t: float) -> None:
         assert qp.builder is not None
-        frame = qp.builder.build(Opcode.RC_ATOMIC_ACKNOWLEDGE, qp.dest_qpn, psn,
-                                 aeth(Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, qp.msn)
-                                 + atomic_ack_eth(orig))
+        frame = qp.builder.make(Opcode.RC_ATOMIC_ACKNOWLEDGE, qp.dest_qpn, psn,
+                                aeth(Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, qp.msn)
+                                + atomic_ack_eth(orig))
         self._respond(qp, frame, t)
 
     def _respond(self, qp: QpCtx, frame: bytes | Unbuilt, t: float) -> None:

@@ -317,6 +317,15 @@ class FrameBuilder:
         crc = zlib.crc32(payload, crc)
         return b"".join((hdr, bth, ext, payload, _ICRC.pack(crc)))
 
+    def make(self, opcode: int, dqpn: int, psn: int, ext: bytes = b"",
+             payload: bytes | memoryview = b"", *, ackreq: bool = False,
+             solicited: bool = False) -> bytes | Unbuilt:
+        """What `build` makes, as an Unbuilt when the path allows (deferrable): for an RC
+        QP's packets, whose receiver takes them unbuilt."""
+        if self.deferrable:
+            return Unbuilt(self, opcode, dqpn, psn, ext, bytes(payload), ackreq, solicited)
+        return self.build(opcode, dqpn, psn, ext, payload, ackreq=ackreq, solicited=solicited)
+
 
 class Unbuilt:
     """A packet whose frame is not made yet: exactly the bytes
