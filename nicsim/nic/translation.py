@@ -168,8 +168,8 @@ class TranslationCache:
         self._mtt = _MttLines(self._fetch_line, mtt_entries)
         self._mtt_gen = 0  # MTT invalidations
         # Walk chunks' segments: (MTT index, region start, page shift, va, length) ->
-        # ((MTT misses, generation) when worked out, segments). See walk.
-        self._segs: dict[tuple[int, int, int, int, int], tuple[tuple[int, int], Segments]] = {}
+        # (MTT misses, generation) when worked out, and the segments. See walk.
+        self._segs: dict[tuple[int, int, int, int, int], tuple[int, int, Segments]] = {}
         self.mpt_hits = self.mpt_misses = self.mtt_hits = 0
         # Protection epoch (see the module docstring): advanced by every change that can
         # invalidate a translation someone holds; MPT index -> epoch of its last revocation.
@@ -279,7 +279,8 @@ class TranslationCache:
     def walk(self, w: Walk, upto: int) -> int:
         """Extend w.segs to cover at least `upto` bytes (whole chunks); returns the MTT cache
         misses it took."""
-        before = self._mtt.misses
+        mtt = self._mtt
+        before = mtt.misses
         todo, segs = w._todo, w.segs
         memo = self._segs
         while w.covered < upto and todo:
@@ -294,16 +295,15 @@ class TranslationCache:
             # miss count and generation), every entry is still there and the same, and so
             # are the segments, with no miss.
             key = (mpt.mtt_index, mpt.start, shift, va, k)
-            gen = (self._mtt.misses, self._mtt_gen)
             got = memo.get(key)
-            if got is not None and got[0] == gen:
-                segs += got[1]
+            if got is not None and got[0] == mtt.misses and got[1] == self._mtt_gen:
+                segs += got[2]
             else:
-                part = split(mpt, self._mtt, va, k)
+                part = split(mpt, mtt, va, k)
                 segs += part
                 if len(memo) >= _SEGS_MEMO:
                     memo.clear()
-                memo[key] = ((self._mtt.misses, self._mtt_gen), part)
+                memo[key] = (mtt.misses, self._mtt_gen, part)
             w.covered += k
             if k == n:
                 del todo[0]
