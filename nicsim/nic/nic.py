@@ -306,8 +306,9 @@ class Nic(MmioDevice):
     def receive(self, frame: bytes | Unbuilt) -> None:
         rx = self.rx
         if frame.__class__ is Unbuilt:
-            # A packet whose bytes were not made (nicsim.wire.packet.Unbuilt): the fast path's
-            # checks below, on its fields. Its ICRC is right by construction.
+            # A packet whose bytes were not made (nicsim.wire.packet.Unbuilt): the header
+            # checks of the paths below, on its fields. Its ICRC is right by construction;
+            # anything these checks refuse takes the general path, built.
             u: Unbuilt = frame  # type: ignore[assignment]
             rx["packets"] += 1
             rx["bytes"] += u.n
