@@ -66,11 +66,13 @@ def jobs_for(init: bytes) -> list[tuple[str, int, int, int]]:
     ]
 
 
-def atomic_program(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa: ANN001
-    """Driver program: b (model) sends jobs_for(...) to a (the RTL unless `rtl` is False).
+def atomic_program(w, seed: int, bad: str = "", rtl: bool = True,  # noqa: ANN001
+                   rtl_sends: bool = False) -> dict:
+    """Driver program: b (model) sends jobs_for(...) to a (the RTL unless `rtl` is False), or
+    with `rtl_sends` a to b (the RTL's requester and completer, the model's responder).
     `bad`: the second atomic (job 1) with a wrong rkey ("rkey"), at an MR without
-    REMOTE_ATOMIC ("mr_access"), 4 bytes off alignment ("misaligned"); "qp_access": a's QP
-    grants no REMOTE_ATOMIC (the first atomic fails)."""
+    REMOTE_ATOMIC ("mr_access"), 4 bytes off alignment ("misaligned"); "qp_access": the
+    target's QP grants no REMOTE_ATOMIC (the first atomic fails)."""
     from nicsim.driver.user import enums as e
     from nicsim.driver.user.verbs import MR, SGE, SendWR
 
@@ -80,35 +82,39 @@ def atomic_program(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # no
         boot_rtl_host(w)
     rng = random.Random(seed)
     acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
-    a = Side(w.hosts["a"], SIZE, acc | e.IBV_ACCESS_REMOTE_ATOMIC)
-    b = Side(w.hosts["b"], SIZE, acc)
-    plain = MR(a.pd, PG, acc)   # a's MR without REMOTE_ATOMIC
+    ha, hb = (w.hosts["b"], w.hosts["a"]) if rtl_sends else (w.hosts["a"], w.hosts["b"])
+    tgt = Side(ha, SIZE, acc | e.IBV_ACCESS_REMOTE_ATOMIC)
+    req = Side(hb, SIZE, acc)
+    plain = MR(tgt.pd, PG, acc)   # the target's MR without REMOTE_ATOMIC
+    a, b = (req, tgt) if rtl_sends else (tgt, req)
+    t_acc = acc | (0 if bad == "qp_access" else e.IBV_ACCESS_REMOTE_ATOMIC)
     a.connect(b, "10.0.0.2", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1,
-              access=acc | (0 if bad == "qp_access" else e.IBV_ACCESS_REMOTE_ATOMIC))
-    b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1)
+              access=t_acc if tgt is a else acc)
+    b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1,
+              access=t_acc if tgt is b else acc)
     init = rng.randbytes(SIZE)
-    a.mr.write(init, SIZE)
+    tgt.mr.write(init, SIZE)
     plain.write(init[:PG], PG)
     bsrc = rng.randbytes(SIZE)
-    b.mr.write(bsrc, SIZE)
+    req.mr.write(bsrc, SIZE)
     jobs = jobs_for(init)
     fail_at = {"": len(jobs), "qp_access": 0}.get(bad, 1)
-    a_exp, b_exp = bytearray(init), bytearray(bsrc)
+    t_exp, r_exp = bytearray(init), bytearray(bsrc)
     want = []
     for i, (kind, off, arg, swap) in enumerate(jobs):
         atomic = kind in (FA, CS)
         if kind == WR:
-            sg = [SGE(b.mr.buf + RES + 8 * i, arg, b.mr.lkey)]
+            sg = [SGE(req.mr.buf + RES + 8 * i, arg, req.mr.lkey)]
             op, wc_op, n = e.IBV_WR_RDMA_WRITE, e.IBV_WC_RDMA_WRITE, arg
         elif kind == RD:
-            sg = [SGE(b.mr.buf + READ_AT, arg, b.mr.lkey)]
+            sg = [SGE(req.mr.buf + READ_AT, arg, req.mr.lkey)]
             op, wc_op, n = e.IBV_WR_RDMA_READ, e.IBV_WC_RDMA_READ, arg
         else:
-            sg = [SGE(b.mr.buf + RES + 8 * i, 8, b.mr.lkey)]
+            sg = [SGE(req.mr.buf + RES + 8 * i, 8, req.mr.lkey)]
             op, wc_op, n = ((e.IBV_WR_ATOMIC_FETCH_AND_ADD, e.IBV_WC_FETCH_ADD, 8) if kind == FA
                             else (e.IBV_WR_ATOMIC_CMP_AND_SWP, e.IBV_WC_COMP_SWAP, 8))
         wr = SendWR(wr_id=i, opcode=op, num_sge=1, sg=sg)
-        rkey, addr = a.mr.rkey, a.mr.buf + off
+        rkey, addr = tgt.mr.rkey, tgt.mr.buf + off
         if i == fail_at and bad == "rkey":
             rkey ^= 0x80
         if i == fail_at and bad == "mr_access":
@@ -119,7 +125,7 @@ def atomic_program(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # no
             wr.set_wr_atomic(rkey, addr, arg, swap)
         else:
             wr.set_wr_rdma(rkey, addr)
-        b.qp.post_send(wr)
+        req.qp.post_send(wr)
         if i > fail_at:
             want.append((i, e.IBV_WC_WR_FLUSH_ERR, -1, -1, 0x50))
             continue
@@ -129,23 +135,29 @@ def atomic_program(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # no
             continue
         want.append((i, e.IBV_WC_SUCCESS, wc_op, n, 0))
         if kind == WR:
-            a_exp[off:off + n] = bsrc[RES + 8 * i:RES + 8 * i + n]
+            t_exp[off:off + n] = bsrc[RES + 8 * i:RES + 8 * i + n]
         elif kind == RD:
-            b_exp[READ_AT:READ_AT + n] = a_exp[off:off + n]
+            r_exp[READ_AT:READ_AT + n] = t_exp[off:off + n]
         else:
-            (orig,) = _Q.unpack_from(a_exp, off)
+            (orig,) = _Q.unpack_from(t_exp, off)
             new = (orig + arg) & MASK if kind == FA else (swap if orig == arg else orig)
-            a_exp[off:off + 8] = _Q.pack(new)
-            b_exp[RES + 8 * i:RES + 8 * i + 8] = _Q.pack(orig)
-    sent = poll_wcs(b, len(jobs))
-    am, bm = a.mr.read(SIZE), b.mr.read(SIZE)
+            t_exp[off:off + 8] = _Q.pack(new)
+            r_exp[RES + 8 * i:RES + 8 * i + 8] = _Q.pack(orig)
+    sent = poll_wcs(req, len(jobs))
+    req.host.spend(20_000.0)  # a WRITE's data lands at the target after its completion
+    tm, rm = tgt.mr.read(SIZE), req.mr.read(SIZE)
     hw_qpc = a.ctx.file.dev.hw.query_qp(a.qp.qp_num)
     return {"sent": sent, "want": want, "n_jobs": len(jobs), "sim_ns": w.env.now,
             "bytes": 8 * sum(k in (FA, CS) for k, *_r in jobs),
             "n_atomics": sum(k in (FA, CS) for k, *_r in jobs[:fail_at]),
-            "bad_at": [i for i in range(0, SIZE, 8) if am[i:i + 8] != a_exp[i:i + 8]] +
-                      [-i for i in range(0, SIZE, 8) if bm[i:i + 8] != b_exp[i:i + 8]],
+            # offsets of 8-byte words that differ: the target's, negative the requester's
+            "bad_at": [i for i in range(0, SIZE, 8) if tm[i:i + 8] != t_exp[i:i + 8]] +
+                      [-i for i in range(0, SIZE, 8) if rm[i:i + 8] != r_exp[i:i + 8]],
             "plain_changed": plain.read(PG) != init[:PG], "hw_state": hw_qpc.state}
+
+
+def rtl_atomics(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa: ANN001
+    return atomic_program(w, seed, bad, rtl, rtl_sends=True)
 
 
 class LoseNth:
@@ -182,19 +194,24 @@ def atomic_acks(frames: list[bytes]) -> dict[int, list[int]]:
 
 
 async def run_atomics(dut, what: str, bad: str = "", injector=None,  # noqa: ANN001
-                      pcap: str | None = None) -> dict:
-    return await run_model_to_rtl(dut, what, SEED, bad, pcap=pcap, program=atomic_program,
+                      pcap: str | None = None, program=atomic_program) -> dict:  # noqa: ANN001
+    return await run_model_to_rtl(dut, what, SEED, bad, pcap=pcap, program=program,
                                   injector=injector)
 
 
-def check_frames_as_model(res: dict, bad: str, name: str) -> int:
-    """The RTL's frames byte for byte those of host a's model NIC for the same program."""
+def check_frames_as_model(res: dict, bad: str, name: str, rtl_sends: bool = False,
+                          prefix: bool = False) -> int:
+    """The RTL's frames byte for byte those of host a's model NIC for the same program (with
+    `prefix`, the first of them: the model's requester has up to max_rd_atomic 4 atomics
+    out where the RTL's has one, so after a fatal NAK it has sent more)."""
     pcap = os.path.join(os.environ.get("COSIM_PCAP_DIR", "."), name)
 
     def program(w, seed: int, rtl: bool = True) -> dict:  # noqa: ANN001
-        return atomic_program(w, seed, bad, rtl)
+        return atomic_program(w, seed, bad, rtl, rtl_sends)
 
     model_frames = reference_frames(pcap, program, SEED)
+    if prefix:
+        model_frames = model_frames[:len(res["rtl_sent"])]
     assert res["rtl_sent"] == model_frames, (len(res["rtl_sent"]), len(model_frames))
     return len(model_frames)
 
@@ -255,13 +272,88 @@ async def test_atomic_refused(dut, bad: str) -> None:  # noqa: ANN001
     check_frames_as_model(res, bad, f"cosim_atomic_{bad}.pcap")
 
 
+def request_copies(frames: list[bytes], opcodes: set[int]) -> dict[int, list[bytes]]:
+    """PSN -> the request frames with those BTH opcodes among `frames`, in order."""
+    from nicsim.wire.packet import parse
+
+    out: dict[int, list[bytes]] = {}
+    for f in frames:
+        p = parse(f)
+        if p.opcode in opcodes:
+            out.setdefault(p.psn, []).append(f)
+    return out
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_rtl_atomic_requests(dut):
+    """The RTL's requester sends FETCH_ADD and CMP_SWAP (hit and miss; WRITE and READ
+    between them on the QP) to the model: b's memory byte-exact, the original values in a's
+    SGEs (little-endian, as the model writes them), a's completions the model's (FETCH_ADD /
+    COMP_SWAP, 8 bytes), the RTL's requests byte for byte the model requester's."""
+    from nicsim.driver.user import enums as e
+
+    res = await run_atomics(dut, "RTL atomics to model", program=rtl_atomics)
+    assert res["sent"] == res["want"], (res["sent"], res["want"])
+    assert {s[2] for s in res["sent"]} >= {e.IBV_WC_FETCH_ADD, e.IBV_WC_COMP_SWAP}
+    assert not res["bad_at"], f"memory differs at {res['bad_at'][:8]} (negative: a's)"
+    assert not res["plain_changed"] and res["late"] == 0
+    c = counters(dut)
+    assert c["req_resent"] == 0 and c["comp_naks"] == 0 and c["resp_atomics"] == 0, c
+    reqs = request_copies(res["rtl_sent"], {0x13, 0x14})
+    assert len(reqs) == res["n_atomics"] and all(len(v) == 1 for v in reqs.values()), reqs
+    n = check_frames_as_model(res, "", "cosim_rtl_atomic.pcap", rtl_sends=True)
+    dut._log.info("%d atomics sent by the RTL, memory byte-exact; %d frames identical to the "
+                  "model's", res["n_atomics"], n)
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_rtl_atomic_loss(dut):
+    """The RTL's first FETCH_ADD request and the model's third ATOMIC ACKNOWLEDGE are lost:
+    the RTL sends the same request again (same PSN, same bytes), the model executes the lost
+    one once and answers the duplicate of the executed one from its remembered value; every
+    atomic changes b's memory once and puts the original value in a's SGE once."""
+    inj = LoseNth((0x14, 0), (0x12, 2))
+    res = await run_atomics(dut, "RTL atomics to model, request and ACK lost", injector=inj,
+                            program=rtl_atomics)
+    assert res["sent"] == res["want"], (res["sent"], res["want"])
+    assert not res["bad_at"], f"memory differs at {res['bad_at'][:8]} (negative: a's)"
+    assert inj.counters["lost"] == 2, inj.counters
+    c = counters(dut)
+    assert c["req_resent"] >= 2 and c["comp_timeouts"] + c["comp_resends"] >= 2, c
+    reqs = request_copies(res["rtl_sent"], {0x13, 0x14})
+    again = {psn: v for psn, v in reqs.items() if len(v) > 1}
+    assert len(again) >= 2 and all(len(set(v)) == 1 for v in again.values()), reqs
+    assert len(reqs) == res["n_atomics"], reqs
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+@cocotb.parametrize(bad=["rkey", "mr_access", "qp_access", "misaligned"])
+async def test_rtl_atomic_refused(dut, bad: str) -> None:  # noqa: ANN001
+    """The RTL's second atomic with a wrong rkey, at an MR without REMOTE_ATOMIC or 4 bytes
+    off alignment, or b's QP without REMOTE_ATOMIC (the first atomic): the model's NAK, a's
+    completions the model's statuses (REM_ACCESS_ERR; REM_INV_REQ_ERR when misaligned) and
+    the rest flushed, b's memory and a's SGEs untouched past it, a's QP in ERR."""
+    res = await run_atomics(dut, f"RTL atomics to model, {bad}", bad=bad, program=rtl_atomics)
+    assert res["sent"] == res["want"], (res["sent"], res["want"])
+    assert not res["bad_at"], f"memory differs at {res['bad_at'][:8]} (negative: a's)"
+    assert not res["plain_changed"]
+    assert res["hw_state"] == hwif.QpState.ERR
+    c = counters(dut)
+    assert c["comp_naks"] == 1 and c["req_resent"] == 0, c
+    check_frames_as_model(res, bad, f"cosim_rtl_atomic_{bad}.pcap", rtl_sends=True,
+                          prefix=True)
+
+
 PARTS = [
     (64, "test_atomic_"),
     (512, "test_atomic_"),
+    (64, "test_rtl_atomic_"),
+    (512, "test_rtl_atomic_"),
 ]
 
 
-@pytest.mark.parametrize(("data_width", "tests"), PARTS, ids=["atomics-64", "atomics-512"])
+@pytest.mark.parametrize(("data_width", "tests"), PARTS,
+                         ids=["atomics-64", "atomics-512", "rtl_atomics-64", "rtl_atomics-512"])
 def test_cosim_atomic(data_width, tests, tmp_path):
     from hdl_tb.cocotb_run import roce_nic_sources, run
 

@@ -46,8 +46,16 @@
 //     a response was lost: go back to the first response missing (once per gap); the
 //     transport timer goes back there too. (The go-back spends a retry after the ACK's
 //     progress refilled the budget; the model spends it first.)
-// Responses for a QP with nothing outstanding and atomic ACKs (the requester sends no
-// atomic) are ignored (cnt_unexpected).
+//   ATOMIC ACKNOWLEDGE for PSN p (the model's Completer._atomic_ack): the SENDs and WRITEs
+//     before p complete; if the atomic (CMP_SWAP / FETCH_ADD, one outstanding per QP as a
+//     READ, rd_out) at the head has PSN p, its original value (AtomicAckETH, s_rsp_orig) is
+//     placed in its 8-byte SGEs (pl_atomic: the 8 bytes from pl_data, little-endian as the
+//     model writes them, not from the payload stream) and it completes (CQE COMP_SWAP /
+//     FETCH_ADD, 8 bytes); any other (a duplicate) is dropped (cnt_unexpected). ACKs past
+//     it, the transport timer and go-backs treat it as a READ whose response is missing:
+//     the request is sent again with its PSN, and the responder answers it from the value
+//     it remembered (IBA 9.7.5.1.1), so the memory changes once.
+// Responses for a QP with nothing outstanding are ignored (cnt_unexpected).
 //
 // Timers: a free-running cycle counter; each QP's deadline is looked at once every NUM_QP
 // cycles (a scan), so a timer fires up to NUM_QP cycles after its deadline.
@@ -61,14 +69,15 @@
 //
 // Ports:
 //   s_rsp_*     response packets (ACK/NAK, READ response, atomic ACK): qpn, opcode, psn,
-//               AETH syndrome, payload length, pad count
+//               AETH syndrome, payload length, pad count, AtomicAckETH original value
 //   st_*        a WQE started by the requester: new (recorded) or a resend; its QP's send CQ,
 //               timeout, retry_cnt, rnr_retry
 //   st_mtu_log  with st_*: the QP's path MTU (log2)
 //   rd_out      QP q has a READ outstanding (set when the requester starts one, cleared
 //               when it completes or the QP is configured; a failed QP keeps it)
 //   pl_*        the verdict on a READ response's payload (to roce_resp): drop it, or place
-//               pl_len bytes at offset pl_off of the QP's READ buffers
+//               pl_len bytes at offset pl_off of the QP's READ buffers; pl_atomic: place the
+//               8 bytes of pl_data (an atomic's original value; no payload in the stream)
 //   plr_*       the placement is done (its writes answered) or failed (translation)
 //   lc_*        a completion the requester makes (local error: fails the QP; flush)
 //   xf_*        the QP fails elsewhere (the responder sent a fatal NAK): flush, ERR
@@ -96,6 +105,7 @@ module roce_comp #(
     input  wire [7:0]             s_rsp_syndrome,
     input  wire [15:0]            s_rsp_payload_len,
     input  wire [1:0]             s_rsp_padcount,
+    input  wire [63:0]            s_rsp_orig,
 
     input  wire                   st_valid,
     input  wire                   st_new,
@@ -119,6 +129,8 @@ module roce_comp #(
     output reg                    pl_drop,
     output reg  [31:0]            pl_off,
     output reg  [15:0]            pl_len,
+    output reg                    pl_atomic,
+    output reg  [63:0]            pl_data,
     input  wire                   plr_valid,
     input  wire                   plr_ok,
 
@@ -201,6 +213,8 @@ module roce_comp #(
     localparam [7:0] CS_BAD_RESP_ERR = 8'd7;
     localparam [7:0] VE_BAD_LKEY = 8'h10;
     localparam [2:0] OP_READ = 3'd2;            // CqeOpcode.RDMA_READ
+    localparam [2:0] OP_CMP_SWAP = 3'd3;        // CqeOpcode.COMP_SWAP
+    localparam [2:0] OP_FETCH_ADD = 3'd4;       // CqeOpcode.FETCH_ADD
     localparam [7:0] VE_REMOTE_NAK = 8'h30;
     localparam [7:0] VE_RETRY_EXCEEDED = 8'h40;
     localparam [7:0] VE_RNR_EXCEEDED = 8'h41;
@@ -312,6 +326,9 @@ module roce_comp #(
     wire [2:0]  r_op = rec_q[50:48];
     wire        r_sig = rec_q[51];
     wire [31:0] r_len = rec_q[83:52];
+    // a READ or atomic: answered by its own response (with data), not by ACKs
+    wire        r_rdat = r_op == OP_READ || r_op == OP_CMP_SWAP || r_op == OP_FETCH_ADD;
+    wire        r_atomic = r_op == OP_CMP_SWAP || r_op == OP_FETCH_ADD;
 
     genvar g;
     generate
@@ -358,6 +375,8 @@ module roce_comp #(
     reg              imp;        // an ACK past an unanswered READ: go back to it (9.7.6.1.3)
     reg [7:0]        e_op;
     reg [15:0]       e_plen;
+    reg [63:0]       e_orig;     // ATOMIC ACKNOWLEDGE: the original value
+    wire             e_atack = e_op == 8'h12;
     reg [1:0]        e_pad;
     wire             e_rdrsp = e_op >= 8'h0d && e_op <= 8'h10;
     wire             e_rdlast = e_op == 8'h0f || e_op == 8'h10;
@@ -432,7 +451,8 @@ module roce_comp #(
             retry_cnt[st_q] <= st_retry_cnt;
             rnr_retry[st_q] <= st_rnr_retry;
             mtu_l[st_q] <= st_mtu_log;
-            if (st_new && st_opcode == OP_READ)
+            if (st_new && (st_opcode == OP_READ || st_opcode == OP_CMP_SWAP ||
+                           st_opcode == OP_FETCH_ADD))
                 rd_out[st_q] <= 1'b1;
             known[st_q] <= 1'b1;
             if (!known[st_q]) begin
@@ -480,11 +500,12 @@ module roce_comp #(
                     e_op <= s_rsp_opcode;
                     e_plen <= s_rsp_payload_len;
                     e_pad <= s_rsp_padcount;
+                    e_orig <= s_rsp_orig;
                     imp <= 1'b0;
                     if (s_rsp_opcode >= 8'h0d && s_rsp_opcode <= 8'h10) begin
                         fs <= F_RSP;            // (its payload must be placed or dropped)
                     end else if ({{(32-QPN_WIDTH){1'b0}}, s_rsp_qpn} >= NUM_QP ||
-                        s_rsp_opcode != 8'h11 ||
+                        (s_rsp_opcode != 8'h11 && s_rsp_opcode != 8'h12) ||
                         head[s_rsp_qpn[QP_AW-1:0]] == tail[s_rsp_qpn[QP_AW-1:0]]) begin
                         cnt_unexpected <= cnt_unexpected + 32'd1;
                     end else begin
@@ -502,7 +523,7 @@ module roce_comp #(
                 moved <= 1'b0;
                 rd_q <= q;
                 rd_i <= h;
-                if (e_rdrsp) begin      // the SENDs and WRITEs before it are acknowledged
+                if (e_rdrsp || e_atack) begin   // the SENDs and WRITEs before it are acked
                     g_psn <= e_psn - 24'd1;
                     ct_mode <= 2'd3;
                     fs <= F_CT_RD;
@@ -552,9 +573,9 @@ module roce_comp #(
                     acked[q] <= g_psn;
                     moved <= 1'b1;
                 end
-                if (any_out && psn_ge(g_psn, r_last) && r_op == OP_READ) begin
-                    // a READ is answered by its response, not by ACKs of later PSNs: an ACK
-                    // past it means a response was lost, ask again from the missing one
+                if (any_out && psn_ge(g_psn, r_last) && r_rdat) begin
+                    // a READ (atomic) is answered by its response, not by ACKs of later
+                    // PSNs: an ACK past it means a response was lost, ask again from it
                     if (ct_mode == 2'd0 && !rw_pend[q] && !rr_gap[q]) begin
                         rr_gap[q] <= 1'b1;
                         imp <= 1'b1;
@@ -586,10 +607,26 @@ module roce_comp #(
                     pl_drop <= 1'b1;
                     pl_off <= rr_done[q];
                     pl_len <= e_plen;
+                    pl_atomic <= 1'b0;
+                    pl_data <= e_orig;
                     rd_i <= h;
                     c_next <= F_IDLE;
                     fs <= e_plen != 16'd0 ? F_PLD : F_IDLE;
-                    if (!any_out || r_op != OP_READ || psn_gt(r_first + rr_k[q], e_psn) ||
+                    if (e_atack) begin
+                        // the model's Completer._atomic_ack: for the atomic at the head, its
+                        // original value (little-endian, as the model's) into its 8-byte SGEs;
+                        // another (a duplicate answered again) is dropped (no payload)
+                        if (any_out && r_atomic && e_psn == r_first) begin
+                            pl_drop <= 1'b0;
+                            pl_atomic <= 1'b1;
+                            pl_off <= 32'd0;
+                            pl_len <= 16'd8;
+                            c_next <= F_RRW;
+                            fs <= F_PLD;
+                        end else begin
+                            cnt_unexpected <= cnt_unexpected + 32'd1;
+                        end
+                    end else if (!any_out || r_op != OP_READ || psn_gt(r_first + rr_k[q], e_psn) ||
                         psn_gt(e_psn, r_last)) begin
                         cnt_unexpected <= cnt_unexpected + 32'd1;   // answered already
                     end else if (e_psn != r_first + rr_k[q]) begin
@@ -730,7 +767,7 @@ module roce_comp #(
             F_FU_RD: fs <= F_FU;
 
             F_FU: begin                 // the first unacknowledged PSN
-                if (r_op == OP_READ)    // (a READ: its first response not received)
+                if (r_rdat)             // (a READ, atomic: its first response not received)
                     g_psn <= r_first + rr_k[q];
                 else if (acked_v[q] && psn_ge(acked[q], r_first))
                     g_psn <= acked[q] + 24'd1;

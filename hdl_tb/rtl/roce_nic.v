@@ -2,9 +2,9 @@
 // roce_nic: the nsnic RoCEv2 NIC (nicsim.hwif), as far as it is built: the host interface
 // (BAR0 over AXI4-Lite), the command processor with the QP/CQ context tables, address
 // translation (MPT/MTT), SQ WQE fetch, the requester (RC SEND / RDMA WRITE, with immediate,
-// RDMA READ) with the transmit framer and ICRC, the receive path, the completer, the
-// responder (RC SEND / RDMA WRITE / RDMA READ / atomics from the peer; it also places READ
-// responses for the completer) and CQE writeback,
+// RDMA READ, CMP_SWAP, FETCH_ADD) with the transmit framer and ICRC, the receive path, the
+// completer, the responder (RC SEND / RDMA WRITE / RDMA READ / atomics from the peer; it also
+// places READ responses and atomics' original values for the completer) and CQE writeback,
 // sharing one AXI4 master to host memory. The unchanged nicsim kernel driver programs it and its verbs post work to it
 // (hdl_tb/test_roce_nic_cmd.py, hdl_tb/test_roce_nic_req.py).
 //
@@ -742,6 +742,8 @@ module roce_nic #(
     wire         pl_drop;
     wire [31:0]  pl_off;
     wire [15:0]  pl_len;
+    wire         pl_atomic;
+    wire [63:0]  pl_data;
     wire         plr_valid;
     wire         plr_ok;
     wire         k_cqe_valid;
@@ -779,6 +781,8 @@ module roce_nic #(
     wire [31:0]  tx_hdr_reth_rkey;
     wire [31:0]  tx_hdr_reth_len;
     wire [31:0]  tx_hdr_imm;
+    wire [63:0]  tx_hdr_atomic_swap_add;
+    wire [63:0]  tx_hdr_atomic_compare;
     wire [15:0]  tx_hdr_payload_len;
     wire [DW-1:0] tx_pay_tdata;
     wire [SW-1:0] tx_pay_tkeep;
@@ -810,6 +814,8 @@ module roce_nic #(
         .s_wqe_imm_inv(m_wqe_imm_inv),
         .s_wqe_remote_addr(m_wqe_remote_addr),
         .s_wqe_rkey(m_wqe_rkey),
+        .s_wqe_compare_add(m_wqe_compare_add),
+        .s_wqe_swap(m_wqe_swap),
         .s_wqe_sge_addr(m_wqe_sge_addr),
         .s_wqe_sge_len(m_wqe_sge_len),
         .s_wqe_sge_lkey(m_wqe_sge_lkey),
@@ -897,6 +903,8 @@ module roce_nic #(
         .tx_hdr_reth_rkey(tx_hdr_reth_rkey),
         .tx_hdr_reth_len(tx_hdr_reth_len),
         .tx_hdr_imm(tx_hdr_imm),
+        .tx_hdr_atomic_swap_add(tx_hdr_atomic_swap_add),
+        .tx_hdr_atomic_compare(tx_hdr_atomic_compare),
         .tx_hdr_payload_len(tx_hdr_payload_len),
         .tx_pay_tdata(tx_pay_tdata),
         .tx_pay_tkeep(tx_pay_tkeep),
@@ -1018,11 +1026,11 @@ module roce_nic #(
         .s_hdr_aeth_msn(ak_msn),
         .s_hdr_imm(tx_hdr_imm),
         .s_hdr_ieth_rkey(32'd0),
-        .s_hdr_atomic_va(64'd0),
-        .s_hdr_atomic_rkey(32'd0),
-        .s_hdr_atomic_swap_add(64'd0),
-        .s_hdr_atomic_compare(64'd0),
-        .s_hdr_atomic_orig(ak_orig),      // (only the responder sends 0x12)
+        .s_hdr_atomic_va(tx_hdr_reth_va),     // (only the requester sends 0x13, 0x14)
+        .s_hdr_atomic_rkey(tx_hdr_reth_rkey),
+        .s_hdr_atomic_swap_add(tx_hdr_atomic_swap_add),
+        .s_hdr_atomic_compare(tx_hdr_atomic_compare),
+        .s_hdr_atomic_orig(ak_orig),          // (only the responder sends 0x12)
         .s_hdr_deth_qkey(32'd0),
         .s_hdr_deth_src_qp(24'd0),
         .s_hdr_payload_len(fr_plen),
@@ -1058,6 +1066,7 @@ module roce_nic #(
         .s_rsp_syndrome(rsp_syndrome),
         .s_rsp_payload_len(rxm_payload_len),
         .s_rsp_padcount(rxm_padcount),
+        .s_rsp_orig(rxm_atomic_orig),
         .st_valid(st_valid),
         .st_new(st_new),
         .st_qpn(st_qpn),
@@ -1079,6 +1088,8 @@ module roce_nic #(
         .pl_drop(pl_drop),
         .pl_off(pl_off),
         .pl_len(pl_len),
+        .pl_atomic(pl_atomic),
+        .pl_data(pl_data),
         .plr_valid(plr_valid),
         .plr_ok(plr_ok),
         .lc_valid(q_cqe_valid),
@@ -1149,6 +1160,7 @@ module roce_nic #(
     wire [31:0]  rxm_atomic_rkey;
     wire [63:0]  rxm_atomic_swap_add;
     wire [63:0]  rxm_atomic_compare;
+    wire [63:0]  rxm_atomic_orig;
     wire [DW-1:0] rxp_tdata;
     wire [SW-1:0] rxp_tkeep;
     wire         rxp_tvalid;
@@ -1251,6 +1263,7 @@ module roce_nic #(
         .m_meta_atomic_rkey(rxm_atomic_rkey),
         .m_meta_atomic_swap_add(rxm_atomic_swap_add),
         .m_meta_atomic_compare(rxm_atomic_compare),
+        .m_meta_atomic_orig(rxm_atomic_orig),
         .m_axis_tdata(rxp_tdata),
         .m_axis_tkeep(rxp_tkeep),
         .m_axis_tvalid(rxp_tvalid),
@@ -1412,6 +1425,8 @@ module roce_nic #(
         .pl_drop(pl_drop),
         .pl_off(pl_off),
         .pl_len(pl_len),
+        .pl_atomic(pl_atomic),
+        .pl_data(pl_data),
         .plr_valid(plr_valid),
         .plr_ok(plr_ok),
         .cnt_requests(cnt_resp_requests),

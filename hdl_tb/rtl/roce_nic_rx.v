@@ -52,6 +52,7 @@ module roce_nic_rx #(
     output wire [31:0]             m_meta_atomic_rkey,
     output wire [63:0]             m_meta_atomic_swap_add,
     output wire [63:0]             m_meta_atomic_compare,
+    output wire [63:0]             m_meta_atomic_orig,
 
     output wire [DATA_WIDTH-1:0]   m_axis_tdata,
     output wire [DATA_WIDTH/8-1:0] m_axis_tkeep,
@@ -129,7 +130,7 @@ module roce_nic_rx #(
         .m_meta_atomic_rkey(m_meta_atomic_rkey),
         .m_meta_atomic_swap_add(m_meta_atomic_swap_add),
         .m_meta_atomic_compare(m_meta_atomic_compare),
-        .m_meta_atomic_orig(),
+        .m_meta_atomic_orig(m_meta_atomic_orig),
         .m_meta_deth_qkey(),
         .m_meta_deth_src_qp(),
         .stat_rx_packets(stat_packets),

@@ -14,13 +14,15 @@
 //   2. checks, in the model's order: a QP in ERR (or failed here before) flushes the WQE
 //      (WR_FLUSH_ERR); a QP not in RTS (SQD, ...) is waited for; an opcode other than
 //      RDMA_WRITE, RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM, RDMA_READ, inline data, more
-//      SGEs than MAX_SGE or a WQE read error give LOC_QP_OP_ERR / BAD_OPCODE; a new READ
-//      waits while the QP has a READ outstanding (rd_out, from the completer: one per QP;
-//      the context is read again every 256 cycles, so a QP failed meanwhile flushes it);
-//      every non-empty SGE's lkey is checked through mr_translate (pd, bounds; a READ's
-//      SGEs need LOCAL_WRITE, the model's check, as the responses are written there): the first
-//      failing one gives LOC_PROT_ERR with its vendor code (BAD_LKEY, LKEY_PD_MISMATCH,
-//      LKEY_ACCESS, LKEY_BOUNDS); a message over 2^31 bytes gives LOC_LEN_ERR. An error
+//      SGEs than MAX_SGE or a WQE read error give LOC_QP_OP_ERR / BAD_OPCODE (CMP_SWAP and
+//      FETCH_ADD are done); a new READ or atomic waits while the QP has one outstanding
+//      (rd_out, from the completer: max_rd_atomic 1; the context is read again every 256
+//      cycles, so a QP failed meanwhile flushes it);
+//      every non-empty SGE's lkey is checked through mr_translate (pd, bounds; a READ's or
+//      atomic's SGEs need LOCAL_WRITE, the model's check, as the responses are written there):
+//      the first failing one gives LOC_PROT_ERR with its vendor code (BAD_LKEY,
+//      LKEY_PD_MISMATCH, LKEY_ACCESS, LKEY_BOUNDS); a message over 2^31 bytes, or an atomic
+//      whose SGEs do not hold exactly 8 bytes, gives LOC_LEN_ERR. An error
 //      completes the WQE on m_cqe (byte_len 0) and marks the QP failed: its later WQEs are
 //      flushed until its SQ is configured again (wq_cfg_*: reset, RTS, destroy). (The QP
 //      table's state byte is not changed: QUERY_QP still says RTS.)
@@ -38,6 +40,10 @@
 //      (rd_sge_*), which places the responses for the completer. A READ asked again from
 //      packet k (go-back, IBA 9.7.6.1.3) asks for the rest: PSN + k, address + k * MTU,
 //      length - k * MTU.
+//      An atomic (IBA 9.4.5) is one COMPARE SWAP or FETCH ADD packet (AtomicETH: remote
+//      address, rkey, swap or add value, compare value; AckReq) of one PSN; its SGEs go to the
+//      responder as a READ's (rd_sge_*), which writes the ATOMIC ACKNOWLEDGE's original value
+//      there for the completer.
 //   5. payload: the SGEs are translated again (mr_translate: one segment per page; a WQE
 //      whose check answered one segment, one SGE inside a page, uses that answer) and cut
 //      into chunks that lie in one segment, one packet and one AXI burst (<= 4 KiB, <= 256
@@ -107,6 +113,8 @@ module roce_req #(
     input  wire [31:0]                   s_wqe_imm_inv,
     input  wire [63:0]                   s_wqe_remote_addr,
     input  wire [31:0]                   s_wqe_rkey,
+    input  wire [63:0]                   s_wqe_compare_add,
+    input  wire [63:0]                   s_wqe_swap,
     input  wire [MAX_SGE*64-1:0]         s_wqe_sge_addr,
     input  wire [MAX_SGE*32-1:0]         s_wqe_sge_len,
     input  wire [MAX_SGE*32-1:0]         s_wqe_sge_lkey,
@@ -201,6 +209,8 @@ module roce_req #(
     output wire [31:0]                   tx_hdr_reth_rkey,
     output wire [31:0]                   tx_hdr_reth_len,
     output wire [31:0]                   tx_hdr_imm,
+    output wire [63:0]                   tx_hdr_atomic_swap_add,
+    output wire [63:0]                   tx_hdr_atomic_compare,
     output wire [15:0]                   tx_hdr_payload_len,
 
     output wire [DATA_WIDTH-1:0]         tx_pay_tdata,
@@ -283,6 +293,8 @@ module roce_req #(
     reg [31:0]             w_imm;
     reg [63:0]             w_raddr;
     reg [31:0]             w_rkey;
+    reg [63:0]             w_cmpadd;
+    reg [63:0]             w_swap;
     reg [MAX_SGE*64-1:0]   w_sge_addr;
     reg [MAX_SGE*32-1:0]   w_sge_len;
     reg [MAX_SGE*32-1:0]   w_sge_lkey;
@@ -366,7 +378,12 @@ module roce_req #(
     wire [3:0]  mtu_log = (c_pmtu >= 8'd1 && c_pmtu <= 8'd5) ? c_pmtu[3:0] + 4'd7 : 4'd10;
     wire [12:0] mtu = 13'd1 << mtu_log;
     wire        is_read = w_op == 8'd4;
-    wire        op_ok = w_op == 8'd0 || w_op == 8'd1 || w_op == 8'd2 || w_op == 8'd3 || is_read;
+    wire        is_cas = w_op == 8'd5;                   // ATOMIC_CMP_AND_SWP
+    wire        is_atomic = is_cas || w_op == 8'd6;      // ... or ATOMIC_FETCH_AND_ADD
+    // READ and atomics: one request packet, answered with data written to the local SGEs
+    wire        is_rdat = is_read || is_atomic;
+    wire        op_ok = w_op == 8'd0 || w_op == 8'd1 || w_op == 8'd2 || w_op == 8'd3 || is_rdat;
+    wire        len_bad = is_atomic && w_total != 34'd8;   // an atomic's SGEs hold 8 bytes
     wire        is_write = w_op == 8'd0 || w_op == 8'd1;
     wire        has_imm = w_op == 8'd1 || w_op == 8'd3;
     // CqeOpcode of the WQE's opcode (SEND for unknown ones)
@@ -402,7 +419,7 @@ module roce_req #(
     assign mr_req_valid = tr_on && tr_more && tr_len != 32'd0;
     assign mr_req_key = w_sge_lkey[32*tr_j[SGE_W-1:0] +: 32];
     assign mr_req_pd = c_pd;
-    assign mr_req_access = is_read ? 8'd1 : 8'd0;    // a READ writes its SGEs: LOCAL_WRITE
+    assign mr_req_access = is_rdat ? 8'd1 : 8'd0;    // a READ writes its SGEs: LOCAL_WRITE
     assign mr_req_va = w_sge_addr[64*tr_j[SGE_W-1:0] +: 64];
     assign mr_req_len = tr_len;
     assign mr_req_tag = {TAG_WIDTH{1'b0}};
@@ -418,7 +435,7 @@ module roce_req #(
     reg                  ck_one;
     reg [ADDR_WIDTH-1:0] ck_pa;
     reg [12:0]           ck_len;
-    wire                 reuse = ck_one && n_nz == {{SGE_W{1'b0}}, 1'b1} && !is_read;
+    wire                 reuse = ck_one && n_nz == {{SGE_W{1'b0}}, 1'b1} && !is_rdat;
 
     // ---------------------------------------------------------------- data pass: planner
     reg            seg_v;
@@ -463,6 +480,8 @@ module roce_req #(
     always @* begin
         if (is_read)
             hg_opc = 8'h0c;                          // RDMA READ REQUEST
+        else if (is_atomic)
+            hg_opc = is_cas ? 8'h13 : 8'h14;         // COMPARE SWAP / FETCH ADD
         else case ({w_op[1:0], hg_first, hg_last})
             4'b0010: hg_opc = 8'h06;                 // WRITE FIRST
             4'b0000: hg_opc = 8'h07;                 // WRITE MIDDLE
@@ -486,15 +505,18 @@ module roce_req #(
     // The headers queue for the framer (HDR_DEPTH packets), so the requester goes on to the
     // next WQE while the framer still sends, or waits for the payload of, this one's packets.
     localparam HQ_W = 48 + 48 + 1 + 128 + 128 + 8 + 8 + 16 + 8 + 1 + 24 + 1 + 24 + 64 + 32 +
-                      32 + 32 + 16;
+                      32 + 32 + 16 + 128;
     wire [HQ_W-1:0] hq_in = {
         p_dmac, p_smac, p_ipv6, p_sgid, p_dgid, p_tos, p_ttl, c_sport, hg_opc,
-        hg_last && w_flags[2] && !is_read,               // SE on the last packet
+        hg_last && w_flags[2] && !is_rdat,               // SE on the last packet
         c_dqpn[23:0], hg_last, psn0 + hg_k,
         // (a READ asked again from packet k0: the rest of it, IBA 9.7.6.1.3)
         is_read ? w_raddr + {32'd0, skip} : w_raddr, w_rkey,
         is_read ? w_total[31:0] - skip : w_total[31:0], w_imm,
-        hg_last ? hg_rem[15:0] : {3'd0, mtu}};
+        hg_last ? hg_rem[15:0] : {3'd0, mtu},
+        // AtomicETH (IBA 9.3.4; the VA and R_Key in the RETH fields): CMP_SWAP carries the
+        // WQE's swap and compare values, FETCH_ADD its add value (compare_add) and 0
+        is_cas ? w_swap : w_cmpadd, is_cas ? w_cmpadd : 64'd0};
     wire [HQ_W-1:0] hq_out;
     wire            hq_ready;
     wire [15:0]     hq_count;
@@ -515,7 +537,8 @@ module roce_req #(
     assign {tx_hdr_dmac, tx_hdr_smac, tx_hdr_ipv6, tx_hdr_sip, tx_hdr_dip, tx_hdr_tos,
             tx_hdr_ttl, tx_hdr_udp_sport, tx_hdr_opcode, tx_hdr_solicited, tx_hdr_dqpn,
             tx_hdr_ackreq, tx_hdr_psn, tx_hdr_reth_va, tx_hdr_reth_rkey, tx_hdr_reth_len,
-            tx_hdr_imm, tx_hdr_payload_len} = hq_out;
+            tx_hdr_imm, tx_hdr_payload_len, tx_hdr_atomic_swap_add,
+            tx_hdr_atomic_compare} = hq_out;
     wire hg_fire = hg_on && hq_ready;
 
     // a go-back from the completer is taken between WQEs
@@ -610,6 +633,8 @@ module roce_req #(
                     w_imm <= s_wqe_imm_inv;
                     w_raddr <= s_wqe_remote_addr;
                     w_rkey <= s_wqe_rkey;
+                    w_cmpadd <= s_wqe_compare_add;
+                    w_swap <= s_wqe_swap;
                     w_sge_addr <= s_wqe_sge_addr;
                     w_sge_len <= s_wqe_sge_len;
                     w_sge_lkey <= s_wqe_sge_lkey;
@@ -650,9 +675,9 @@ module roce_req #(
                     end else if (c_state != QPS_RTS) begin
                         wait_cnt <= 9'd0;
                         state <= R_WAIT;
-                    end else if (!w_resend && (qp_full[w_q] || (is_read && rd_out[w_q]))) begin
+                    end else if (!w_resend && (qp_full[w_q] || (is_rdat && rd_out[w_q]))) begin
                         wait_cnt <= 9'd0;
-                        state <= R_FULL;           // (one READ outstanding per QP)
+                        state <= R_FULL;    // (one READ or atomic outstanding per QP)
                     end else if (!op_ok || w_err || w_flags[3] ||
                                  w_nsge > MAX_SGE) begin
                         exp_idx[w_q] <= w_index + 16'd1;
@@ -678,7 +703,7 @@ module roce_req #(
                 wait_cnt <= wait_cnt + 9'd1;
                 if (rw_take) begin
                     state <= R_EVAL;
-                end else if (!qp_full[w_q] && !(is_read && rd_out[w_q]) ||
+                end else if (!qp_full[w_q] && !(is_rdat && rd_out[w_q]) ||
                              wait_cnt == 9'd255) begin
                     ci <= 4'd0;
                     state <= R_CTX;
@@ -713,7 +738,7 @@ module roce_req #(
             end
 
             R_CHKD: begin
-                if (ck_bad || w_total > 34'h0_8000_0000) begin
+                if (ck_bad || w_total > 34'h0_8000_0000 || len_bad) begin
                     exp_idx[w_q] <= w_index + 16'd1;
                     sq_tail[w_q] <= w_index + 16'd1;
                 end
@@ -721,7 +746,7 @@ module roce_req #(
                     e_status <= ST_LOC_PROT_ERR;
                     e_vendor <= 8'h0f + {5'd0, ck_st};   // BAD_LKEY 0x10 .. LKEY_BOUNDS 0x13
                     state <= R_CQE;
-                end else if (w_total > 34'h0_8000_0000) begin
+                end else if (w_total > 34'h0_8000_0000 || len_bad) begin
                     e_status <= ST_LOC_LEN_ERR;
                     state <= R_CQE;
                 end else begin
@@ -773,7 +798,7 @@ module roce_req #(
                 skip <= skip0;
                 seg_v <= 1'b0;
                 tr_on <= 1'b1;
-                if (is_read) begin         // one request packet; its SGEs for the responses
+                if (is_rdat) begin         // one request packet; its SGEs for the responses
                     hg_rem <= 32'd0;
                     msg_rem <= 32'd0;
                     tr_j <= MAX_SGE_J;

@@ -110,7 +110,9 @@
 //               it, or place pl_len bytes at offset pl_off of the QP's READ SGEs (each piece
 //               translated with LOCAL_WRITE, written by the same burst engine as a SEND's
 //               scatter); plr_* says when it is written (B responses in) or that a
-//               translation failed (the rest of the payload dropped)
+//               translation failed (the rest of the payload dropped); pl_atomic: the 8
+//               bytes are pl_data (an ATOMIC ACKNOWLEDGE's original value, little-endian),
+//               not from s_pay_*, into the atomic's SGEs (kept as a READ's)
 //   cnt_*       request packets, bytes placed, ACKs, NAKs, duplicates, dropped (QP not
 //               receiving, or not from its path), atomics (at the expected PSN: executed or
 //               refused; not their duplicates)
@@ -264,6 +266,8 @@ module roce_resp #(
     input  wire                          pl_drop,
     input  wire [31:0]                   pl_off,
     input  wire [15:0]                   pl_len,
+    input  wire                          pl_atomic,
+    input  wire [63:0]                   pl_data,
     output reg                           plr_valid,
     output reg                           plr_ok,
 
@@ -600,6 +604,15 @@ module roce_resp #(
     reg [7:0]            b_out;      // bursts awaiting B
     reg                  b_err;
 
+    // the payload source: s_pay_*, or for an atomic's original value (pl_atomic) one beat
+    // of its 8 bytes, made here (inj) while s_pay_* waits
+    reg                    inj;
+    reg  [63:0]            inj_data;
+    wire [DATA_WIDTH-1:0]  pv_tdata = inj ? {{(DATA_WIDTH-64){1'b0}}, inj_data} : s_pay_tdata;
+    wire [KW-1:0]          pv_tkeep = inj ? {{(KW-8){1'b0}}, 8'hff} : s_pay_tkeep;
+    wire                   pv_tvalid = inj || s_pay_tvalid;
+    wire                   pv_tlast = inj || s_pay_tlast;
+
     // byte window: payload bytes taken from the stream, not yet written
     reg [2*DATA_WIDTH-1:0] win;
     reg [KW_LOG+1:0]       wcnt;
@@ -637,18 +650,18 @@ module roce_resp #(
     always @* begin
         in_cnt = {(KW_LOG+1){1'b0}};
         for (kk = 0; kk < KW; kk = kk + 1)
-            in_cnt = in_cnt + {{KW_LOG{1'b0}}, s_pay_tkeep[kk]};
+            in_cnt = in_cnt + {{KW_LOG{1'b0}}, pv_tkeep[kk]};
     end
     // the bytes past tkeep (the pad, stale lanes) must not reach the window: it is ORed into
     reg  [DATA_WIDTH-1:0] keep_mask;
     always @* begin
         for (kk = 0; kk < KW; kk = kk + 1)
-            keep_mask[8*kk +: 8] = {8{s_pay_tkeep[kk]}};
+            keep_mask[8*kk +: 8] = {8{pv_tkeep[kk]}};
     end
-    wire refill = pay_on && !pay_end && s_pay_tvalid && w_after <= KW;
+    wire refill = pay_on && !pay_end && pv_tvalid && w_after <= KW;
     // draining a packet's payload that is not placed
     reg  draining;
-    assign s_pay_tready = refill || draining;
+    assign s_pay_tready = (refill || draining) && !inj;
 
     assign m_axi_awaddr = aw_addr;
     assign m_axi_awlen = aw_len;
@@ -966,12 +979,14 @@ module roce_resp #(
             reg [2*DATA_WIDTH-1:0] nw;
             nw = w_go ? (win >> {take, 3'b000}) : win;
             if (refill)
-                nw = nw | ({{DATA_WIDTH{1'b0}}, s_pay_tdata & keep_mask} << {w_after, 3'b000});
+                nw = nw | ({{DATA_WIDTH{1'b0}}, pv_tdata & keep_mask} << {w_after, 3'b000});
             win <= nw;
             wcnt <= w_after + (refill ? {1'b0, in_cnt} : {(KW_LOG+2){1'b0}});
         end
-        if (refill && s_pay_tlast)
+        if (refill && pv_tlast)
             pay_end <= 1'b1;
+        if (refill && inj)
+            inj <= 1'b0;
         if (draining && s_pay_tvalid && s_pay_tlast)
             draining <= 1'b0;
 
@@ -989,6 +1004,8 @@ module roce_resp #(
                     p_op <= 8'h10;             // (neither a SEND nor a WRITE)
                     p_len <= pl_len;
                     rr_off <= pl_off;
+                    inj <= pl_atomic && !pl_drop;
+                    inj_data <= pl_data;
                     if (pl_drop) begin
                         drain_after <= 1'b1;
                         ps <= P_DRAIN;
@@ -1428,7 +1445,8 @@ module roce_resp #(
                     // the rest of the payload is dropped, then the fatal NAK
                     if (pay_on) begin
                         pay_on <= 1'b0;
-                        draining <= !pay_end && !(refill && s_pay_tlast);
+                        draining <= !inj && !pay_end && !(refill && pv_tlast);
+                        inj <= 1'b0;
                         wcnt <= {(KW_LOG+2){1'b0}};
                         win <= {2*DATA_WIDTH{1'b0}};
                     end else if (b_out == 8'd0 && !aw_v && !m_axi_wvalid_r && !draining &&
@@ -1714,6 +1732,7 @@ module roce_resp #(
             fc_v <= 1'b0;
             lk_busy <= 1'b0;
             pl_bad <= 1'b0;
+            inj <= 1'b0;
             nak_sent <= {NUM_QP{1'b0}};
             epsn_stale <= {NUM_QP{1'b1}};
             rfail <= {NUM_QP{1'b0}};
