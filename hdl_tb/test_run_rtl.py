@@ -1,8 +1,8 @@
 """`nicsim run examples/rtl.yaml --rtl a`: the example scenario co-simulated with host a's NIC
 the RTL (roce_nic on Icarus) and host b's the model, through the command a user types. Every
-WR both ways (WRITE, WRITE with immediate, READ, SEND, SEND with immediate; and b's atomics,
-which the RTL executes) must succeed with its bytes verified at the destination (an atomic:
-the original value returned and the value left in a's memory), the RTL's own counters must
+WR both ways (WRITE, WRITE with immediate, READ, SEND, SEND with immediate, FETCH_ADD,
+CMP_SWAP) must succeed with its bytes verified at the destination (an atomic: the original
+value returned and the value left in the target's memory), the RTL's own counters must
 account for the traffic,
 and the pcap must hold only valid RoCEv2 frames. `--out` writes the result files of a model run
 (summary, per-WR flows, the HTML report)."""
@@ -33,6 +33,7 @@ def test_the_example_scenario_runs_on_the_rtl_nic(tmp_path):
     assert {op for _s, op, _st in ops} == {"write", "write_imm", "read", "send", "send_imm",
                                            *atomics}
     assert {s for s, _op, _st in ops} == {"a", "b"}
+    assert {s for s, op, _st in ops if op in atomics} == {"a", "b"}   # atomics both ways
     assert all(st == "SUCCESS" for _s, _op, st in ops), ops
     # (an atomic verifies 16 bytes: the value returned and the value left)
     assert r["verified_bytes"] == sum(16 if w["op"] in atomics else w["bytes"]
@@ -42,7 +43,7 @@ def test_the_example_scenario_runs_on_the_rtl_nic(tmp_path):
     c = rtl["counters"]
     assert c["comp_cqes"] == sum(1 for s, _op, _st in ops if s == "a")
     assert c["rx_drops"] == c["resp_naks"] == c["req_resent"] == 0
-    assert c["resp_atomics"] == sum(1 for s, op, _st in ops if op in atomics)
+    assert c["resp_atomics"] == sum(1 for s, op, _st in ops if op in atomics and s == "b")
     summary = json.loads((out / "summary.json").read_text())
     assert summary["integrity"] == "OK" and summary["wrs"]["total"] == len(ops)
     flows = (out / "flows.csv").read_text().splitlines()

@@ -122,17 +122,22 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     assert p.stderr == ""
 
 
-def test_rtl_refuses_what_the_rtl_nic_does_not_do(capsys, scen):
+def test_rtl_refuses_what_the_rtl_nic_does_not_do(capsys, scen, monkeypatch):
     """`run --rtl`: the scenario is checked against roce_nic before any simulator starts."""
-    e = err_of(capsys, ["run", "--rtl", "a"])  # the default scenario has atomics
-    assert e.endswith("default.yaml: ops[8].op: fetch_add a>b: the RTL NIC's requester does not "
-                      "do fetch_add (it does write, write_imm, read, send, send_imm)")
     from nicsim.scenario import rtl
-    from nicsim.scenario.schema import load_scenario
+    from nicsim.scenario.schema import OpKind, load_scenario
 
-    # the RTL's responder executes atomics: the model may send them to it
-    rtl.check(load_scenario(scen("pcap: null\nops:\n  - {op: fetch_add, src: b, dst: a}\n"
-                                 "  - {op: cmp_swap, src: b, dst: a}\n")), "a")
+    # the RTL sends and executes atomics: either side may send them
+    both = scen("pcap: null\nops:\n  - {op: fetch_add, src: b, dst: a}\n"
+                "  - {op: cmp_swap, src: b, dst: a}\n  - {op: fetch_add}\n"
+                "  - {op: cmp_swap}\n")
+    rtl.check(load_scenario(both), "a")
+    # an operation the RTL does not do (none of today's: one taken away) is named
+    monkeypatch.setattr(rtl, "RTL_REQUESTER_OPS", rtl.RTL_REQUESTER_OPS - {OpKind.FETCH_ADD})
+    assert err_of(capsys, ["run", both, "--rtl", "a"]).endswith(
+        "ops[2].op: fetch_add a>b: the RTL NIC's requester does not do fetch_add (it does "
+        "write, write_imm, read, send, send_imm, cmp_swap)")
+    monkeypatch.undo()
     assert "--rtl b: the RTL NIC takes the first host's place ('a')" in \
         err_of(capsys, ["run", scen(OK), "--rtl", "b"])
     star = OK + "topology: {shape: star, hosts: 3}\n"

@@ -22,10 +22,10 @@ from nicsim.scenario import build
 from nicsim.scenario.schema import FaultSpec, OpKind, Scenario, ScenarioError
 
 # What roce_nic's requester sends and its responder answers (README, "What roce_nic does"):
-# the responder also executes atomics, the requester does not send them.
+# listed, so that an operation the scenarios gain later is refused until the RTL does it.
 RTL_REQUESTER_OPS = frozenset({OpKind.WRITE, OpKind.WRITE_IMM, OpKind.SEND, OpKind.SEND_IMM,
-                               OpKind.READ})
-RTL_RESPONDER_OPS = RTL_REQUESTER_OPS | {OpKind.CMP_SWAP, OpKind.FETCH_ADD}
+                               OpKind.READ, OpKind.CMP_SWAP, OpKind.FETCH_ADD})
+RTL_RESPONDER_OPS = RTL_REQUESTER_OPS
 WIDTHS = (64, 512)
 RTL_CLK_NS = 4.0  # the co-simulation's clock (cosim_world): 250 MHz
 # RTL cycles per CPU second of a co-simulation on Icarus (README, co-simulation speed; Verilator
