@@ -56,22 +56,39 @@ def _wr(side, peer, wr_id: int, off: int, n: int, opcode: int = e.IBV_WR_RDMA_WR
     return wr
 
 
-def run(built: bool = False, tapped: bool = False) -> tuple:
-    """`built`: the reference, every frame built before it travels (as to a switch)."""
-    w, a, b = pair(mtu=e.IBV_MTU_1024, mr_len=512 * KIB, seed=4)
-    link = w.links[0]
+def _world(mtu: int, mr_len: int, seed: int, built: bool) -> tuple:
+    """Two connected sides with random MR contents, and what each end of the cable receives
+    (time, the frame's bytes), with a count of the frames that came unbuilt. `built`: the
+    reference, every frame built before it travels (as to a switch)."""
+    w, a, b = pair(mtu=mtu, mr_len=mr_len, seed=seed)
     if built:
-        link._takes_unbuilt = [False, False]
-    tap = Frames()
-    if tapped:
-        link.taps.append(tap)
+        w.links[0]._takes_unbuilt = [False, False]
     rx: list[list] = [[], []]
     unbuilt = [0]
     for end in (0, 1):
         _record(w, end, rx[end], unbuilt)
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(seed)
     for s in (a, b):
-        s.mr.write(rng.integers(0, 256, 512 * KIB, np.uint8).tobytes(), 512 * KIB)
+        s.mr.write(rng.integers(0, 256, mr_len, np.uint8).tobytes(), mr_len)
+    return w, a, b, rx, unbuilt
+
+
+def _outcome(w, a, b, rx: list, done: list) -> tuple:  # noqa: ANN001
+    """Everything a run shows: frames received, completions, end time, memory, counters."""
+    settle(w)
+    for lk in w.links:
+        lk.flush_taps()
+    wcs = sorted((c.wr_id, c.status, c.opcode, c.byte_len) for c in done)
+    return (rx, wcs, w.env.now, a.mr.read(a.mr.length, 0), b.mr.read(b.mr.length, 0),
+            {n: nic.counters() for n, nic in w.nics.items()})
+
+
+def run(built: bool = False, tapped: bool = False) -> tuple:
+    """A fixed mix, as built or unbuilt frames, with or without a tap on the cable."""
+    w, a, b, rx, unbuilt = _world(e.IBV_MTU_1024, 512 * KIB, 4, built)
+    tap = Frames()
+    if tapped:
+        w.links[0].taps.append(tap)
     for i in range(2):
         b.qp.post_recv(RecvWR(wr_id=100 + i, num_sge=1,
                               sg=[SGE(b.mr.buf + 448 * KIB + i * 8 * KIB, 8 * KIB, b.mr.lkey)]))
@@ -89,12 +106,7 @@ def run(built: bool = False, tapped: bool = False) -> tuple:
     w.hosts["a"].spend(2000)
     a.mr.write(bytes(range(256)) * 256, 64 * KIB)
     done = wait(a, 5) + wait(b, 3)
-    settle(w)
-    for lk in w.links:
-        lk.flush_taps()
-    wcs = sorted((c.wr_id, c.status, c.opcode, c.byte_len) for c in done)
-    return (rx, wcs, w.env.now, a.mr.read(512 * KIB, 0), b.mr.read(512 * KIB, 0),
-            {n: nic.counters() for n, nic in w.nics.items()}), tap.got, unbuilt[0]
+    return _outcome(w, a, b, rx, done), tap.got, unbuilt[0]
 
 
 def test_unbuilt_frames_change_nothing() -> None:
@@ -174,16 +186,7 @@ _MTUS = {e.IBV_MTU_256: 256, e.IBV_MTU_1024: 1024, e.IBV_MTU_4096: 4096}
 def run_mixed(ops: list[tuple[bool, int, int, bool]], mtu: int, built: bool) -> tuple:
     """Each op (a to b?, kind, length, solicited) in its own 16 KiB slot, posted at once from
     both sides (an atomic adds or compares with its length); every result a run shows."""
-    w, a, b = pair(mtu=mtu, mr_len=256 * KIB, seed=9)
-    if built:
-        w.links[0]._takes_unbuilt = [False, False]
-    rx: list[list] = [[], []]
-    n_unbuilt = [0]
-    for end in (0, 1):
-        _record(w, end, rx[end], n_unbuilt)
-    rng = np.random.default_rng(3)
-    for s in (a, b):
-        s.mr.write(rng.integers(0, 256, 256 * KIB, np.uint8).tobytes(), 256 * KIB)
+    w, a, b, rx, n_unbuilt = _world(mtu, 256 * KIB, 9, built)
     want = {id(a): 0, id(b): 0}
     for k, (a_to_b, kind, n, se) in enumerate(ops):
         src, dst = (a, b) if a_to_b else (b, a)
@@ -202,10 +205,7 @@ def run_mixed(ops: list[tuple[bool, int, int, bool]], mtu: int, built: bool) -> 
             src.qp.post_send(_wr(src, dst, k, k * 16 * KIB, n, kind, flags))
         want[id(src)] += 1
     done = wait(a, want[id(a)]) + wait(b, want[id(b)])
-    settle(w)
-    wcs = sorted((c.wr_id, c.status, c.opcode, c.byte_len) for c in done)
-    return (rx, wcs, w.env.now, a.mr.read(256 * KIB, 0), b.mr.read(256 * KIB, 0),
-            {n: nic.counters() for n, nic in w.nics.items()}), n_unbuilt[0]
+    return _outcome(w, a, b, rx, done), n_unbuilt[0]
 
 
 @settings(max_examples=20, deadline=None)

@@ -142,16 +142,16 @@ class Link:
         """Deliver `frame`, whose last bit leaves end `from_end` at `t_last_bit_out`."""
         t = t_last_bit_out + self._prop
         to = 1 - from_end
+        if frame.__class__ is Unbuilt and (self.faults is not None
+                                           or not self._takes_unbuilt[to]):
+            # Faults and switches see the bytes (a tap builds its own copy: see _bytes).
+            frame = frame.build()
         if self.faults is None:
             direct = self._direct[to]
             if direct is not None and not (self.taps or self.end_taps[from_end]):
-                if frame.__class__ is Unbuilt and not self._takes_unbuilt[to]:
-                    frame = frame.build()
                 env = self.env
                 heappush(env._queue, (t, _NORMAL, next(env._eid), _Wake(direct, frame)))
                 return
-            if frame.__class__ is Unbuilt and not self._takes_unbuilt[to]:
-                frame = frame.build()  # a switch sees the bytes; a tap builds its own copy
             # (The common case of _enqueue, inline: this runs per packet.)
             q = self._flight[to]
             seq = next(self.env._eid)
@@ -160,8 +160,6 @@ class Link:
                 return
             self._enqueue(to, t, frame, seq, _BOTH)
             return
-        if frame.__class__ is Unbuilt:
-            frame = frame.build()  # taps and faults see the bytes
         if self.taps or self.end_taps[from_end]:
             self._enqueue(to, t, frame, next(self.env._eid), _TAP)  # as sent
         for f, extra in self.faults[from_end].apply(frame):

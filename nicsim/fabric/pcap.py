@@ -151,9 +151,6 @@ _IOV_MAX = 1024  # buffers per writev (POSIX guarantees at least 16; Linux takes
 def _write_all(f: BinaryIO, chunks: list[bytes]) -> None:
     """Write `chunks` in order to the unbuffered file `f`, all of them (a short write goes
     on from where it stopped)."""
-    if not hasattr(os, "writev"):  # (not POSIX)
-        f.write(b"".join(chunks))
-        return
     fd = f.fileno()
     for i in range(0, len(chunks), _IOV_MAX):
         batch: list[bytes | memoryview] = list(chunks[i:i + _IOV_MAX])

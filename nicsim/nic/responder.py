@@ -182,26 +182,13 @@ class Responder:
         c[kind] += 1
         c["requests"] += 1
         r.nak_sent = False
-        # _unit_time, inline (this runs per packet)
-        t = self.env._now + self._rx_lag
-        if r.unit_free > t:
-            t = r.unit_free
-        t = self._take(t, self._unit_cost)
-        r.unit_free = t + self._unit_cost
+        t = self._unit_time(r)
         self._place(qp, payload, t)
         if last:  # the message is done (the general path's _write, for a LAST)
             qp.msn = (qp.msn + 1) & 0xFFFFFF
             r.state = RespState.IDLE
             r.rq_cap = 0
-            # Through _advance itself: a message's end is what the breakdown tracer hooks
-            # (nicsim.results.breakdown).
-            self._advance(qp, psn, ackreq, t)
-            return True
-        # _advance, inline (a MIDDLE, per packet)
-        qp.epsn = (psn + 1) & PSN_MASK
-        r.unacked += 1
-        if ackreq or r.unacked >= self._ack_every:
-            self._ack(qp, psn, t if t > r.posted_at else r.posted_at)
+        self._advance(qp, psn, ackreq, t)
         return True
 
     def _unit_time(self, r: RespCtx) -> float:
