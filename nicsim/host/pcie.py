@@ -48,33 +48,47 @@ class Pcie:
         self.last_write_start = 0.0  # when the most recent posted write began
         self._lat = cfg.latency_ns
         self._rtt = 2 * cfg.latency_ns + cfg.host_mem_ns  # request out, completion back
-        self._wcost: dict[int, tuple[int, float]] = {}
-        self._rcost: dict[int, tuple[int, int, float, float]] = {}
-        self.counters = {"dma_read_bytes": 0, "dma_reads": 0, "dma_write_bytes": 0,
-                         "dma_writes": 0, "tlps_up": 0, "tlps_down": 0, "mmio_writes": 0,
-                         "mmio_reads": 0}
+        # Per transfer size: its TLPs and durations, and how many transfers of that size there
+        # were. Counting per size once, instead of four counters per transfer, keeps the
+        # per-packet cost down; `counters` adds them up when read.
+        self._wcost: dict[int, list] = {}  # [TLPs, duration, count]
+        self._rcost: dict[int, list] = {}  # [request TLPs, completion TLPs, durations.., count]
+        self._mmio = {"mmio_writes": 0, "mmio_reads": 0}
+
+    @property
+    def counters(self) -> dict[str, int]:
+        w, r = self._wcost, self._rcost
+        return {
+            "dma_read_bytes": sum(n * v[4] for n, v in r.items()),
+            "dma_reads": sum(v[4] for v in r.values()),
+            "dma_write_bytes": sum(n * v[2] for n, v in w.items()),
+            "dma_writes": sum(v[2] for v in w.values()),
+            "tlps_up": sum(v[0] * v[2] for v in w.values()) + sum(v[0] * v[4] for v in r.values()),
+            "tlps_down": sum(v[1] * v[4] for v in r.values()) + self._mmio["mmio_writes"],
+            **self._mmio,
+        }
 
     def _tlps(self, n: int, size: int) -> int:
         return max(1, -(-n // size))
 
-    def _write_cost(self, nbytes: int) -> tuple[int, float]:
+    def _write_cost(self, nbytes: int) -> list:
         c = self.cfg
         ntlp = self._tlps(nbytes, c.mps)
-        v = (ntlp, (nbytes + ntlp * c.tlp_overhead) / self._bpns)
-        self._wcost[nbytes] = v
+        v = self._wcost[nbytes] = [ntlp, (nbytes + ntlp * c.tlp_overhead) / self._bpns, 0]
         return v
 
-    def _read_cost(self, nbytes: int) -> tuple[int, int, float, float]:
+    def _read_cost(self, nbytes: int) -> list:
         c = self.cfg
         nreq, ncpl = self._tlps(nbytes, c.mrrs), self._tlps(nbytes, c.mps)
-        v = (nreq, ncpl, nreq * c.tlp_overhead / self._bpns,
-             (nbytes + ncpl * c.tlp_overhead) / self._bpns)
-        self._rcost[nbytes] = v
+        v = self._rcost[nbytes] = [nreq, ncpl, nreq * c.tlp_overhead / self._bpns,
+                                   (nbytes + ncpl * c.tlp_overhead) / self._bpns, 0]
         return v
 
     def dma_write(self, nbytes: int, not_before: float = 0.0) -> float:
         """Reserve the upstream link for a posted write; returns when it is in host memory."""
-        ntlp, dur = self._wcost.get(nbytes) or self._write_cost(nbytes)
+        w = self._wcost.get(nbytes) or self._write_cost(nbytes)
+        w[2] += 1
+        dur = w[1]
         now = self.env._now  # the attribute behind the `now` property: this runs per packet
         start = self.up_free
         if start < now:
@@ -83,10 +97,6 @@ class Pcie:
             start = not_before
         self.up_free = start + dur
         self.last_write_start = start
-        k = self.counters
-        k["dma_writes"] += 1
-        k["dma_write_bytes"] += nbytes
-        k["tlps_up"] += ntlp
         return start + dur + self._lat
 
     def writes_landed_by(self) -> float:
@@ -96,7 +106,9 @@ class Pcie:
 
     def dma_read(self, nbytes: int, not_before: float = 0.0) -> float:
         """Read requests upstream, completions downstream; returns when the data is in the NIC."""
-        nreq, ncpl, req_dur, cpl_dur = self._rcost.get(nbytes) or self._read_cost(nbytes)
+        r = self._rcost.get(nbytes) or self._read_cost(nbytes)
+        r[4] += 1
+        req_dur = r[2]
         now = self.env._now  # (see dma_write)
         start = self.up_free
         if start < now:
@@ -107,13 +119,8 @@ class Pcie:
         cstart = start + req_dur + self._rtt
         if cstart < self.down_free:
             cstart = self.down_free
-        self.down_free = cstart + cpl_dur
-        k = self.counters
-        k["dma_reads"] += 1
-        k["dma_read_bytes"] += nbytes
-        k["tlps_up"] += nreq
-        k["tlps_down"] += ncpl
-        return self.down_free
+        self.down_free = cstart = cstart + r[3]
+        return cstart
 
     def mmio_write_arrival(self, nbytes: int = 8) -> float:
         """A posted MMIO write from the CPU: when it reaches the device."""
@@ -130,13 +137,12 @@ class Pcie:
         else:
             self.down_free = start + dur
         self.mmio_free = start + dur
-        self.counters["mmio_writes"] += 1
-        self.counters["tlps_down"] += 1
+        self._mmio["mmio_writes"] += 1
         return start + dur + c.latency_ns
 
     def mmio_read_roundtrip(self) -> float:
         """A non-posted MMIO read: request down, completion up. Returns the round-trip time."""
-        self.counters["mmio_reads"] += 1
+        self._mmio["mmio_reads"] += 1
         return 2 * self.cfg.latency_ns + 2 * (8 + self.cfg.tlp_overhead) / self._bpns
 
 

@@ -437,9 +437,9 @@ class Nic(MmioDevice):
             pf = parse_pfc(frame)
         except PfcFormatError:
             if len(frame) >= 16 and frame[14:16] == PAUSE_OPCODE.to_bytes(2, "big"):
-                self.port.counters["pause_ignored"] += 1
+                self.port.count("pause_ignored")
             else:
-                self.port.counters["mac_control_malformed"] += 1
+                self.port.count("mac_control_malformed")
             return
         self.port.pause(pf)
 

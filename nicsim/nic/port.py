@@ -42,9 +42,12 @@ class Port:
         self._end = 0
         self._ns_per_byte = 0.08
         self.free = 0.0  # when the transmitter is next idle (queued: projected, no pauses)
-        self.counters = new_counters("tx_frames", "tx_bytes", "tx_busy_ns", "pfc_received",
-                                     "pfc_ignored", "pause_ignored",
-                                     "mac_control_malformed")
+        self._c = new_counters("tx_frames", "tx_bytes", "tx_busy_ns", "pfc_received",
+                               "pfc_ignored", "pause_ignored", "mac_control_malformed")
+        # Frames sent, per frame length: [time on the wire, count]. One count per frame
+        # instead of three counters; `counters` adds them up when read.
+        self._wire: dict[int, list] = {}
+        self._busy_ns = 0.0
         self.pfc = frozenset(pfc_classes)
         self.queued = bool(self.pfc)
         # Queued transmitter (PFC): FIFOs by priority of (frame, ready_at), frames queued,
@@ -81,6 +84,28 @@ class Port:
         # Frames go straight to the NIC's receive path, which counts them (rx.packets).
         self._end = link.attach(self._receive, direct, unbuilt=True)
         self._ns_per_byte = 8.0 / link.cfg.rate_gbps
+        for n, rec in self._wire.items():
+            rec[0] = self._wire_ns(n)
+
+    def _wire_ns(self, n: int) -> float:
+        """A frame of `n` bytes on the wire: preamble, padding to the minimum, FCS, IFG."""
+        return (_WIRE_EXTRA + (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)) * self._ns_per_byte
+
+    def _new_len(self, n: int) -> list:
+        rec = self._wire[n] = [self._wire_ns(n), 0]
+        return rec
+
+    @property
+    def counters(self) -> dict[str, int | float]:
+        out = dict(self._c)
+        out["tx_frames"] = sum(r[1] for r in self._wire.values())
+        out["tx_bytes"] = sum(n * r[1] for n, r in self._wire.items())
+        out["tx_busy_ns"] = self._busy_ns
+        return out
+
+    def count(self, name: str) -> None:
+        """Count an event of the port's receive side (MAC control frames the NIC parses)."""
+        self._c[name] += 1
 
     @property
     def rate_gbps(self) -> float:
@@ -111,8 +136,9 @@ class Port:
             start = ready_at
         if start < self.free:
             start = self.free
-        n = len(frame)
-        dur = (_WIRE_EXTRA + (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)) * self._ns_per_byte
+        n = frame.n if frame.__class__ is Unbuilt else len(frame)  # (no __len__ call)
+        rec = self._wire.get(n) or self._new_len(n)
+        dur = rec[0]
         self.free = end = start + dur
         if self.queued:
             p = priority_of(frame)
@@ -122,10 +148,8 @@ class Port:
             if not self._busy:
                 self._next()
             return start
-        c = self.counters
-        c["tx_frames"] += 1
-        c["tx_bytes"] += n
-        c["tx_busy_ns"] += dur
+        rec[1] += 1
+        self._busy_ns += dur
         # The last bit leaves before the inter-frame gap that follows it.
         self.link.carry(frame, self._end, end - ETH_IFG * self._ns_per_byte)
         return start
@@ -137,9 +161,9 @@ class Port:
         env = self.env
         start = max(env._now, ready_at, self._loop_free)
         n = len(frame)
-        dur = (_WIRE_EXTRA + (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)) * self._ns_per_byte
+        dur = self._wire_ns(n)
         self._loop_free = start + dur
-        c = self.counters
+        c = self._c
         bump(c, "loopback_frames")
         bump(c, "loopback_bytes", n)
         item = (frame, round(start + ETH_PREAMBLE * self._ns_per_byte))  # start of frame
@@ -206,11 +230,10 @@ class Port:
         self.backlog -= 1
         n = len(frame)
         npb = self._ns_per_byte
-        dur = (_WIRE_EXTRA + (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)) * npb
-        c = self.counters
-        c["tx_frames"] += 1
-        c["tx_bytes"] += n
-        c["tx_busy_ns"] += dur
+        rec = self._wire.get(n) or self._new_len(n)
+        dur = rec[0]
+        rec[1] += 1
+        self._busy_ns += dur
         self._busy = True
         self.link.carry(frame, self._end, now + dur - ETH_IFG * npb)  # type: ignore[union-attr]
         heappush(env._queue, (now + dur, _NORMAL, next(env._eid), self._tick))
@@ -238,7 +261,7 @@ class Port:
 
     def pause(self, pf: PfcFrame) -> None:
         """A PFC frame arrived: pause (or resume) the priorities it speaks for."""
-        c = self.counters
+        c = self._c
         if not self.queued:
             c["pfc_ignored"] += 1  # the NIC honours no priority: it keeps sending
             return
