@@ -39,7 +39,8 @@ class DmaAudit:
             dma, mem = nic.dma, host.mem
             dma.read = self._wrap_read(name, dma.read, allowed)  # type: ignore[method-assign]
             dma.read_at = self._wrap_read_at(name, dma.read_at, allowed)  # type: ignore
-            mem.post = self._wrap_post(name, mem.post, allowed)  # type: ignore[method-assign]
+            # (post gives each piece of a transfer to post1: every device write passes here)
+            mem.post1 = self._wrap_post1(name, mem.post1, allowed)  # type: ignore
             mem._release = self._wrap_release(name, mem, mem._release)  # type: ignore
 
     # -- what the device may reach ------------------------------------------------------------
@@ -125,22 +126,20 @@ class DmaAudit:
             return read_at(segs, pos, n, not_before)
         return audited
 
-    def _wrap_post(self, host: str, post: Callable, allowed: Callable[[], set[int]]
-                   ) -> Callable:
-        def audited(t: float, parts: list[tuple[int, Any]]) -> None:
-            for pa, d in parts:
-                self._check(host, "write", pa, len(d), allowed)
-            post(t, parts)
+    def _wrap_post1(self, host: str, post1: Callable, allowed: Callable[[], set[int]]
+                    ) -> Callable:
+        def audited(t: float, pa: int, d: Any) -> None:
+            self._check(host, "write", pa, len(d), allowed)
+            post1(t, pa, d)
         return audited
 
     def _wrap_release(self, host: str, mem: Any, release: Callable) -> Callable:
         def audited(pa: int, size: int) -> None:
             now = self.world.env.now
-            for t, parts in mem.posted:
-                for wpa, d in parts:
-                    if t > now and wpa < pa + size and pa < wpa + len(d):
-                        self.violations.append(
-                            f"{host}: page 0x{pa >> PAGE_SHIFT:x} freed at {now:.1f} ns with "
-                            f"a device write to 0x{wpa:x} still landing at {t:.1f} ns")
+            for t, wpa, d in mem.posted:
+                if t > now and wpa < pa + size and pa < wpa + len(d):
+                    self.violations.append(
+                        f"{host}: page 0x{pa >> PAGE_SHIFT:x} freed at {now:.1f} ns with "
+                        f"a device write to 0x{wpa:x} still landing at {t:.1f} ns")
             release(pa, size)
         return audited

@@ -108,8 +108,9 @@ class PhysMem:
         # Address ranges a CPU is waiting on (MONITOR/MWAIT): [lo, hi) -> callback.
         self.watches: list[tuple[int, int, Callable[[], None]]] = []
         self._wlo, self._whi = 0, 0  # bounds of all watched ranges (empty: hi == 0)
-        # Posted device writes not yet landed: (landing time, [(pa, data), ...]) in time order.
-        self.posted: deque[tuple[float, list[tuple[int, bytes | memoryview]]]] = deque()
+        # Posted device writes not yet landed: (landing time, pa, data) in time order (the
+        # pieces of one transfer are consecutive entries with its time).
+        self.posted: deque[tuple[float, int, bytes | memoryview]] = deque()
         self.pins: dict[int, int] = {}  # physical page number -> pin count
         # Freed while pinned: start address -> size (> 0: a page, < 0: a contiguous region).
         self._deferred: dict[int, int] = {}
@@ -226,31 +227,33 @@ class PhysMem:
     # -- posted device writes --------------------------------------------------------------------
 
     def post(self, t: float, parts: list[tuple[int, bytes | memoryview]]) -> None:
-        """A device write of `parts` that lands in memory at time `t`."""
+        """A device write of `parts` (one transfer) that lands in memory at time `t`."""
+        for pa, d in parts:
+            self.post1(t, pa, d)
+
+    def post1(self, t: float, pa: int, d: bytes | memoryview) -> None:
+        """A device write of `d` at `pa` that lands in memory at time `t` (this runs per
+        packet: one piece, no list)."""
         q = self.posted
-        # (env._now is the attribute behind SimPy's `now` property: this runs per packet.)
+        # (env._now is the attribute behind SimPy's `now` property.)
         now = self.env._now if self.env is not None else t
         if q and q[0][0] <= now:
             mv = self.mv
             while q and q[0][0] <= now:
-                for pa, d in q.popleft()[1]:
-                    mv[pa:pa + len(d)] = d
+                _, wpa, wd = q.popleft()
+                mv[wpa:wpa + len(wd)] = wd
         if t <= now:
-            self._apply(parts)
+            self.mv[pa:pa + len(d)] = d
         elif not q or q[-1][0] <= t:
-            q.append((t, parts))
+            q.append((t, pa, d))
         else:  # another device's writes land earlier: keep the queue in time order
             i = len(q)
             while i and q[i - 1][0] > t:
                 i -= 1
-            q.insert(i, (t, parts))
-        if self._whi:
-            # Most writes are data, far from the watched CQ rings: two comparisons say so.
-            lo, hi = self._wlo, self._whi
-            for pa, d in parts:
-                if pa < hi and pa + len(d) > lo:
-                    self._wake_watchers(t, parts)
-                    break
+            q.insert(i, (t, pa, d))
+        # Most writes are data, far from the watched CQ rings: two comparisons say so.
+        if self._whi and pa < self._whi and pa + len(d) > self._wlo:
+            self._wake_watchers(t, pa, len(d))
 
     def overlay(self, pa: int, data: bytes | memoryview) -> bytes | memoryview:
         """`data` read at [pa, pa+len) by the device, with the device's own posted writes
@@ -259,25 +262,21 @@ class PhysMem:
         when none of them overlaps it, else a patched copy."""
         end = pa + len(data)
         out = None
-        for _t, parts in self.posted:
-            for wpa, d in parts:
-                if wpa < end and pa < wpa + len(d):
-                    if out is None:
-                        out = bytearray(data)
-                    lo, hi = max(pa, wpa), min(end, wpa + len(d))
-                    out[lo - pa:hi - pa] = memoryview(d)[lo - wpa:hi - wpa]
+        for _t, wpa, d in self.posted:
+            if wpa < end and pa < wpa + len(d):
+                if out is None:
+                    out = bytearray(data)
+                lo, hi = max(pa, wpa), min(end, wpa + len(d))
+                out[lo - pa:hi - pa] = memoryview(d)[lo - wpa:hi - wpa]
         return data if out is None else bytes(out)
 
     def sync(self) -> None:
         """Apply every posted write that has landed by now."""
         q = self.posted
         now = self.env.now if self.env is not None else float("inf")
-        while q and q[0][0] <= now:
-            self._apply(q.popleft()[1])
-
-    def _apply(self, parts: list[tuple[int, bytes | memoryview]]) -> None:
         mv = self.mv
-        for pa, d in parts:
+        while q and q[0][0] <= now:
+            _, pa, d = q.popleft()
             mv[pa:pa + len(d)] = d
 
     def watch(self, lo: int, hi: int, cb: Callable[[], None]) -> tuple:
@@ -285,9 +284,9 @@ class PhysMem:
         entry = (lo, hi, cb)
         self.watches.append(entry)
         self._rebound()
-        for t, parts in self.posted:
-            if any(lo < pa + len(d) and pa < hi for pa, d in parts):
-                self._wake_watchers(t, parts)
+        for t, pa, d in self.posted:
+            if lo < pa + len(d) and pa < hi:
+                self._wake_watchers(t, pa, len(d))
                 break
         return entry
 
@@ -301,19 +300,11 @@ class PhysMem:
         self._wlo = min(x[0] for x in w) if w else 0
         self._whi = max(x[1] for x in w) if w else 0
 
-    def _wake_watchers(self, t: float, parts: list[tuple[int, bytes | memoryview]]) -> None:
-        # Called for every posted write while a CPU waits: plain loops, no allocation unless
-        # a watched range is hit (it usually is not: the watch is a CQ ring, the write data).
-        hit = None
-        for w in self.watches:
-            lo, hi = w[0], w[1]
-            for pa, d in parts:
-                if lo < pa + len(d) and pa < hi:
-                    if hit is None:
-                        hit = []
-                    hit.append(w)
-                    break
-        if hit is None or self.env is None:
+    def _wake_watchers(self, t: float, pa: int, n: int) -> None:
+        """A device write to [pa, pa+n) within the bounds of the watched ranges, landing at
+        `t`: wake the CPUs whose range it reaches."""
+        hit = [w for w in self.watches if w[0] < pa + n and pa < w[1]]
+        if not hit or self.env is None:
             return
         for w in hit:
             self.watches.remove(w)

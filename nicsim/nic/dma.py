@@ -71,7 +71,7 @@ class Dma:
     def write(self, pa: int, data: bytes | memoryview, not_before: float = 0.0) -> float:
         """A posted write; returns when it lands in host memory."""
         done = self.pcie.dma_write(len(data), not_before)
-        self.mem.post(done, [(pa, data)])
+        self.mem.post1(done, pa, data)
         return done
 
     def place(self, segs: Segs, pos: tuple[int, int], data: bytes | memoryview,

@@ -278,29 +278,24 @@ class Responder:
             r.data_ready_at = self.nic.walk(w, r.msg_len + n, max(t, r.data_ready_at))
         pa, ln = r.segs[r.seg_i]
         off = r.seg_off
+        r.msg_len += n
+        self.counters["bytes_placed"] += n
+        nic = self.nic
+        nb = t if t > r.data_ready_at else r.data_ready_at
         if off + n <= ln:  # the common case: inside one physical segment
-            parts = [(pa + off, mv)]
             if off + n < ln:
                 r.seg_off = off + n
             else:
                 r.seg_i += 1
                 r.seg_off = 0
-        else:
-            parts = None
-        r.msg_len += n
-        self.counters["bytes_placed"] += n
-        nic = self.nic
-        pcie = nic.pcie
-        nb = t if t > r.data_ready_at else r.data_ready_at
-        if parts is None:  # across segments: the general path
+            done = nic.pcie.dma_write(n, nb)
+            nic.dma.mem.post1(done, pa + off, mv)
+        else:  # across segments: the general path
             done, (r.seg_i, r.seg_off) = nic.dma.place(r.segs, (r.seg_i, off), mv, nb)
-        else:
-            done = pcie.dma_write(n, nb)
-            nic.dma.mem.post(done, parts)
         r.last_done_at = done
         # The pipeline is in order: nothing about this packet (its ACK) leaves before its
         # write is posted to PCIe, which orders it before anything the NIC writes later.
-        r.posted_at = pcie.last_write_start
+        r.posted_at = nic.pcie.last_write_start
         return done
 
     # -- held translations -----------------------------------------------------------------
