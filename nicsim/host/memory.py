@@ -237,11 +237,13 @@ class PhysMem:
         q = self.posted
         # (env._now is the attribute behind SimPy's `now` property.)
         now = self.env._now if self.env is not None else t
-        if q and q[0][0] <= now:
+        if q and q[0][0] <= now:  # land what has landed by now (the queue is in time order)
             mv = self.mv
-            while q and q[0][0] <= now:
+            while True:
                 _, wpa, wd = q.popleft()
                 mv[wpa:wpa + len(wd)] = wd
+                if not q or q[0][0] > now:
+                    break
         if t <= now:
             self.mv[pa:pa + len(d)] = d
         elif not q or q[-1][0] <= t:

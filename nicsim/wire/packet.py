@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 
 from nicsim.wire.opcodes import OPCODE_TABLE, Ext, OpInfo
 
@@ -250,7 +251,7 @@ class FrameBuilder:
     """
 
     __slots__ = ("path", "_eth", "_v6", "_sip", "_dip", "_tos", "_ttl", "_csum_base",
-                 "_v6_word0", "_sport", "_by_len", "deferrable", "addrs")
+                 "_v6_word0", "_sport", "_by_len", "deferrable", "addrs", "make")
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -272,6 +273,11 @@ class FrameBuilder:
         # MAC loops back inside the port, a group address goes to the multicast filter).
         self.deferrable = (not self._v6 and not path.dmac[0] & 1 and path.dmac != path.smac)
         self.addrs = path.sip + path.dip  # IP source and destination, as in the frame
+        # make(opcode, dqpn, psn, ext, payload, ackreq=, solicited=): what `build` makes, as an
+        # Unbuilt when the path allows (for an RC QP's packets, whose receiver takes them
+        # unbuilt). Chosen once here: it is called per packet.
+        self.make: Callable[..., bytes | Unbuilt] = \
+            partial(Unbuilt, self) if self.deferrable else self.build
 
     def _below_bth(self, udp_len: int) -> tuple[bytes, int]:
         """Ethernet+IP+UDP header bytes, and the ICRC state after the masked IP and UDP."""
@@ -317,18 +323,6 @@ class FrameBuilder:
         crc = zlib.crc32(payload, crc)
         return b"".join((hdr, bth, ext, payload, _ICRC.pack(crc)))
 
-    def make(self, opcode: int, dqpn: int, psn: int, ext: bytes = b"",
-             payload: bytes | memoryview = b"", *, ackreq: bool = False,
-             solicited: bool = False) -> bytes | Unbuilt:
-        """What `build` makes, as an Unbuilt when the path allows (deferrable): for an RC
-        QP's packets, whose receiver takes them unbuilt."""
-        if self.deferrable:
-            # (tobytes: bytes() of a memoryview takes a slower path for the same copy.)
-            return Unbuilt(self, opcode, dqpn, psn, ext,
-                           payload if payload.__class__ is bytes else payload.tobytes(),
-                           ackreq, solicited)
-        return self.build(opcode, dqpn, psn, ext, payload, ackreq=ackreq, solicited=solicited)
-
 
 class Unbuilt:
     """A packet whose frame is not made yet: exactly the bytes
@@ -347,14 +341,17 @@ class Unbuilt:
     __slots__ = ("builder", "opcode", "dqpn", "psn", "ext", "payload", "ackreq", "solicited",
                  "n")
 
-    def __init__(self, builder: FrameBuilder, opcode: int, dqpn: int, psn: int, ext: bytes,
-                 payload: bytes, ackreq: bool = False, solicited: bool = False) -> None:
+    def __init__(self, builder: FrameBuilder, opcode: int, dqpn: int, psn: int,
+                 ext: bytes = b"", payload: bytes | memoryview = b"", ackreq: bool = False,
+                 solicited: bool = False) -> None:
         self.builder = builder
         self.opcode = opcode
         self.dqpn = dqpn
         self.psn = psn
         self.ext = ext
-        self.payload = payload
+        # A copy of a view of host memory: the data as the DMA read returned it. (tobytes:
+        # bytes() of a memoryview takes a slower path for the same copy.)
+        self.payload = payload = payload if payload.__class__ is bytes else payload.tobytes()
         self.ackreq = ackreq
         self.solicited = solicited
         plen = len(payload)
