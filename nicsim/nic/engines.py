@@ -19,23 +19,31 @@ from heapq import heapreplace
 class Units:
     """`n` units; `take(ready, cost)` books the earliest free one and returns the start."""
 
-    __slots__ = ("free", "n")
+    __slots__ = ("free", "n", "take")
 
     def __init__(self, n: int) -> None:
         if n < 1:
             raise ValueError("a stage has at least one unit")
         self.n = n
         self.free = [0.0] * n  # a min-heap of the units' free times
+        # take(ready, cost): book the earliest free unit, return the start. Chosen once for
+        # the number of units (a heap or not): it runs per packet.
+        self.take = self._take_one if n == 1 else self._take_heap
 
-    def take(self, ready: float, cost: float) -> float:
+    def _take_one(self, ready: float, cost: float) -> float:
         free = self.free
         start = free[0]
         if start < ready:
             start = ready
-        if self.n == 1:
-            free[0] = start + cost
-        else:
-            heapreplace(free, start + cost)
+        free[0] = start + cost
+        return start
+
+    def _take_heap(self, ready: float, cost: float) -> float:
+        free = self.free
+        start = free[0]
+        if start < ready:
+            start = ready
+        heapreplace(free, start + cost)
         return start
 
     def hold(self, ready: float) -> float:
