@@ -48,6 +48,10 @@ _NAK_STATUS = {
     4: CqeStatus.REM_INV_RD_REQ_ERR,
 }
 _Q = struct.Struct("<Q")
+# Enum members the per-packet and per-WQE paths compare with, bound once: see nicsim.nic.nic's
+# _RC.
+_RTS, _SQD, _SUCCESS = QpState.RTS, QpState.SQD, CqeStatus.SUCCESS
+_K_ACK, _K_READ_RESP, _K_ATOMIC_ACK = Kind.ACK, Kind.READ_RESP, Kind.ATOMIC_ACK
 
 
 class Completer:
@@ -163,11 +167,11 @@ class Completer:
     # -- responses --------------------------------------------------------------------------
 
     def response(self, qp: QpCtx, p: Packet) -> None:
-        if qp.state is not QpState.RTS and qp.state is not QpState.SQD:
+        if qp.state is not _RTS and qp.state is not _SQD:
             self.counters["unexpected_responses"] += 1
             return
         kind = p.info.kind
-        if kind is Kind.ACK:
+        if kind is _K_ACK:
             syn = p.aeth_syndrome
             cls = syn >> 5
             if cls == 0:
@@ -189,7 +193,7 @@ class Completer:
                         # NAK): nothing was lost that the resend does not cover, and the
                         # transport retry budget is not spent again (as rxe's started_retry).
                         self.counters["nak_seq_redundant"] += 1
-                    elif qp.state is QpState.RTS:
+                    elif qp.state is _RTS:
                         self.retry(qp, p.psn, CqeStatus.RETRY_EXC_ERR,
                                    VendorErr.RETRY_EXCEEDED)
                 else:
@@ -197,9 +201,9 @@ class Completer:
                                   VendorErr.REMOTE_NAK)
             else:
                 self.counters["unexpected_responses"] += 1
-        elif kind is Kind.READ_RESP:
+        elif kind is _K_READ_RESP:
             self._read_response(qp, p)
-        elif kind is Kind.ATOMIC_ACK:
+        elif kind is _K_ATOMIC_ACK:
             self._atomic_ack(qp, p)
 
     @staticmethod
@@ -245,7 +249,7 @@ class Completer:
             self._pop(qp)
             moved = True
             if op.signaled:
-                self._post_send(qp, op, CqeStatus.SUCCESS)
+                self._post_send(qp, op, _SUCCESS)
         if moved:
             self._progress(qp)
 

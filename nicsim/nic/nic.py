@@ -71,8 +71,14 @@ from nicsim.wire.packet import L3_CACHE, PKEY_DEFAULT, Unbuilt
 # What the receive fast path takes (Responder.middle): the packets of a message after its first.
 _MIDDLES = (int(Opcode.RC_SEND_MIDDLE), int(Opcode.RC_RDMA_WRITE_MIDDLE),
             int(Opcode.RC_RDMA_WRITE_LAST))
+# Enum members the per-packet and per-WQE paths compare with, bound once: CPython 3.11 looks
+# an Enum member up through EnumType's __getattr__ hook (about 100 ns), a global in a few.
+_RC = QpType.RC
+_OK = XlateStatus.OK
+_BF, _SQ_DB, _RQ_DB, _CQ_ARM, _SRQ_DB = UarReg.BF, UarReg.SQ_DB, UarReg.RQ_DB, UarReg.CQ_ARM, \
+    UarReg.SRQ_DB
+_ERR, _RESET, _RTS = QpState.ERR, QpState.RESET, QpState.RTS
 # Accesses that write the region (a page fault for them needs writable pages).
-_RC = QpType.RC  # (bound once: an Enum member costs ~100 ns to look up in CPython 3.11)
 _WRITES = int(Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_ATOMIC)
 
 
@@ -164,25 +170,25 @@ class Nic(MmioDevice):
         """A write-combined burst: a BlueFlame doorbell with its WQE (hwif UarReg.BF)."""
         bf = self.cfg.bf_size
         n = len(data)
-        if offset < UAR_BASE or offset & (PAGE_SIZE - 1) != UarReg.BF or not bf or n < 8 \
+        if offset < UAR_BASE or offset & (PAGE_SIZE - 1) != _BF or not bf or n < 8 \
                 or n > bf or n & 7:
             self.engine.counters["bf_bad_write"] += 1
             return
-        self._doorbell(offset >> PAGE_SHIFT, UarReg.SQ_DB, int.from_bytes(data[:8], "little"),
+        self._doorbell(offset >> PAGE_SHIFT, _SQ_DB, int.from_bytes(data[:8], "little"),
                        data[8:])
 
     def _doorbell(self, uar: int, reg: int, value: int, bf: bytes | None = None) -> None:
         """A write to doorbell page `uar`. It counts only for QPs and CQs created with that
         page: a process can reach its own UAR only, so it cannot ring another's queues."""
         c = self.engine.counters
-        if reg == UarReg.CQ_ARM:
+        if reg == _CQ_ARM:
             cq = self.cq.cqs.get(value >> 32)
             if cq is None or cq.uar != uar:
                 c["doorbell_bad_target"] += 1
                 return
             self.cq.arm(cq, bool(value & (1 << 31)))
             return
-        if reg == UarReg.SRQ_DB:
+        if reg == _SRQ_DB:
             srq = self.srq.srqs.get(value >> 32)
             if srq is None or srq.uar != uar:
                 c["doorbell_bad_target"] += 1
@@ -190,10 +196,10 @@ class Nic(MmioDevice):
             srq.rq_pi = value & WQE_INDEX_MASK
             return
         qp = self.qps.get(value >> 32)
-        if qp is None or qp.uar != uar or reg not in (UarReg.SQ_DB, UarReg.RQ_DB):
+        if qp is None or qp.uar != uar or reg not in (_SQ_DB, _RQ_DB):
             c["doorbell_bad_target"] += 1
             return
-        if reg == UarReg.SQ_DB:
+        if reg == _SQ_DB:
             c["doorbells"] += 1
             # The doorbell decoder takes one doorbell per doorbell_cycles; the scheduler
             # learns of the new WQEs doorbell_ns after decoding starts. Doorbells keep their
@@ -207,16 +213,16 @@ class Nic(MmioDevice):
                 self._sq_doorbell(qp, value, bf)
         else:
             qp.rq_pi = value & WQE_INDEX_MASK
-            if qp.state is QpState.ERR:
+            if qp.state is _ERR:
                 self.completer.flush_recv(qp)
-            elif qp.state is not QpState.RESET:
+            elif qp.state is not _RESET:
                 self.fetch.prefetch_rq(qp)
 
     def _sq_doorbell(self, qp: QpCtx, value: int, bf: bytes | None = None) -> None:
         pi = value & WQE_INDEX_MASK
         qp.sq_pi = pi
-        if qp.state is QpState.RTS or qp.state is QpState.ERR:
-            if qp.state is QpState.RTS:
+        if qp.state is _RTS or qp.state is _ERR:
+            if qp.state is _RTS:
                 if bf is not None and not self.fetch.take_bf(qp, pi, bf):
                     self.engine.counters["bf_as_doorbell"] += 1
                 self.fetch.prefetch_sq(qp)
@@ -271,12 +277,12 @@ class Nic(MmioDevice):
             st, mpt, misses = xlate.check_key(key, pd, access, va, length)
             for _ in range(misses):
                 t = pcie.dma_read(64, t)  # an MPT entry (ODP: and MTT lines)
-            if st is not XlateStatus.OK:
+            if st is not _OK:
                 if st is XlateStatus.PAGE_FAULT:
                     st = self._page_fault(access, t)
                 return st, Walk(), t
             checked.append((mpt, va, length))
-        return XlateStatus.OK, Walk(checked), t
+        return _OK, Walk(checked), t
 
     def walk(self, w: Walk, upto: int, t: float) -> float:
         """Translate w on to `upto` bytes; each MTT line missed costs a DMA read after `t`.

@@ -51,6 +51,14 @@ from nicsim.wire.opcodes import Opcode
 if TYPE_CHECKING:
     from nicsim.nic.nic import Nic
 
+# Enum members the per-WQE path compares with, bound once: see nicsim.nic.nic's _RC.
+_OK, _PAGE_FAULT = XlateStatus.OK, XlateStatus.PAGE_FAULT
+_SUCCESS, _NO_VERR = CqeStatus.SUCCESS, VendorErr.NONE
+_ERR, _RTS, _UD = QpState.ERR, QpState.RTS, QpType.UD
+_SEND, _RDMA_READ, _FLUSH = WqeOpcode.SEND, WqeOpcode.RDMA_READ, WqeOpcode.FLUSH
+_ATOMIC_WRITE, _CMP_AND_SWP = WqeOpcode.ATOMIC_WRITE, WqeOpcode.ATOMIC_CMP_AND_SWP
+_LOCAL_WRITE = Access.LOCAL_WRITE
+
 _XLATE_VENDOR = {
     XlateStatus.BAD_KEY: VendorErr.BAD_LKEY,
     XlateStatus.PD_MISMATCH: VendorErr.LKEY_PD_MISMATCH,
@@ -125,13 +133,13 @@ class Requester:
         None: a page of an on-demand paging region is not present, the fault is raised."""
         pieces = [(lkey, addr, length) for addr, length, lkey in wqe.sges if length]
         st, walk, t = self.nic.check_walk(pieces, qp.pd, access, t)
-        if st is XlateStatus.PAGE_FAULT:
-            return None, VendorErr.NONE, None, 0, t, ()
-        if st is not XlateStatus.OK:
+        if st is _PAGE_FAULT:
+            return None, _NO_VERR, None, 0, t, ()
+        if st is not _OK:
             return CqeStatus.LOC_PROT_ERR, _XLATE_VENDOR[st], None, 0, t, ()
         if walk.total > MAX_MSG:
-            return CqeStatus.LOC_LEN_ERR, VendorErr.NONE, None, 0, t, ()
-        return (CqeStatus.SUCCESS, VendorErr.NONE, walk, walk.total, t,
+            return CqeStatus.LOC_LEN_ERR, _NO_VERR, None, 0, t, ()
+        return (_SUCCESS, _NO_VERR, walk, walk.total, t,
                 tuple(lkey for lkey, _, _ in pieces))
 
     # -- admission --------------------------------------------------------------------------
@@ -176,14 +184,14 @@ class Requester:
         """One turn of `qp`; returns whether it has more to send now (the engine keeps it in
         line), False when it waits for something that kicks it again."""
         env = self.env
-        if qp.state is QpState.ERR:
+        if qp.state is _ERR:
             self.flush_sq(qp)
             return False
-        if qp.state is not QpState.RTS or qp.rnr_until > env.now or qp.odp_wait:
+        if qp.state is not _RTS or qp.rnr_until > env.now or qp.odp_wait:
             # A doorbell is remembered; RTS, the end of an RNR wait and the resolution of a
             # page fault kick it.
             return False
-        if qp.type is QpType.UD:
+        if qp.type is _UD:
             return (yield from self.nic.datagram.turn(qp))
         if qp.resend_psn is not None:
             self._rewind(qp)
@@ -213,7 +221,7 @@ class Requester:
                         engine.wake_at(qp, due)
                         return False
                     yield env.timeout(due - env._now)
-                    if qp.state is not QpState.RTS or qp.resend_psn is not None \
+                    if qp.state is not _RTS or qp.resend_psn is not None \
                             or not fetched or fetched[0] is not wqe:
                         return True
                 engine.counters["schedules"] += 1
@@ -225,10 +233,10 @@ class Requester:
                 if qp.cur is None:
                     # A local error (flush what is left) or a local operation done (on to
                     # the next WQE).
-                    return qp.state is QpState.ERR or bool(qp.fetched or qp.sq_pending)
+                    return qp.state is _ERR or bool(qp.fetched or qp.sq_pending)
         yield from self._send(qp, quantum)
         return bool(qp.cur is not None or qp.redo or qp.resend_psn is not None or qp.fetched
-                    or qp.sq_pending) and qp.state is QpState.RTS and not qp.held
+                    or qp.sq_pending) and qp.state is _RTS and not qp.held
 
     def _aim(self, qp: QpCtx, sop: SendOp, k: int, again: bool) -> None:
         """Point the cursor at packet k of `sop`."""
@@ -275,7 +283,7 @@ class Requester:
             return
         if op is None or op not in _WIRE_OPS[qp.transport]:
             c["local_errors"] += 1
-            nic.completer.local_error(qp, wqe.index, op or WqeOpcode.SEND,
+            nic.completer.local_error(qp, wqe.index, op or _SEND,
                                       CqeStatus.LOC_QP_OP_ERR, VendorErr.BAD_OPCODE)
             return
         keys: tuple[int, ...] = ()
@@ -283,23 +291,23 @@ class Requester:
         if op in PLACEMENT_OPS:
             # Nothing local to read or write: a FLUSH names a remote range, an ATOMIC WRITE
             # carries its 8 bytes in the WQE.
-            status, verr = CqeStatus.SUCCESS, VendorErr.NONE
-            total = ctrl.compare_add if op is WqeOpcode.FLUSH else 8
+            status, verr = _SUCCESS, _NO_VERR
+            total = ctrl.compare_add if op is _FLUSH else 8
         elif op in _MSG:
             if ctrl.flags & _INLINE:
-                total, status, verr = len(wqe.inline), CqeStatus.SUCCESS, VendorErr.NONE
+                total, status, verr = len(wqe.inline), _SUCCESS, _NO_VERR
             else:
                 status, verr, walk, total, t, keys = self._local(qp, wqe, 0, t)
         else:
             # READ and atomics write into local memory: LOCAL_WRITE is required on the MR.
-            status, verr, walk, total, t, keys = self._local(qp, wqe, Access.LOCAL_WRITE, t)
-            if status is CqeStatus.SUCCESS and op is not WqeOpcode.RDMA_READ and total != 8:
-                status, verr = CqeStatus.LOC_LEN_ERR, VendorErr.NONE
+            status, verr, walk, total, t, keys = self._local(qp, wqe, _LOCAL_WRITE, t)
+            if status is _SUCCESS and op is not _RDMA_READ and total != 8:
+                status, verr = CqeStatus.LOC_LEN_ERR, _NO_VERR
         if status is None:
             c["wqes"] -= 1  # not started: it is counted when it starts
             self.stall(qp, wqe)
             return
-        if status is not CqeStatus.SUCCESS:
+        if status is not _SUCCESS:
             c["local_errors"] += 1
             nic.completer.local_error(qp, wqe.index, op, status, verr)
             return
@@ -360,27 +368,27 @@ class Requester:
             nic.engine.hold(qp)  # its rate (congestion control) says not yet
             return
         k = qp.cur_k
-        if sop.opcode is WqeOpcode.RDMA_READ:
+        if sop.opcode is _RDMA_READ:
             off = k * qp.mtu
             self.counters["read_requests"] += 1
             frame = b.make(Opcode.RC_RDMA_READ_REQUEST, qp.dest_qpn,
                             (sop.first_psn + k) & PSN_MASK,
                             reth(ctrl.remote_addr + off, ctrl.rkey, sop.length - off),
                             ackreq=True)
-        elif sop.opcode is WqeOpcode.FLUSH:
+        elif sop.opcode is _FLUSH:
             bump(self.counters, "flush_requests")
             plt, sel = ctrl.swap & 0xF, (ctrl.swap >> 4) & 3
             frame = b.make(Opcode.RC_FLUSH, qp.dest_qpn, sop.first_psn,
                             feth(0, sel, plt) + reth(ctrl.remote_addr, ctrl.rkey, sop.length),
                             ackreq=True)
-        elif sop.opcode is WqeOpcode.ATOMIC_WRITE:
+        elif sop.opcode is _ATOMIC_WRITE:
             bump(self.counters, "atomic_write_requests")
             frame = b.make(Opcode.RC_ATOMIC_WRITE, qp.dest_qpn, sop.first_psn,
                             reth(ctrl.remote_addr, ctrl.rkey, 8), _Q.pack(ctrl.swap),
                             ackreq=True)
         else:
             self.counters["atomic_requests"] += 1
-            if sop.opcode is WqeOpcode.ATOMIC_CMP_AND_SWP:
+            if sop.opcode is _CMP_AND_SWP:
                 ext = atomic_eth(ctrl.remote_addr, ctrl.rkey, ctrl.swap, ctrl.compare_add)
                 opc = Opcode.RC_COMPARE_SWAP
             else:
@@ -583,3 +591,4 @@ _ATOMICS = (WqeOpcode.ATOMIC_CMP_AND_SWP, WqeOpcode.ATOMIC_FETCH_AND_ADD)
 _SINGLE = (*_ATOMICS, *PLACEMENT_OPS)
 _RD_ATOMIC = tuple(int(o) for o in (WqeOpcode.RDMA_READ, *_SINGLE))
 _Q = struct.Struct("<Q")  # ATOMIC WRITE data: the WQE's swap field holds it in memory order
+

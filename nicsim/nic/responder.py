@@ -49,9 +49,11 @@ _WRITE_MIDDLE = int(Opcode.RC_RDMA_WRITE_MIDDLE)
 _SEND_MIDDLE = int(Opcode.RC_SEND_MIDDLE)
 _ACK = int(Opcode.RC_ACKNOWLEDGE)
 _WRITE_LAST = int(Opcode.RC_RDMA_WRITE_LAST)
-# Enum members the fast path compares with, bound once: in CPython 3.11 `RespState.IN_WRITE`
-# costs about 100 ns (EnumType's __getattr__ hook), a module global a few.
+# Enum members the per-packet and per-WQE paths compare with, bound once: see
+# nicsim.nic.nic's _RC.
 _IDLE, _IN_WRITE, _IN_SEND = RespState.IDLE, RespState.IN_WRITE, RespState.IN_SEND
+_K_SEND, _K_WRITE, _K_READ_REQ = Kind.SEND, Kind.WRITE, Kind.READ_REQ
+_K_FLUSH, _K_ATOMIC_WRITE = Kind.FLUSH, Kind.ATOMIC_WRITE
 MAX_DMA_LEN = 1 << 31  # a RETH DMA length beyond this is a length error (C9-92, as rxe)
 # A READ's source: its buffer, when the key check is done, the keys.
 _ReadSource = tuple[Walk, float, tuple[int, ...]]
@@ -231,12 +233,12 @@ class Responder:
         kind = info.kind
         # Opcode sequence (IBA 9.7.4.1.3 / C9-29): a multi-packet message continues with the
         # same kind, and nothing but FIRST or ONLY may start one.
-        if r.state is RespState.IDLE:
+        if r.state is _IDLE:
             ok = info.is_first
-        elif r.state is RespState.IN_SEND:
-            ok = kind is Kind.SEND and not info.is_first
+        elif r.state is _IN_SEND:
+            ok = kind is _K_SEND and not info.is_first
         else:
-            ok = kind is Kind.WRITE and not info.is_first
+            ok = kind is _K_WRITE and not info.is_first
         plen = p.payload_len
         if ok and info.has_payload:
             # FIRST and MIDDLE carry exactly one MTU and no pad; LAST and ONLY at most one
@@ -247,15 +249,15 @@ class Responder:
         if not ok:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t, CqeStatus.REM_INV_REQ_ERR)
             return
-        if kind is Kind.SEND:
+        if kind is _K_SEND:
             self._send(qp, p, t)
-        elif kind is Kind.WRITE:
+        elif kind is _K_WRITE:
             self._write(qp, p, t)
-        elif kind is Kind.READ_REQ:
+        elif kind is _K_READ_REQ:
             self._read(qp, p, t)
-        elif kind is Kind.FLUSH:
+        elif kind is _K_FLUSH:
             self._flush(qp, p, t)
-        elif kind is Kind.ATOMIC_WRITE:
+        elif kind is _K_ATOMIC_WRITE:
             self._atomic_write(qp, p, t)
         else:
             self._atomic(qp, p, t)
@@ -467,10 +469,10 @@ class Responder:
                                     t, p.solicited)
             else:
                 qp.msn = (qp.msn + 1) & 0xFFFFFF
-                r.state = RespState.IDLE
+                r.state = _IDLE
                 r.rq_cap = 0
         else:
-            r.state = RespState.IN_WRITE
+            r.state = _IN_WRITE
         self._advance(qp, p.psn, p.ackreq, t)
 
     # -- RDMA READ --------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def check(mpt: Mpt | None, key: int, pd: int, access: int, va: int, length: int)
         return XlateStatus.ACCESS
     if va < mpt.start or va + length > mpt.start + mpt.length or length < 0:
         return XlateStatus.BOUNDS
-    return XlateStatus.OK
+    return _OK
 
 
 def split(mpt: Mpt, mtt: Mapping[int, int], va: int, length: int) -> Segments:
@@ -121,6 +121,7 @@ class _MttLines(OrderedDict):
 
 CHUNK = 64 << 10  # bytes of a buffer walked through the MTT at a time
 _SEGS_MEMO = 4096  # chunks whose segments the walk remembers
+_OK = XlateStatus.OK  # (bound once: see nicsim.nic.nic's _RC)
 
 
 class Walk:
@@ -243,7 +244,7 @@ class TranslationCache:
         table; returns (status, the MPT entry, cache misses). Walk the range afterwards."""
         mpt, misses = self.mpt(key)
         st = check(mpt, key, pd, access, va, length)
-        if st is not XlateStatus.OK:
+        if st is not _OK:
             return st, None, misses
         assert mpt is not None
         if length and mpt.mtt_index + ((va + length - 1) >> mpt.page_shift) - \
@@ -251,7 +252,7 @@ class TranslationCache:
             return XlateStatus.MTT_FAULT, None, misses
         if mpt.flags & _ODP and length:
             st, more = self._present(mpt, va, length)
-            if st is not XlateStatus.OK:
+            if st is not _OK:
                 return st, None, misses + more
             misses += more
         return st, mpt, misses

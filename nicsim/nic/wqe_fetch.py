@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 _SGE = struct.Struct("<QII")
 _INLINE = int(WqeFlags.INLINE)  # (an int: IntFlag operators run in Python)
+_UD = QpType.UD  # (bound once: see nicsim.nic.nic's _RC)
 
 
 @dataclass(slots=True)
@@ -105,7 +106,7 @@ class WqeFetch:
         fetched = qp.fetched
         size = 1 << qp.sq_log_size
         stride = qp.sq_stride
-        ud = qp.type is QpType.UD
+        ud = qp.type is _UD
         c = self.counters
         now = self.env._now
         while len(fetched) < cap:
@@ -130,7 +131,7 @@ class WqeFetch:
         index = (pi - 1) & WQE_INDEX_MASK
         if index != qp.sq_fetch or len(qp.fetched) >= self.cfg.max_wqe_prefetch:
             return False
-        ud = qp.type is QpType.UD
+        ud = qp.type is _UD
         if len(raw) < SEND_WQE_CTRL_SIZE + (UD_AV_SIZE if ud else 0):
             return False
         ctrl = SendWqeCtrl.unpack(raw)
