@@ -450,7 +450,7 @@ class Requester:
         # An RC QP's packets travel unbuilt where its path allows (wire.packet.Unbuilt).
         make = b.make if reliable else b.build
         pos = qp.cur_pos
-        i = qp.cur_k
+        i = i0 = qp.cur_k  # packets i0..i-1 are sent and not counted yet (see _count)
         sent = 0
         while i < npkts:
             if sent >= quantum and (engine.ready or engine.jobs):
@@ -466,6 +466,7 @@ class Requester:
                     # The source buffer was deregistered under the message (go-back-N
                     # included): nothing more of it is read.
                     c["local_errors"] += 1
+                    self._count(i0, i, total, mtu, again)
                     qp.cur = None
                     nic.completer.fail_local(qp, sop, CqeStatus.LOC_PROT_ERR,
                                              VendorErr.BAD_LKEY)
@@ -494,20 +495,18 @@ class Requester:
                 frame = make(mid_op, dqpn, (psn + i) & PSN_MASK, b"", payload)
             i += 1
             sent += 1
-            c["data_packets"] += 1
-            c["data_bytes"] += n
-            if again:
-                c["retransmitted_packets"] += 1
             if qp.rate is not None:
                 engine.paced(qp, len(frame))
                 nic.cc.on_sent(qp, len(frame))  # type: ignore[union-attr]
             wait = emit(frame, ready + ready_lag)
             if wait and wait > env._now or queued:
                 qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t
+                self._count(i0, i, total, mtu, again)
+                i0 = i
                 yield from engine.window(wait)
-                if qp.cur is not sop or qp.resend_psn is not None or \
-                        qp.state is not QpState.RTS:
+                if qp.cur is not sop or qp.resend_psn is not None or qp.state is not _RTS:
                     return  # rewound or failed meanwhile: the cursor is someone else's now
+        self._count(i0, i, total, mtu, again)
         if i >= npkts:
             qp.cur = None
             if not reliable:
@@ -516,6 +515,15 @@ class Requester:
                 nic.completer.sent(qp, sop, ready + ready_lag)
         else:
             qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t
+
+    def _count(self, i0: int, i: int, total: int, mtu: int, again: bool) -> None:
+        """Count packets i0..i-1 of a message of `total` bytes as sent: once per run of
+        packets, not in _message's per-packet loop."""
+        c = self.counters
+        c["data_packets"] += i - i0
+        c["data_bytes"] += min(total, i * mtu) - min(total, i0 * mtu)
+        if again:
+            c["retransmitted_packets"] += i - i0
 
     def still_valid(self, sop: SendOp) -> bool:
         """Whether the lkeys a WQE's translation came from still stand (see
