@@ -81,13 +81,24 @@ class Responder:
         self._unit_cost = cycles_ns(cfg.rx_parse_cycles + cfg.resp_cycles, cfg.clock_mhz)
         self._ack_every = nic.cfg.ack_coalesce
         self._xlate = nic.xlate
-        self.counters = new_counters(
+        # Packets the receive fast path took (middle), WRITE and SEND: each is a request and
+        # a write or send packet in `counters`, added when they are read.
+        self._fast_writes = self._fast_sends = 0
+        self._c = new_counters(
             "requests", "send_packets", "write_packets", "read_requests", "atomics",
             "read_response_packets", "bytes_placed", "acks_sent", "naks_sent", "rnr_naks_sent",
             "duplicates", "out_of_sequence", "recv_completions", "drop_qp_state",
             "length_errors", "revoked", "duplicate_read_dropped", "duplicate_atomic_dropped",
             "read_replays", "atomic_replays", *UC_COUNTERS)
-        self.uc = UcReceive(nic, self.counters)
+        self.uc = UcReceive(nic, self._c)
+
+    @property
+    def counters(self) -> dict[str, int]:
+        c = dict(self._c)
+        c["requests"] += self._fast_writes + self._fast_sends
+        c["write_packets"] += self._fast_writes
+        c["send_packets"] += self._fast_sends
+        return c
 
     # -- ACK/NAK ----------------------------------------------------------------------------
 
@@ -96,7 +107,7 @@ class Responder:
         frame = qp.builder.make(_ACK, qp.dest_qpn, psn, aeth(syndrome, qp.msn))
         self._respond(qp, frame, t)
         qp.resp.unacked = 0
-        c = self.counters
+        c = self._c
         if syndrome >> 5 == 0:
             c["acks_sent"] += 1
         elif syndrome >> 5 == 1:
@@ -172,20 +183,17 @@ class Responder:
             if (r.state is not _IN_WRITE or not n or n > qp.mtu
                     or r.msg_len + n != r.rq_cap):
                 return False
-            kind = "write_packets"
+            self._fast_writes += 1
         elif n != qp.mtu or r.msg_len + n > r.rq_cap:
             return False
         elif op == _WRITE_MIDDLE:
             if r.state is not _IN_WRITE:
                 return False
-            kind = "write_packets"
+            self._fast_writes += 1
         elif op == _SEND_MIDDLE and r.state is _IN_SEND:
-            kind = "send_packets"
+            self._fast_sends += 1
         else:
             return False
-        c = self.counters
-        c[kind] += 1
-        c["requests"] += 1
         r.nak_sent = False
         t = self._unit_time(r)
         self._place(qp, payload, t)
@@ -206,7 +214,7 @@ class Responder:
         return t
 
     def request(self, qp: QpCtx, p: Packet) -> None:
-        c = self.counters
+        c = self._c
         # The receive side works in RTR, RTS and SQD (only the send queue drains in SQD).
         if qp.state not in _RECEIVING:
             c["drop_qp_state"] += 1
@@ -284,7 +292,7 @@ class Responder:
         pa, ln = r.segs[r.seg_i]
         off = r.seg_off
         r.msg_len += n
-        self.counters["bytes_placed"] += n
+        self._c["bytes_placed"] += n
         nic = self.nic
         nb = t if t > r.data_ready_at else r.data_ready_at
         if off + n <= ln:  # the common case: inside one physical segment
@@ -310,14 +318,14 @@ class Responder:
         when the protection epoch moved since its last check)."""
         if held.epoch == self._xlate.epoch or self._xlate.recheck(held):
             return True
-        self.counters["revoked"] += 1
+        self._c["revoked"] += 1
         return False
 
     # -- SEND -------------------------------------------------------------------------------
 
     def _send(self, qp: QpCtx, p: Packet, t: float) -> None:
         r = qp.resp
-        self.counters["send_packets"] += 1
+        self._c["send_packets"] += 1
         if p.info.is_first:
             if not self._take_recv_wqe(qp, p, t):
                 return
@@ -395,7 +403,7 @@ class Responder:
         # software that sees the CQE sees the data.
         self.nic.completer.post_recv(qp, r.rq_index, opcode, CqeStatus.SUCCESS, r.msg_len,
                                      flags, imm, max(t, r.posted_at), solicited)
-        self.counters["recv_completions"] += 1
+        self._c["recv_completions"] += 1
         if qp.srq is None:
             qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
             self.nic.fetch.consumed_rq(qp)
@@ -409,12 +417,12 @@ class Responder:
 
     def _length_error(self, qp: QpCtx, p: Packet, t: float) -> None:
         """The packet does not fit the DMA length its message announced (C9-92)."""
-        self.counters["length_errors"] += 1
+        self._c["length_errors"] += 1
         self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)
 
     def _write(self, qp: QpCtx, p: Packet, t: float) -> None:
         r = qp.resp
-        self.counters["write_packets"] += 1
+        self._c["write_packets"] += 1
         info = p.info
         plen = p.payload_len
         # The QP's REMOTE_WRITE right is checked on every packet (rxe's check_op_valid): a
@@ -493,7 +501,7 @@ class Responder:
         return None
 
     def _read(self, qp: QpCtx, p: Packet, t: float) -> None:
-        self.counters["read_requests"] += 1
+        self._c["read_requests"] += 1
         if not qp.access & _RR:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
@@ -577,7 +585,7 @@ class Responder:
                 else:
                     opc, ext = Opcode.RC_RDMA_READ_RESPONSE_MIDDLE, b""
                 frame = b.make(opc, qp.dest_qpn, (psn + i) & PSN_MASK, ext, payload)
-                self.counters["read_response_packets"] += 1
+                self._c["read_response_packets"] += 1
                 wait = nic.engine.emit(frame, t + pipeline)
                 if wait > env.now or nic.port.queued:
                     yield from nic.engine.window(wait)
@@ -592,7 +600,7 @@ class Responder:
     def _atomic(self, qp: QpCtx, p: Packet, t: float) -> None:
         """CMP_SWAP / FETCH_ADD on 8 aligned bytes (IBA 9.4.5): executed here, in one event,
         so no other access to host memory through this NIC can interleave."""
-        self.counters["atomics"] += 1
+        self._c["atomics"] += 1
         va = p.atomic_va
         if va & 7:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)
@@ -632,7 +640,7 @@ class Responder:
         the selectivity level is a range (RETH) or the whole MR (the RETH's address and
         length ignored). A persistent placement cannot be granted on nsnic: no MR holds
         FLUSH_PERSISTENT (the host has no persistent memory)."""
-        bump(self.counters, "flushes")
+        bump(self._c, "flushes")
         plt, sel = p.feth_plt, p.feth_sel
         if plt not in _FLUSH_TYPES or sel not in (_SEL_RANGE, _SEL_MR):
             self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)  # reserved values
@@ -658,7 +666,7 @@ class Responder:
         once it is in memory. REMOTE_WRITE on the QP and the region (NAK remote access), 8
         bytes to an 8-byte aligned address (NAK invalid request, as rxe's misaligned
         atomic)."""
-        bump(self.counters, "atomic_writes")
+        bump(self._c, "atomic_writes")
         if not qp.access & _RW:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
@@ -673,7 +681,7 @@ class Responder:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)
             return
         done = self.nic.dma.write(segs[0][0], bytes(p.payload), ready)
-        self.counters["bytes_placed"] += 8
+        self._c["bytes_placed"] += 8
         self._placed(qp, p, done)
 
     def _refused(self, qp: QpCtx, p: Packet, st: XlateStatus, t: float) -> bool:
@@ -749,9 +757,9 @@ class Responder:
         if kind is Kind.FLUSH or kind is Kind.ATOMIC_WRITE:
             # Answered again from the remembered result, never executed twice.
             if res is None or not res.placement or res.first_psn != p.psn:
-                bump(self.counters, "duplicate_placement_dropped")
+                bump(self._c, "duplicate_placement_dropped")
                 return
-            bump(self.counters, "placement_replays")
+            bump(self._c, "placement_replays")
             self._placement_response(qp, p.psn, t)
             return
         if kind is Kind.READ_REQ:
@@ -762,18 +770,18 @@ class Responder:
                     p.reth_rkey != res.rkey or \
                     p.reth_va - res.va != psn_diff(p.psn, res.first_psn) * qp.mtu or \
                     p.reth_va + p.reth_len != res.va + res.length:
-                self.counters["duplicate_read_dropped"] += 1
+                self._c["duplicate_read_dropped"] += 1
                 return
             if not qp.access & _RR:
                 self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
                 return
-            self.counters["read_replays"] += 1
+            self._c["read_replays"] += 1
             src = self._read_source(qp, p, t)
             if src is not None:
                 self._queue_read_response(qp, p, src, counted=False)
             return
         if res is None or res.orig is None or res.first_psn != p.psn:
-            self.counters["duplicate_atomic_dropped"] += 1
+            self._c["duplicate_atomic_dropped"] += 1
             return
-        self.counters["atomic_replays"] += 1
+        self._c["atomic_replays"] += 1
         self._atomic_ack(qp, p.psn, res.orig, t)
