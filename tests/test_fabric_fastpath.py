@@ -62,7 +62,7 @@ class Digest:
 def general_links(w: World) -> None:
     """Make every link deliver through its own queue (the general path)."""
     for link in w.links:
-        link._direct = [None, None]
+        link.general_path()
 
 
 def leaf_spine(general: bool) -> tuple:
@@ -107,7 +107,7 @@ def tie(general: bool) -> tuple[dict[str, int], list[tuple[float, bytes]]]:
     w = Tiny(small_cfg(fwd_latency_ns=500.0), [100.0] * 3, prop_ns=[100.0, 100.0, 600.0])
     if general:
         for link in w.links:
-            link._direct = [None, None]
+            link.general_path()
     a, b = write(w.builder(1, 0), 998), write(w.builder(2, 0, sport=0xC001), 998)
     w.hosts[1].send(a)
     w.hosts[2].send(b)

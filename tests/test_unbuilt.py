@@ -62,7 +62,7 @@ def _world(mtu: int, mr_len: int, seed: int, built: bool) -> tuple:
     reference, every frame built before it travels (as to a switch)."""
     w, a, b = pair(mtu=mtu, mr_len=mr_len, seed=seed)
     if built:
-        w.links[0]._takes_unbuilt = [False, False]
+        w.links[0].general_path(build=True)
     rx: list[list] = [[], []]
     unbuilt = [0]
     for end in (0, 1):

@@ -97,8 +97,8 @@ class Link:
         self.cfg = cfg
         self.name = name
         # One injector per direction, with its own random stream.
-        self.faults = [FaultInjector(faults, i) for i in range(2)] if faults and \
-            faults.active else None
+        self._faults: list[FaultInjector] | None = \
+            [FaultInjector(faults, i) for i in range(2)] if faults and faults.active else None
         self.ends: list[Callable[[bytes], None]] = []
         self.taps: list[Tap] = []  # frames sent by either end
         self.end_taps: tuple[list[Tap], list[Tap]] = ([], [])  # frames sent by end 0 / 1
@@ -115,6 +115,9 @@ class Link:
         # Per receiving end: the callback of its direct entries (see attach), or None.
         self._direct: list[Callable[[_Wake], None] | None] = [None, None]
         self._takes_unbuilt = [False, False]
+        # Per receiving end: whether frames to it take the plain path of `carry` (no faults,
+        # no direct entries, an Unbuilt travels as it is), decided when the end attaches.
+        self._plain = [False, False]
 
     def attach(self, receive: Callable[[bytes], None], direct: bool = False,
                unbuilt: bool = False) -> int:
@@ -136,33 +139,59 @@ class Link:
         if direct:
             self._direct[end] = lambda ev: ends[end](ev._value)
         self._takes_unbuilt[end] = unbuilt
+        self._replan()
         return end
+
+    @property
+    def faults(self) -> list[FaultInjector] | None:
+        """One injector per direction (frames sent by end 0, end 1), or None."""
+        return self._faults
+
+    @faults.setter
+    def faults(self, injectors: list[FaultInjector] | None) -> None:
+        self._faults = injectors
+        self._replan()
+
+    def general_path(self, build: bool = False) -> None:
+        """Take this link's shortcuts away, for runs that check them against the general
+        path: no direct entries (every frame goes through the link's queue) and, with
+        `build`, every Unbuilt frame is built before it travels (as to a switch)."""
+        self._direct = [None, None]
+        if build:
+            self._takes_unbuilt = [False, False]
+        self._replan()
+
+    def _replan(self) -> None:
+        self._plain = [self._faults is None and self._direct[e] is None and self._takes_unbuilt[e]
+                       for e in (0, 1)]
 
     def carry(self, frame: bytes | Unbuilt, from_end: int, t_last_bit_out: float) -> None:
         """Deliver `frame`, whose last bit leaves end `from_end` at `t_last_bit_out`."""
         t = t_last_bit_out + self._prop
         to = 1 - from_end
-        if frame.__class__ is Unbuilt and (self.faults is not None
+        if self._plain[to]:  # (the common case of _enqueue, inline: this runs per packet)
+            q = self._flight[to]
+            seq = next(self.env._eid)
+            if q and q[-1][0] <= t:
+                q.append((t, seq, frame, _BOTH))  # the earliest frame's entry comes first
+            else:
+                self._enqueue(to, t, frame, seq, _BOTH)
+            return
+        if frame.__class__ is Unbuilt and (self._faults is not None
                                            or not self._takes_unbuilt[to]):
             # Faults and switches see the bytes (a tap builds its own copy: see _bytes).
             frame = frame.build()
-        if self.faults is None:
+        if self._faults is None:
             direct = self._direct[to]
             if direct is not None and not (self.taps or self.end_taps[from_end]):
                 env = self.env
                 heappush(env._queue, (t, _NORMAL, next(env._eid), _Wake(direct, frame)))
                 return
-            # (The common case of _enqueue, inline: this runs per packet.)
-            q = self._flight[to]
-            seq = next(self.env._eid)
-            if q and q[-1][0] <= t:
-                q.append((t, seq, frame, _BOTH))  # the earliest frame's entry comes first
-                return
-            self._enqueue(to, t, frame, seq, _BOTH)
+            self._enqueue(to, t, frame, next(self.env._eid), _BOTH)
             return
         if self.taps or self.end_taps[from_end]:
             self._enqueue(to, t, frame, next(self.env._eid), _TAP)  # as sent
-        for f, extra in self.faults[from_end].apply(frame):
+        for f, extra in self._faults[from_end].apply(frame):
             self._enqueue(to, t + extra, f, next(self.env._eid), _DELIVER)
 
     def _enqueue(self, to: int, t: float, frame: bytes, seq: int, what: int) -> None:
@@ -262,7 +291,7 @@ class Link:
 
     def fault_counters(self) -> dict[str, int]:
         out: dict[str, int] = {}
-        for inj in self.faults or ():
+        for inj in self._faults or ():
             for k, v in inj.counters.items():
                 out[k] = out.get(k, 0) + v
         return out
