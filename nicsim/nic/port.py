@@ -41,6 +41,7 @@ class Port:
         self.link: Link | None = None
         self._end = 0
         self._ns_per_byte = 0.08
+        self._ifg_ns = ETH_IFG * self._ns_per_byte
         self.free = 0.0  # when the transmitter is next idle (queued: projected, no pauses)
         self._c = new_counters("tx_frames", "tx_bytes", "tx_busy_ns", "pfc_received",
                                "pfc_ignored", "pause_ignored", "mac_control_malformed")
@@ -84,6 +85,7 @@ class Port:
         # Frames go straight to the NIC's receive path, which counts them (rx.packets).
         self._end = link.attach(self._receive, direct, unbuilt=True)
         self._ns_per_byte = 8.0 / link.cfg.rate_gbps
+        self._ifg_ns = ETH_IFG * self._ns_per_byte
         for n, rec in self._wire.items():
             rec[0] = self._wire_ns(n)
 
@@ -123,12 +125,17 @@ class Port:
             # group. A PFC queue reads the frame's priority from its bytes.
             if self.queued:
                 frame = frame.build()
+                n = len(frame)
+            else:
+                n = frame.n  # (no __len__ call)
         elif frame[:6] == self.mac:
             return self._loop(frame, ready_at)
-        elif frame[0] & 1 and self.mcast_macs and frame[:6] in self.mcast_macs:
-            looped = self._loop(frame, ready_at)
-            if self.link is None:
-                return looped  # no link: the local members are the whole group
+        else:
+            if frame[0] & 1 and self.mcast_macs and frame[:6] in self.mcast_macs:
+                looped = self._loop(frame, ready_at)
+                if self.link is None:
+                    return looped  # no link: the local members are the whole group
+            n = len(frame)
         if self.link is None:
             raise RuntimeError("port is not connected to a link")
         start = self.env._now  # the attribute behind the `now` property: this runs per packet
@@ -136,7 +143,6 @@ class Port:
             start = ready_at
         if start < self.free:
             start = self.free
-        n = frame.n if frame.__class__ is Unbuilt else len(frame)  # (no __len__ call)
         rec = self._wire.get(n) or self._new_len(n)
         dur = rec[0]
         self.free = end = start + dur
@@ -151,7 +157,7 @@ class Port:
         rec[1] += 1
         self._busy_ns += dur
         # The last bit leaves before the inter-frame gap that follows it.
-        self.link.carry(frame, self._end, end - ETH_IFG * self._ns_per_byte)
+        self.link.carry(frame, self._end, end - self._ifg_ns)
         return start
 
     # -- loopback ---------------------------------------------------------------------------
