@@ -167,44 +167,49 @@ class Completer:
     # -- responses --------------------------------------------------------------------------
 
     def response(self, qp: QpCtx, p: Packet) -> None:
-        if qp.state is not _RTS and qp.state is not _SQD:
-            self.counters["unexpected_responses"] += 1
-            return
         kind = p.info.kind
         if kind is _K_ACK:
-            syn = p.aeth_syndrome
-            cls = syn >> 5
-            if cls == 0:
-                self.counters["acks"] += 1
-                self._complete_through(qp, p.psn)
-                self._credits(qp, syn & 0x1F)
-            elif cls == 1:
-                self.counters["rnr_naks"] += 1
-                self._rnr(qp, p.psn, syn & 0x1F)
-            elif cls == 3:
-                self.counters["naks"] += 1
-                code = syn & 0x1F
-                bump(self.counters, f"nak_{syn:#04x}")  # by AETH syndrome, as Wireshark shows it
-                if code == 0:
-                    # PSN sequence error: everything before the PSN arrived; go back to it.
-                    self._complete_through(qp, (p.psn - 1) & PSN_MASK, progress_only=True)
-                    if qp.resend_psn is not None and psn_diff(p.psn, qp.resend_psn) >= 0:
-                        # Already going back to that PSN or before it (an RNR wait, another
-                        # NAK): nothing was lost that the resend does not cover, and the
-                        # transport retry budget is not spent again (as rxe's started_retry).
-                        self.counters["nak_seq_redundant"] += 1
-                    elif qp.state is _RTS:
-                        self.retry(qp, p.psn, CqeStatus.RETRY_EXC_ERR,
-                                   VendorErr.RETRY_EXCEEDED)
-                else:
-                    self._fail_at(qp, p.psn, _NAK_STATUS.get(code, CqeStatus.REM_OP_ERR),
-                                  VendorErr.REMOTE_NAK)
-            else:
-                self.counters["unexpected_responses"] += 1
+            self.ack(qp, p.psn, p.aeth_syndrome)
+        elif qp.state is not _RTS and qp.state is not _SQD:
+            self.counters["unexpected_responses"] += 1
         elif kind is _K_READ_RESP:
             self._read_response(qp, p)
         elif kind is _K_ATOMIC_ACK:
             self._atomic_ack(qp, p)
+
+    def ack(self, qp: QpCtx, psn: int, syn: int) -> None:
+        """An ACKNOWLEDGE packet for PSN `psn` with AETH syndrome `syn` (IBA 9.7.5.1): an ACK,
+        RNR NAK or NAK. (Nic.receive calls this directly for the ACKs of an RC QP's peer.)"""
+        if qp.state is not _RTS and qp.state is not _SQD:
+            self.counters["unexpected_responses"] += 1
+            return
+        cls = syn >> 5
+        if cls == 0:
+            self.counters["acks"] += 1
+            self._complete_through(qp, psn)
+            self._credits(qp, syn & 0x1F)
+        elif cls == 1:
+            self.counters["rnr_naks"] += 1
+            self._rnr(qp, psn, syn & 0x1F)
+        elif cls == 3:
+            self.counters["naks"] += 1
+            code = syn & 0x1F
+            bump(self.counters, f"nak_{syn:#04x}")  # by AETH syndrome, as Wireshark shows it
+            if code == 0:
+                # PSN sequence error: everything before the PSN arrived; go back to it.
+                self._complete_through(qp, (psn - 1) & PSN_MASK, progress_only=True)
+                if qp.resend_psn is not None and psn_diff(psn, qp.resend_psn) >= 0:
+                    # Already going back to that PSN or before it (an RNR wait, another
+                    # NAK): nothing was lost that the resend does not cover, and the
+                    # transport retry budget is not spent again (as rxe's started_retry).
+                    self.counters["nak_seq_redundant"] += 1
+                elif qp.state is _RTS:
+                    self.retry(qp, psn, CqeStatus.RETRY_EXC_ERR, VendorErr.RETRY_EXCEEDED)
+            else:
+                self._fail_at(qp, psn, _NAK_STATUS.get(code, CqeStatus.REM_OP_ERR),
+                              VendorErr.REMOTE_NAK)
+        else:
+            self.counters["unexpected_responses"] += 1
 
     @staticmethod
     def _credits(qp: QpCtx, code: int) -> None:

@@ -69,6 +69,7 @@ from nicsim.wire.opcodes import Opcode
 from nicsim.wire.packet import L3_CACHE, PKEY_DEFAULT, Unbuilt
 
 # What the receive fast path takes (Responder.middle): the packets of a message after its first.
+_ACKNOWLEDGE = int(Opcode.RC_ACKNOWLEDGE)
 _MIDDLES = (int(Opcode.RC_SEND_MIDDLE), int(Opcode.RC_RDMA_WRITE_MIDDLE),
             int(Opcode.RC_RDMA_WRITE_LAST))
 # Enum members the per-packet and per-WQE paths compare with, bound once: CPython 3.11 looks
@@ -334,6 +335,9 @@ class Nic(MmioDevice):
                 rx["packets"] += 1
                 rx["bytes"] += n
                 rx["roce_packets"] += 1
+                if op == _ACKNOWLEDGE and len(u.ext) == 4:  # AETH: the syndrome, then the MSN
+                    self.completer.ack(qp, u.psn, u.ext[0])
+                    return
                 # Every check of the general path holds (an RC packet from this QP's path, to
                 # us, whole words of payload and pad, no ECN mark): what is left of it.
                 p = u.packet()
