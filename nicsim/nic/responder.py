@@ -82,8 +82,9 @@ class Responder:
         self._ack_every = nic.cfg.ack_coalesce
         self._xlate = nic.xlate
         # Packets the receive fast path took (middle), WRITE and SEND: each is a request and
-        # a write or send packet in `counters`, added when they are read.
-        self._fast_writes = self._fast_sends = 0
+        # a write or send packet in `counters`; and the payload bytes placed. Added to the
+        # counters when they are read.
+        self._fast_writes = self._fast_sends = self._bytes_placed = 0
         self._c = new_counters(
             "requests", "send_packets", "write_packets", "read_requests", "atomics",
             "read_response_packets", "bytes_placed", "acks_sent", "naks_sent", "rnr_naks_sent",
@@ -98,6 +99,7 @@ class Responder:
         c["requests"] += self._fast_writes + self._fast_sends
         c["write_packets"] += self._fast_writes
         c["send_packets"] += self._fast_sends
+        c["bytes_placed"] += self._bytes_placed
         return c
 
     # -- ACK/NAK ----------------------------------------------------------------------------
@@ -292,7 +294,7 @@ class Responder:
         pa, ln = r.segs[r.seg_i]
         off = r.seg_off
         r.msg_len += n
-        self._c["bytes_placed"] += n
+        self._bytes_placed += n
         nic = self.nic
         nb = t if t > r.data_ready_at else r.data_ready_at
         if off + n <= ln:  # the common case: inside one physical segment
