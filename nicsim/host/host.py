@@ -64,8 +64,8 @@ def advance(env: simpy.Environment, t: float) -> None:
     env.horizon = (t, False)
     try:
         run_events(env, t, False)
-        if env.now < t:
-            ev = env.timeout(t - env.now)
+        if env._now < t:  # (_now: the attribute behind `now`; this runs per verbs call)
+            ev = env.timeout(t - env._now)
             env.horizon = (t, True)
             while not ev.processed:
                 step()
@@ -148,7 +148,7 @@ class Host:
             if self.cpu is not None:
                 self.cpu.sleep(ns)
             else:
-                advance(self.env, self.env.now + ns)
+                advance(self.env, self.env._now + ns)
 
     def poll_wait(self, cost: float, lo: int, hi: int, cap_ns: float = 100_000.0) -> bool:
         """An empty poll of host memory [lo, hi) (physical). A polling CPU can observe nothing

@@ -125,7 +125,7 @@ class Pcie:
     def mmio_write_arrival(self, nbytes: int = 8) -> float:
         """A posted MMIO write from the CPU: when it reaches the device."""
         c = self.cfg
-        now = self.env.now
+        now = self.env._now  # (the attribute behind `now`: per WQE)
         dur = (nbytes + c.tlp_overhead) / self._bpns
         # MMIO writes keep their order among themselves. Read completions the device has
         # reserved on the downstream link ahead of now do not hold a posted write up: the
@@ -182,7 +182,7 @@ class Bar:
         at = self._pcie.mmio_write_arrival()
         self._last_write_at = at
         dev = self._dev
-        ev = self._env.timeout(at - self._env.now)
+        ev = self._env.timeout(at - self._env._now)
         ev.callbacks.append(lambda _e: dev.mmio_write(offset, value))
         if cpu:
             self._spend(self._write_cost)
@@ -197,7 +197,7 @@ class Bar:
             at = pcie.mmio_write_arrival(min(64, len(data) - o))
         self._last_write_at = at
         dev = self._dev
-        ev = self._env.timeout(at - self._env.now)
+        ev = self._env.timeout(at - self._env._now)
         ev.callbacks.append(lambda _e: dev.mmio_write_block(offset, data))
 
     def read64(self, offset: int) -> int:

@@ -187,7 +187,7 @@ class Requester:
         if qp.state is _ERR:
             self.flush_sq(qp)
             return False
-        if qp.state is not _RTS or qp.rnr_until > env.now or qp.odp_wait:
+        if qp.state is not _RTS or qp.rnr_until > env._now or qp.odp_wait:
             # A doorbell is remembered; RTS, the end of an RNR wait and the resolution of a
             # page fault kick it.
             return False
@@ -546,7 +546,7 @@ class Requester:
         if tmo is None or not qp.outstanding:
             qp.timer_deadline = None
             return
-        qp.timer_deadline = self.env.now + tmo
+        qp.timer_deadline = self.env._now + tmo
         if not qp.timer_pending:
             qp.timer_pending = True
             self.env.timeout(tmo).callbacks.append(lambda _e, q=qp: self._timer_event(q))
