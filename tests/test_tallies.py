@@ -12,7 +12,7 @@ from nicsim.driver.user import enums as e
 from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
 from nicsim.fabric.link import Link, LinkConfig
-from nicsim.host.memory import PhysMem
+from nicsim.host.memory import LAND_AT, PhysMem
 from nicsim.host.pcie import Pcie, PcieConfig
 from nicsim.nic.port import Port
 from nicsim.wire.packet import wire_bytes
@@ -128,10 +128,11 @@ def test_posted_writes_land_in_time_order_and_reads_see_them_first():
     woke: list[float] = []
     mem.watch(base + 4100, base + 4108, lambda: woke.append(env.now))  # the third piece's
     env.run(until=150.0)
-    mem.post1(150.0, base + 300, b"G")  # landed already: in memory at once
-    assert [t for t, _, _ in mem.posted] == [200.0]
+    mem.post1(150.0, base + 300, b"G")  # landed already: queued, seen by the next look
+    assert [t for t, _, _ in mem.posted] == [150.0, 200.0]
     assert mem.read(base + 100, 8) == b"B" * 8 and mem.read(base + 4000, 200) == b"C" * 200
     assert mem.read(base + 300, 1) == b"G"
+    assert [t for t, _, _ in mem.posted] == [200.0]
     assert woke == [100.0]
     # A CPU waiting on a range is woken when a write posted later lands there.
     mem.watch(base + 600, base + 608, lambda: woke.append(env.now))
@@ -140,10 +141,12 @@ def test_posted_writes_land_in_time_order_and_reads_see_them_first():
     assert woke == [100.0, 260.0]
     assert mem.read(base, 4) == b"EEEE" and mem.read(base + 604, 8) == b"H" * 8
     assert not mem.posted
-    # Nothing looks for a while: a write posted then lands every one due first.
-    for i in range(3):
-        mem.post1(310.0 + 10 * i, base + 800 + i, b"%d" % i)
-    env.run(until=400.0)
-    assert len(mem.posted) == 3
-    mem.post1(400.0, base + 803, b"3")
-    assert not mem.posted and mem.mv[base + 800:base + 804].tobytes() == b"0123"
+    # Nothing looks for a while: the queue is landed in bulk once it passes LAND_AT entries,
+    # those due and only those, the last word written to each byte winning.
+    for i in range(LAND_AT):
+        mem.post1(310.0 + i, base + 800 + i % 8, bytes([i]))
+    env.run(until=350.0)
+    mem.post1(500.0, base + 900, b"Z")
+    assert [t for t, _, _ in mem.posted] == [310.0 + i for i in range(41, LAND_AT)] + [500.0]
+    assert mem.mv[base + 800:base + 808].tobytes() == bytes([40, *range(33, 40)])  # i <= 40
+    assert mem.mv[base + 900] == 0

@@ -63,6 +63,9 @@ class Extents:
         return max((n for _, n in self._free), default=0)
 
 
+LAND_AT = 64  # posted writes queued before those due are applied (PhysMem.post1)
+
+
 class PhysMem:
     """Physical memory of one host.
 
@@ -233,21 +236,14 @@ class PhysMem:
 
     def post1(self, t: float, pa: int, d: bytes | memoryview) -> None:
         """A device write of `d` at `pa` that lands in memory at time `t` (this runs per
-        packet: one piece, no list)."""
+        packet: one piece, no list). It waits in the queue even if it has landed already:
+        whatever looks at memory syncs first, and the queue is landed in bulk when it grows
+        past LAND_AT entries."""
         q = self.posted
-        # (env._now is the attribute behind SimPy's `now` property.)
-        now = self.env._now if self.env is not None else t
-        if q and q[0][0] <= now:  # land what has landed by now (the queue is in time order)
-            mv = self.mv
-            while True:
-                _, wpa, wd = q.popleft()
-                mv[wpa:wpa + len(wd)] = wd
-                if not q or q[0][0] > now:
-                    break
-        if t <= now:
-            self.mv[pa:pa + len(d)] = d
-        elif not q or q[-1][0] <= t:
+        if not q or q[-1][0] <= t:
             q.append((t, pa, d))
+            if len(q) > LAND_AT:
+                self.sync()
         else:  # another device's writes land earlier: keep the queue in time order
             i = len(q)
             while i and q[i - 1][0] > t:
