@@ -57,6 +57,7 @@ class Pcie:
 
     @property
     def counters(self) -> dict[str, int]:
+        """The counters, tallies added up: a new dict (writing to it counts nothing)."""
         w, r = self._wcost, self._rcost
         return {
             "dma_read_bytes": sum(n * v[4] for n, v in r.items()),

@@ -99,6 +99,7 @@ class Port:
 
     @property
     def counters(self) -> dict[str, int | float]:
+        """The counters, tallies added up: a new dict (writing to it counts nothing)."""
         out = dict(self._c)
         out["tx_frames"] = sum(r[1] for r in self._wire.values())
         out["tx_bytes"] = sum(n * r[1] for n, r in self._wire.items())

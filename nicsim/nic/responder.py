@@ -95,6 +95,7 @@ class Responder:
 
     @property
     def counters(self) -> dict[str, int]:
+        """The counters, tallies added up: a new dict (writing to it counts nothing)."""
         c = dict(self._c)
         c["requests"] += self._fast_writes + self._fast_sends
         c["write_packets"] += self._fast_writes
