@@ -14,6 +14,7 @@ rings the kernel has handed to another process.
 from __future__ import annotations
 
 import errno
+from functools import partial
 
 import pytest
 
@@ -175,14 +176,9 @@ def test_forged_write_continuation_after_dereg(unbuilt):
     naks = counter(w, "b", "responder.naks_sent")
     # No timing needed: the FIRST has been checked and placed before dereg returns.
     va = free_and_reuse(b.ctx, b.mr, other, n)
-    if unbuilt:
-        nb.receive(Unbuilt(bld, Opcode.RC_RDMA_WRITE_MIDDLE, qb.qpn, qb.epsn, b"", MINE * KIB))
-        nb.receive(Unbuilt(bld, Opcode.RC_RDMA_WRITE_LAST, qb.qpn, qb.epsn, b"", MINE * KIB,
-                           True))
-    else:
-        nb.receive(bld.build(Opcode.RC_RDMA_WRITE_MIDDLE, qb.qpn, qb.epsn, b"", MINE * KIB))
-        nb.receive(bld.build(Opcode.RC_RDMA_WRITE_LAST, qb.qpn, qb.epsn, b"", MINE * KIB,
-                             ackreq=True))
+    make = partial(Unbuilt, bld) if unbuilt else bld.build
+    nb.receive(make(Opcode.RC_RDMA_WRITE_MIDDLE, qb.qpn, qb.epsn, b"", MINE * KIB))
+    nb.receive(make(Opcode.RC_RDMA_WRITE_LAST, qb.qpn, qb.epsn, b"", MINE * KIB, ackreq=True))
     settle(w)
     assert changed(other, va, n) == 0
     assert counter(w, "b", "responder.naks_sent") > naks

@@ -222,6 +222,10 @@ def test_any_mix_of_messages_is_the_same_unbuilt(mtu: int, data: st.DataObject) 
     assert all(s == e.IBV_WC_SUCCESS for _, s, _, _ in plain[1])
 
 
+_HOSTILE = ("bad rkey", "out of bounds", "no receive WQE", "PSN ahead", "length past the RETH",
+            "ACK from nowhere")
+
+
 def _hostile(case: str, as_unbuilt: bool) -> tuple:
     """Hand b's NIC one packet from a's path, as a frame or as Unbuilt; everything it shows."""
     from nicsim.wire import aeth, reth
@@ -255,8 +259,7 @@ def _hostile(case: str, as_unbuilt: bool) -> tuple:
     return (tap.got, qb.state, b.mr.read(64 * KIB, 0), nb.counters(), w.env.now)
 
 
-@pytest.mark.parametrize("case", ["bad rkey", "out of bounds", "no receive WQE", "PSN ahead",
-                                  "length past the RETH", "ACK from nowhere"])
+@pytest.mark.parametrize("case", _HOSTILE)
 def test_a_hostile_packet_gets_the_same_answer_unbuilt(case: str) -> None:
     """Valid-ICRC packets with hostile contents, as frames and as Unbuilt: the same NAKs on
     the wire, QP state, memory and counters."""

@@ -52,7 +52,7 @@ class Pcie:
         # were. Counting per size once, instead of four counters per transfer, keeps the
         # per-packet cost down; `counters` adds them up when read.
         self._wcost: dict[int, list] = {}  # [TLPs, duration, count]
-        self._rcost: dict[int, list] = {}  # [request TLPs, completion TLPs, durations.., count]
+        self._rcost: dict[int, list] = {}  # [request TLPs, completion TLPs, their durations, count]
         self._mmio = {"mmio_writes": 0, "mmio_reads": 0}
 
     @property

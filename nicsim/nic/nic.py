@@ -66,7 +66,7 @@ from nicsim.wire import (
     roce_udp_sport,
 )
 from nicsim.wire.opcodes import Opcode
-from nicsim.wire.packet import L3_CACHE, PKEY_DEFAULT, Unbuilt
+from nicsim.wire.packet import L3_CACHE, PKEY_DEFAULT, Unbuilt, aeth_syndrome
 
 # What the receive fast path takes (Responder.middle): the packets of a message after its first.
 _ACKNOWLEDGE = int(Opcode.RC_ACKNOWLEDGE)
@@ -324,31 +324,31 @@ class Nic(MmioDevice):
             qp = self.qps.get(u.dqpn)
             b = u.builder
             n = u.n
-            if (qp is not None and qp.type is _RC and b.addrs == qp.rx_addrs
-                    and b.path.dmac == self.mac and qp.pkey == PKEY_DEFAULT):
-                op = u.opcode
-                if (op in _MIDDLES and not u.ext and not u.solicited and not len(u.payload) & 3
-                        and self.responder.middle(qp, op, u.psn, u.ackreq, u.payload)):
-                    f = self._fast_rx
-                    f[n] = f.get(n, 0) + 1
-                    return
-                rx["packets"] += 1
-                rx["bytes"] += n
-                rx["roce_packets"] += 1
-                if op == _ACKNOWLEDGE and len(u.ext) == 4:  # AETH: the syndrome, then the MSN
-                    self.completer.ack(qp, u.psn, u.ext[0])
-                    return
-                # Every check of the general path holds (an RC packet from this QP's path, to
-                # us, whole words of payload and pad, no ECN mark): what is left of it.
-                p = u.packet()
-                if p.info.is_request:
-                    self.responder.request(qp, p)
-                else:
-                    self.completer.response(qp, p)
+            ours = (qp is not None and qp.type is _RC and b.addrs == qp.rx_addrs
+                    and b.path.dmac == self.mac and qp.pkey == PKEY_DEFAULT)
+            op = u.opcode
+            if (ours and op in _MIDDLES and not u.ext and not u.solicited
+                    and not len(u.payload) & 3
+                    and self.responder.middle(qp, op, u.psn, u.ackreq, u.payload)):
+                f = self._fast_rx
+                f[n] = f.get(n, 0) + 1
                 return
             rx["packets"] += 1
             rx["bytes"] += n
-            self._general(u.build(), None, False, False)
+            if not ours:
+                self._general(u.build(), None, False, False)
+                return
+            rx["roce_packets"] += 1
+            if op == _ACKNOWLEDGE:
+                self.completer.ack(qp, u.psn, aeth_syndrome(u.ext))
+                return
+            # Every check of the general path holds (an RC packet from this QP's path, to us,
+            # whole words of payload and pad, no ECN mark): what is left of it.
+            p = u.packet()
+            if p.info.is_request:
+                self.responder.request(qp, p)
+            else:
+                self.completer.response(qp, p)
             return
         n = len(frame)
         rx["packets"] += 1

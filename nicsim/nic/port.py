@@ -236,13 +236,12 @@ class Port:
             self._mask ^= 1 << pick
         self.backlog -= 1
         n = len(frame)
-        npb = self._ns_per_byte
         rec = self._wire.get(n) or self._new_len(n)
         dur = rec[0]
         rec[1] += 1
         self._busy_ns += dur
         self._busy = True
-        self.link.carry(frame, self._end, now + dur - ETH_IFG * npb)  # type: ignore[union-attr]
+        self.link.carry(frame, self._end, now + dur - self._ifg_ns)  # type: ignore[union-attr]
         heappush(env._queue, (now + dur, _NORMAL, next(env._eid), self._tick))
         if self._room is not None and self.backlog <= self._room_at:
             room, self._room = self._room, None

@@ -372,20 +372,20 @@ class Requester:
             off = k * qp.mtu
             self.counters["read_requests"] += 1
             frame = b.make(Opcode.RC_RDMA_READ_REQUEST, qp.dest_qpn,
-                            (sop.first_psn + k) & PSN_MASK,
-                            reth(ctrl.remote_addr + off, ctrl.rkey, sop.length - off),
-                            ackreq=True)
+                           (sop.first_psn + k) & PSN_MASK,
+                           reth(ctrl.remote_addr + off, ctrl.rkey, sop.length - off),
+                           ackreq=True)
         elif sop.opcode is _FLUSH:
             bump(self.counters, "flush_requests")
             plt, sel = ctrl.swap & 0xF, (ctrl.swap >> 4) & 3
             frame = b.make(Opcode.RC_FLUSH, qp.dest_qpn, sop.first_psn,
-                            feth(0, sel, plt) + reth(ctrl.remote_addr, ctrl.rkey, sop.length),
-                            ackreq=True)
+                           feth(0, sel, plt) + reth(ctrl.remote_addr, ctrl.rkey, sop.length),
+                           ackreq=True)
         elif sop.opcode is _ATOMIC_WRITE:
             bump(self.counters, "atomic_write_requests")
             frame = b.make(Opcode.RC_ATOMIC_WRITE, qp.dest_qpn, sop.first_psn,
-                            reth(ctrl.remote_addr, ctrl.rkey, 8), _Q.pack(ctrl.swap),
-                            ackreq=True)
+                           reth(ctrl.remote_addr, ctrl.rkey, 8), _Q.pack(ctrl.swap),
+                           ackreq=True)
         else:
             self.counters["atomic_requests"] += 1
             if sop.opcode is _CMP_AND_SWP:
@@ -599,4 +599,3 @@ _ATOMICS = (WqeOpcode.ATOMIC_CMP_AND_SWP, WqeOpcode.ATOMIC_FETCH_AND_ADD)
 _SINGLE = (*_ATOMICS, *PLACEMENT_OPS)
 _RD_ATOMIC = tuple(int(o) for o in (WqeOpcode.RDMA_READ, *_SINGLE))
 _Q = struct.Struct("<Q")  # ATOMIC WRITE data: the WQE's swap field holds it in memory order
-

@@ -166,6 +166,11 @@ def aeth(syndrome: int, msn: int) -> bytes:
     return _I.pack((syndrome << 24) | (msn & 0xFFFFFF))
 
 
+def aeth_syndrome(ext: bytes) -> int:
+    """The syndrome of the AETH `aeth` made (its first byte)."""
+    return ext[0]
+
+
 def immdt(imm: int) -> bytes:
     return _I.pack(imm)
 
