@@ -127,7 +127,7 @@ class TB:
 
     # -- command port
     async def write_mpt(self, index: int, mpt: hwif.Mpt) -> None:
-        data = int.from_bytes(mpt.pack(), "little")
+        data = int.from_bytes(mpt.sw_part(), "little")
         await self.cmd.send(CmdTransaction(op=OP_WRITE_MPT, index=index, data=data))
         if index < self.mpt_depth:
             self.mpt[index] = mpt
@@ -186,7 +186,7 @@ class TB:
             odd = hwif.Mpt((i << 8) | 1, 0, 0, hwif.PAGE_SIZE, 0, 0xF, hwif.MptFlags.VALID,
                            page_shift=16)
             await self.cmd.send(CmdTransaction(op=OP_WRITE_MPT, index=i,
-                                               data=int.from_bytes(odd.pack(), "little")))
+                                               data=int.from_bytes(odd.sw_part(), "little")))
             self.mpt[i] = dataclasses.replace(odd, flags=0)
         await self.cmd_idle()
 

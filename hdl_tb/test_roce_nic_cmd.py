@@ -505,7 +505,7 @@ def scenario(host, probe: Probe, mtt_chunk: int) -> list[tuple[str, object]]:  #
     attempt("INIT_HCA too big", lambda: hw.cmd(hwif.CmdOpcode.INIT_HCA, hwif.HcaInit(
         hw.mpt_pa, hw.mtt_pa, 40, 2).pack()))
     attempt("WRITE_MPT beyond", lambda: hw.cmd(hwif.CmdOpcode.WRITE_MPT, hwif.Mpt(
-        caps.max_mpt << 8, 1, 0, 1, 0, 0, 1).pack(), mod=caps.max_mpt))
+        caps.max_mpt << 8, 1, 0, 1, 0, 0, 1).sw_part(), mod=caps.max_mpt))
     attempt("INVALIDATE_MPT beyond", lambda: hw.cmd(hwif.CmdOpcode.INVALIDATE_MPT,
                                                     mod=caps.max_mpt))
     attempt("WRITE_MTT beyond", lambda: hw.cmd(hwif.CmdOpcode.WRITE_MTT,
@@ -1160,7 +1160,7 @@ def raw_mailbox(host, xlate, complete) -> dict:  # noqa: ANN001, C901
     run(C.WRITE_MTT, hwif.pack_mtt(pages[:3]), pa_in=region + 5, mod=(1 << 10) - 2)  # beyond
     start = 0x7F00_0000_0123
     mpt = hwif.Mpt((3 << 8) | 9, 9, start, 699 * page - 0x200, 100, 7, hwif.MptFlags.VALID)
-    run(C.WRITE_MPT, mpt.pack(), pa_in=region + 3 * page - 9, mod=3)
+    run(C.WRITE_MPT, mpt.sw_part(), pa_in=region + 3 * page - 9, mod=3)
     if xlate is not None:
         mtt = {100 + i: pa for i, pa in enumerate(pages)}
         probes = [(mpt.key, 9, 1, start + i * page + 1000, 4000) for i in (0, 1, 63, 64, 697)]

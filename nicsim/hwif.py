@@ -138,7 +138,7 @@ class CmdOpcode(IntEnum):
     MODIFY_QP = 0x21
     QUERY_QP = 0x22
     DESTROY_QP = 0x23
-    WRITE_MPT = 0x30  # CMD_MOD = MPT index; input: an Mpt
+    WRITE_MPT = 0x30  # CMD_MOD = MPT index; input: an Mpt's first MPT_SW_SIZE bytes (sw_part)
     INVALIDATE_MPT = 0x31  # CMD_MOD = MPT index
     WRITE_MTT = 0x32  # CMD_MOD = first MTT index; input: count u32, pad u32, count x u64 PA
     # On-demand paging (MptFlags.ODP regions). RESUME_PAGE_FAULT: CMD_MOD = MPT index, bit 31
@@ -528,10 +528,16 @@ class MptFlags(IntFlag):
 RESUME_FAILED = 1 << 31  # RESUME_PAGE_FAULT's CMD_MOD bit: the fault could not be resolved
 
 
+MPT_SW_SIZE = 32  # the part of an MPT entry the driver writes (WRITE_MPT's input)
+
+
 @dataclass(slots=True)
 class Mpt(Record):
-    """Memory protection table entry, 32 bytes, indexed by key >> 8 (the key's low byte is a
+    """Memory protection table entry, 64 bytes, indexed by key >> 8 (the key's low byte is a
     variant that changes on every reuse of the index, so a stale key never matches).
+
+    The first 32 bytes are what the driver writes (WRITE_MPT); the rest the NIC keeps for
+    memory windows (IBA 10.6.7), as ConnectX keeps a window's QP in its mkey context:
 
     offset size field
       0     4   key (lkey == rkey)
@@ -543,9 +549,14 @@ class Mpt(Record):
      29     1   flags (MptFlags)
      30     1   page_shift
      31     1   reserved
+     32     4   qpn (a bound type 2 window: the QP that bound it, the only one it answers on)
+     36     4   mr_index (a bound window: the MPT index of the MR it is a view of)
+     40     4   windows (an MR: how many windows are bound to it; while any are, the NIC
+                refuses to invalidate or rewrite it)
+     44    20   reserved
     """
 
-    FMT = struct.Struct("<IIQQIBBBx")
+    FMT = struct.Struct("<IIQQIBBBxIII20x")
     key: int
     pd: int
     start: int
@@ -554,9 +565,21 @@ class Mpt(Record):
     access: int
     flags: int
     page_shift: int = PAGE_SHIFT
+    qpn: int = 0
+    mr_index: int = 0
+    windows: int = 0
+
+    def sw_part(self) -> bytes:
+        """What WRITE_MPT carries: the driver's 32 bytes (the NIC keeps the rest)."""
+        return self.pack()[:MPT_SW_SIZE]
+
+    @classmethod
+    def from_sw(cls, raw: bytes) -> Mpt:
+        """The entry WRITE_MPT's input describes, with the NIC's own fields clear."""
+        return cls.unpack(bytes(raw[:MPT_SW_SIZE]) + bytes(MPT_SW_SIZE))
 
 
-MPT_SIZE = Mpt.FMT.size  # 32
+MPT_SIZE = Mpt.FMT.size  # 64
 MTT_ENTRY_SIZE = 8  # one u64 physical page address per entry
 
 

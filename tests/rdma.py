@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 from nicsim.driver.user import enums as e
-from nicsim.driver.user.verbs import WC
+from nicsim.driver.user.verbs import SGE, WC, SendWR
 
 from nicsim.fabric.faults import FaultConfig
 from nicsim.nic.config import NicConfig
 from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect, make_side
 from nicsim.world import World
 
-__all__ = ["ALL_ACCESS", "Side", "connect", "drain", "make_side", "pair", "settle", "wait"]
+__all__ = ["ALL_ACCESS", "Side", "connect", "drain", "make_side", "pair", "rdma_write", "settle",
+           "wait"]
 
 
 def pair(mtu: int = e.IBV_MTU_1024, mr_len: int = 1 << 16, seed: int = 0,
          pcap: str | None = None, nic: NicConfig | None = None,
-         faults: FaultConfig | None = None, **qp: int) -> tuple[World, Side, Side]:
-    """Two connected sides; `qp` passes timeout, retry_cnt, rnr_retry, min_rnr_timer."""
+         faults: FaultConfig | None = None, access: int = ALL_ACCESS,
+         **qp: int) -> tuple[World, Side, Side]:
+    """Two connected sides, their MRs registered with `access`; `qp` passes timeout,
+    retry_cnt, rnr_retry, min_rnr_timer."""
     w = World.two_hosts(seed=seed, pcap=pcap, nic=nic, faults=faults)
-    a, b = make_side(w, "a", mr_len), make_side(w, "b", mr_len)
+    a, b = make_side(w, "a", mr_len, access=access), make_side(w, "b", mr_len, access=access)
     connect(a, b, mtu, **qp)
     connect(b, a, mtu, **qp)
     return w, a, b
@@ -34,6 +37,17 @@ def wait(side: Side, n: int = 1, limit_ns: float = 10e6) -> list[WC]:
         out += wcs
         assert env.now < deadline, f"only {len(out)} of {n} completions after {limit_ns} ns"
     return out
+
+
+def rdma_write(side: Side, rkey: int, raddr: int, data: bytes, limit_ns: float = 10e6) -> int:
+    """WRITE `data` (from the start of side's MR) to `raddr` under `rkey`, signaled, and
+    wait for its completion; returns its status."""
+    side.mr.write(data, len(data))
+    wr = SendWR(wr_id=5, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
+                sg=[SGE(side.mr.buf, len(data), side.mr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_rdma(rkey, raddr)
+    side.qp.post_send(wr)
+    return wait(side, limit_ns=limit_ns)[0].status
 
 
 def drain(side: Side, ns: float = 200_000) -> list[WC]:

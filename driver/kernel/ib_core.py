@@ -61,6 +61,7 @@ class KernelError(Exception):
 
 
 M = QpAttrMask
+CONTROLLED_QKEY = 0x80000000  # the Q_Key bit that makes it controlled (IBA 3.5.3)
 # (current, next) -> (required, optional) attributes for an RC QP (IBA 10.3 / 11.2.5.2).
 _RC_TRANSITIONS: dict[tuple[QpState, QpState], tuple[int, int]] = {
     (QpState.RESET, QpState.INIT): (M.PKEY_INDEX | M.PORT | M.ACCESS_FLAGS, 0),
@@ -290,6 +291,7 @@ class IbQp:
     attrs: Qpc = field(default_factory=blank_qpc)
     srq: IbSrq | None = None
     mcast: set[bytes] = field(default_factory=set)  # the multicast GIDs it is attached to
+    privileged: bool = False  # its creator's CAP_NET_RAW
 
 
 @dataclass
@@ -304,6 +306,7 @@ class Ucontext:
     next_handle: int = 1
     closed: bool = False
     async_events: deque = field(default_factory=deque)  # the async event file's queue
+    privileged: bool = False  # the opener's CAP_NET_RAW (controlled Q_Keys, C3-32)
 
     def add(self, obj: object) -> int:
         h = self.next_handle
@@ -321,9 +324,11 @@ class Ucontext:
 class IbDevice:
     """A registered RDMA device (ib_device) backed by a vendor driver."""
 
-    def open(self, aspace: AddressSpace) -> Ucontext:
-        """A process opens the device: its context, and its own doorbell page."""
-        return Ucontext(self, aspace, _hw(self.hw.uars.alloc), RingPool(self.hw.host.mem, aspace))
+    def open(self, aspace: AddressSpace, privileged: bool = False) -> Ucontext:
+        """A process opens the device: its context, and its own doorbell page. `privileged`:
+        the opener has CAP_NET_RAW (the kernel's own users have)."""
+        return Ucontext(self, aspace, _hw(self.hw.uars.alloc), RingPool(self.hw.host.mem, aspace),
+                        privileged=privileged)
 
     def __init__(self, name: str, hw: NsnicDriver) -> None:
         self.name = name
@@ -600,7 +605,7 @@ class IbDevice:
                                            recv_cq.hw.cqn, *cap,
                                            srqn=srq.hw.srqn if srq is not None else 0,
                                            special_qpn=special_qpn))
-        qp = IbQp(0, pd, send_cq, recv_cq, hw, t, srq=srq)
+        qp = IbQp(0, pd, send_cq, recv_cq, hw, t, srq=srq, privileged=uctx.privileged)
         if srq is not None:
             srq.users += 1
         qp.attrs = blank_qpc(hw.qpn)
@@ -630,6 +635,13 @@ class IbDevice:
         if not modify_is_ok(cur, nxt, mask, qp.qp_type):
             raise KernelError(f"invalid QP transition {cur.name}->{nxt.name} with attr mask "
                               f"0x{mask:x}", errno.EINVAL)
+        if mask & M.QKEY and isinstance(attrs.qkey, int) and attrs.qkey & CONTROLLED_QKEY \
+                and not qp.privileged:
+            # A controlled Q_Key (high bit set: the GSI's 0x80010000 among them) only for
+            # privileged consumers (IBA 3.5.3, C3-32); ib_uverbs' modify_qp refuses it
+            # without CAP_NET_RAW.
+            raise KernelError(f"Q_Key 0x{attrs.qkey:x} is controlled (needs CAP_NET_RAW)",
+                              errno.EPERM)
         if mask & M.PKEY_INDEX and pkey_index != 0:
             raise KernelError(f"pkey_index {pkey_index}: the P_Key table has one entry",
                               errno.EINVAL)

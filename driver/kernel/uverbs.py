@@ -165,13 +165,14 @@ _UAR_REGS = frozenset(UarReg) - {UarReg.BF}  # BF takes bursts (write_bf), not s
 class UverbsFile:
     """An open /dev/infiniband/uverbsN."""
 
-    def __init__(self, host: Host, kernel: Kernel, dev_name: str, aspace: AddressSpace) -> None:
+    def __init__(self, host: Host, kernel: Kernel, dev_name: str, aspace: AddressSpace,
+                 privileged: bool = False) -> None:
         dev = kernel.devices.get(dev_name)
         if dev is None:
             raise UverbsError(f"no RDMA device {dev_name!r}", errno.ENODEV)
         self.host = host
         self.dev = dev
-        self.uctx = dev.open(aspace)
+        self.uctx = dev.open(aspace, privileged)
         self.commands = 0
         self.doorbells = DoorbellPage(dev.hw.bar, self.uctx.uar, dev.hw.bf_size)
         # The descriptor a program sees for /dev/infiniband/uverbsN: a real one of the
@@ -312,9 +313,11 @@ class UverbsFile:
             os.close(self.fd)
 
 
-def open_device(host: Host, dev_name: str, aspace: AddressSpace) -> UverbsFile:
+def open_device(host: Host, dev_name: str, aspace: AddressSpace,
+                privileged: bool = False) -> UverbsFile:
+    """Open /dev/infiniband/uverbsN; `privileged`: the process has CAP_NET_RAW."""
     kernel = host.kernel
     if not isinstance(kernel, Kernel):
         raise UverbsError(f"host {host.name} has no RDMA kernel stack", errno.ENODEV)
     host.spend(host.costs.syscall)
-    return UverbsFile(host, kernel, dev_name, aspace)
+    return UverbsFile(host, kernel, dev_name, aspace, privileged)

@@ -40,6 +40,9 @@ class DeviceEntry:
 class Process:
     devices: list[DeviceEntry]
     _aspaces: dict[int, AddressSpace] = field(default_factory=dict)
+    # CAP_NET_RAW: what the kernel lets only privileged processes do (a controlled Q_Key on
+    # a UD QP, IBA C3-32). Programs run unprivileged unless told otherwise.
+    cap_net_raw: bool = False
 
     @property
     def home(self) -> Host:
@@ -82,3 +85,8 @@ def current() -> Process:
                                  "open devices with Context(name, host=...)")
         _current = _factory()
     return _current
+
+
+def privileged() -> bool:
+    """Whether the current process (if any) has CAP_NET_RAW."""
+    return _current is not None and _current.cap_net_raw

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from nicsim.driver.kernel.query import DeviceCapEx
 from nicsim.driver.kernel.uverbs import Cmd, UverbsError, UverbsFile, open_device
-from nicsim.driver.user import errors
+from nicsim.driver.user import errors, process
 from nicsim.driver.user.base import PyverbsCM, PyverbsObject, inc_rkey
 from nicsim.driver.user.device import (
     AsyncEvent,
@@ -481,7 +481,7 @@ class Context(_Resource):
         self.host = host
         self.aspace = aspace or host.new_address_space()
         self.file: UverbsFile = _call(f"Failed to open device {name}", open_device, host, name,
-                                      self.aspace)
+                                      self.aspace, process.privileged())
         self.name = name
         self.qps: dict[int, ProviderQp] = {}
 

@@ -25,8 +25,10 @@
 // MTT indexes wrap modulo 2**clog2(MTT_DEPTH); software must keep an MR's pages in range.
 //
 // Command port (one command per cycle):
-//   cmd_op = 0 WRITE_MPT   cmd_data[255:0] = the 32-byte hwif.Mpt record, little-endian
-//                          (int.from_bytes(Mpt.pack(), "little")); the entry is valid when
+//   cmd_op = 0 WRITE_MPT   cmd_data[255:0] = the driver's 32 bytes of an hwif.Mpt entry,
+//                          little-endian (int.from_bytes(Mpt.sw_part(), "little")): no
+//                          memory windows here (the model's NIC-owned window fields beyond
+//                          them have no RTL counterpart); the entry is valid when
 //                          flags bit 0 (MptFlags.VALID) is set and page_shift == 12 (the only
 //                          page size implemented; other page sizes are stored invalid)
 //   cmd_op = 1 WRITE_MTT   cmd_data[63:0] = physical address of the page (4 KiB aligned:

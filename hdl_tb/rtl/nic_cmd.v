@@ -20,8 +20,8 @@
 //                   log_mtt_entries > log2(MTT_DEPTH); else the MPT/MTT index ranges become
 //                   2**log (before any INIT_HCA they are empty). The table base addresses are
 //                   not used: the tables are on chip (mr_translate).
-//   WRITE_MPT       EXCEED_LIM unless CMD_MOD < MPT entries; the 32-byte hwif.Mpt goes to
-//                   mr_translate's command port (WRITE_MPT)
+//   WRITE_MPT       EXCEED_LIM unless CMD_MOD < MPT entries; the 32 bytes of hwif.Mpt the
+//                   driver writes (Mpt.sw_part) go to mr_translate's command port
 //   INVALIDATE_MPT  EXCEED_LIM unless CMD_MOD < MPT entries; mr_translate INVALIDATE_MPT; fenced
 //   WRITE_MTT       input: count u32, pad u32, count x u64. EXCEED_LIM if CMD_MOD + count >
 //                   MTT entries (checked on the first 8 bytes, before the rest is read); else

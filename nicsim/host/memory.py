@@ -358,8 +358,12 @@ class AddressSpace:
         return va
 
     def unmap_phys(self, va: int, size: int) -> None:
-        """Zap a kernel mapping: afterwards any access through it faults (EFAULT)."""
+        """Zap a kernel mapping: afterwards any access through it faults (EFAULT). Like
+        every way a page leaves the address space, it runs the MMU notifiers first
+        (unmap_mapping_range does), so no device mapping keeps the page."""
         npages = max(1, (size + PAGE_SIZE - 1) >> PAGE_SHIFT)
+        for n in list(self.notifiers):
+            n(va & ~(PAGE_SIZE - 1), npages << PAGE_SHIFT)
         for i in range(npages):
             vpn = (va >> PAGE_SHIFT) + i
             if vpn in self._kernel:
@@ -408,12 +412,22 @@ class AddressSpace:
         """Whether the page under `va` has a physical page now (without touching it)."""
         return va >> PAGE_SHIFT in self.pages
 
+    def user_page(self, va: int) -> int:
+        """The physical address under `va` for a device mapping of process memory
+        (get_user_pages, hmm_range_fault): a page it has none of yet is given one; a ring
+        mapping is device memory to the process (remap_pfn_range: VM_IO | VM_PFNMAP), which
+        neither may take (EFAULT), as an unmapped address."""
+        if va >> PAGE_SHIFT in self._kernel:
+            raise MemoryError_(f"address 0x{va:x} is a device mapping", errno.EFAULT)
+        return self.translate(va)
+
     def pin(self, va: int, length: int) -> list[int]:
         """Pin the pages under [va, va+length) and return their physical addresses in order
-        (get_user_pages; EFAULT at the first unmapped page, nothing pinned then)."""
+        (get_user_pages; EFAULT at the first unmapped page or device mapping, nothing
+        pinned then)."""
         first = va >> PAGE_SHIFT
         last = (va + max(length, 1) - 1) >> PAGE_SHIFT
-        out = [self.translate(vpn << PAGE_SHIFT) for vpn in range(first, last + 1)]
+        out = [self.user_page(vpn << PAGE_SHIFT) for vpn in range(first, last + 1)]
         self.mem.pin(out)
         return out
 

@@ -23,6 +23,7 @@ from nicsim.hwif import (
     CQC_SIZE,
     MCAST_GID_SIZE,
     MPT_SIZE,
+    MPT_SW_SIZE,
     MTT_ENTRY_SIZE,
     QPC_SIZE,
     RESUME_FAILED,
@@ -68,7 +69,7 @@ _IN_SIZE = {
     CmdOpcode.RESIZE_SRQ: Srqc.size(),
     CmdOpcode.CREATE_QP: QPC_SIZE,
     CmdOpcode.MODIFY_QP: QPC_SIZE,
-    CmdOpcode.WRITE_MPT: MPT_SIZE,
+    CmdOpcode.WRITE_MPT: MPT_SW_SIZE,
     CmdOpcode.CREATE_EQ: Eqc.size(),
     CmdOpcode.CREATE_SRQ: Srqc.size(),
     CmdOpcode.MODIFY_SRQ: Srqc.size(),
@@ -192,16 +193,16 @@ class CommandProcessor:
             nic.mpt_entries, nic.mtt_entries = 1 << h.log_mpt_entries, 1 << h.log_mtt_entries
             x.mpt_entries, x.mtt_entries = nic.mpt_entries, nic.mtt_entries
             return b""
-        if op is CmdOpcode.WRITE_MPT:
+        if op is CmdOpcode.WRITE_MPT or op is CmdOpcode.INVALIDATE_MPT:
             self._check_index(mod, nic.mpt_entries)
-            Mpt.unpack(raw)  # must decode
-            nic.dma.write(nic.xlate.mpt_base + mod * MPT_SIZE, raw)
-            nic.xlate.invalidate_mpt(mod)
-            nic.odp.forget(mod)
-            return b""
-        if op is CmdOpcode.INVALIDATE_MPT:
-            self._check_index(mod, nic.mpt_entries)
-            nic.dma.write(nic.xlate.mpt_base + mod * MPT_SIZE, bytes(MPT_SIZE))
+            # An MR that memory windows are bound to is neither rewritten nor invalidated
+            # (nicsim.nic.windows); a bound window rewritten or invalidated stops being bound.
+            if nic.windows.busy(mod):
+                raise CommandError(CmdStatus.BUSY)
+            nic.windows.forget(mod)
+            e = Mpt.from_sw(raw) if op is CmdOpcode.WRITE_MPT else None
+            nic.dma.write(nic.xlate.mpt_base + mod * MPT_SIZE,
+                          bytes(MPT_SIZE) if e is None else e.pack())
             nic.xlate.invalidate_mpt(mod)
             nic.odp.forget(mod)
             return b""
@@ -279,6 +280,7 @@ class CommandProcessor:
             if qp is None:
                 raise CommandError(CmdStatus.BAD_RESOURCE)
             nic.mcast.forget_qp(mod)
+            nic.windows.forget_qp(mod)  # its type 2 windows go with it
             for cqn in (qp.send_cqn, qp.recv_cqn):
                 if cqn in nic.cq.cqs:
                     nic.cq.cqs[cqn].refs -= 1

@@ -130,7 +130,7 @@ class Nic(MmioDevice):
         self.requester = Requester(self)
         self.responder = Responder(self)
         self.completer = Completer(self)
-        self.windows = MemoryWindows(self)
+        self.windows = MemoryWindows(self.dma, self.xlate, self.requester.counters)
         self.datagram = Datagram(self)
         self.mcast = Multicast(self)
         self.commands = CommandProcessor(self)
@@ -250,10 +250,11 @@ class Nic(MmioDevice):
     # -- shared services --------------------------------------------------------------------
 
     def translate(self, key: int, pd: int, access: int, va: int, length: int,
-                  t: float) -> tuple[XlateStatus, list[tuple[int, int]], float]:
+                  t: float, qpn: int = 0) -> tuple[XlateStatus, list[tuple[int, int]], float]:
         """Check and translate through the cache; each miss costs a DMA read after `t`.
-        A page of an on-demand paging region not present: PAGE_FAULT, the fault raised."""
-        st, segs, misses = self.xlate.translate(key, pd, access, va, length)
+        A page of an on-demand paging region not present: PAGE_FAULT, the fault raised.
+        `qpn`: the QP a remote access arrived on (a type 2 window answers on its own)."""
+        st, segs, misses = self.xlate.translate(key, pd, access, va, length, qpn)
         pcie = self.pcie
         for _ in range(misses):
             t = pcie.dma_read(64, t)  # an MPT entry or a line of MTT entries
@@ -271,14 +272,14 @@ class Nic(MmioDevice):
         self.odp.fault(fault, bool(access & _WRITES), t)
         return XlateStatus.PAGE_FAULT
 
-    def check_walk(self, pieces: list[tuple[int, int, int]], pd: int, access: int, t: float
-                   ) -> tuple[XlateStatus, Walk, float]:
+    def check_walk(self, pieces: list[tuple[int, int, int]], pd: int, access: int, t: float,
+                   qpn: int = 0) -> tuple[XlateStatus, Walk, float]:
         """Check every (key, va, length) piece of a buffer (MPT misses cost DMA reads after
-        `t`); the Walk then translates it as it is used (see `walk`)."""
+        `t`); the Walk then translates it as it is used (see `walk`). `qpn`: as translate's."""
         xlate, pcie = self.xlate, self.pcie
         checked = []
         for key, va, length in pieces:
-            st, mpt, misses = xlate.check_key(key, pd, access, va, length)
+            st, mpt, misses = xlate.check_key(key, pd, access, va, length, qpn)
             for _ in range(misses):
                 t = pcie.dma_read(64, t)  # an MPT entry (ODP: and MTT lines)
             if st is not _OK:

@@ -341,7 +341,7 @@ class Requester:
         ctrl = wqe.ctrl
         w = self.nic.windows
         if op is WqeOpcode.BIND_MW:
-            status = w.bind(qp.pd, ctrl)
+            status = w.bind(qp.pd, qp.qpn, ctrl)
         else:
             status = CqeStatus.SUCCESS if w.invalidate(qp.pd, ctrl.imm_inv) \
                 else CqeStatus.MW_BIND_ERR

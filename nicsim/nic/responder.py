@@ -349,7 +349,7 @@ class Responder:
             elif p.info.inv:
                 # The key names a bound type 2 window of the QP's PD, which is freed
                 # (IBA 10.6.7.2.6, 9.4.5); any other key is an invalid request (C10-106).
-                if not self.nic.windows.invalidate(qp.pd, p.ieth_rkey):
+                if not self.nic.windows.invalidate(qp.pd, p.ieth_rkey, qp.qpn):
                     self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t,
                                     CqeStatus.REM_INV_REQ_ERR)
                     return
@@ -446,7 +446,7 @@ class Responder:
             # A zero-length WRITE needs no valid R_Key or address (C9-88): nothing is checked
             # and nothing is placed.
             pieces = [(p.reth_rkey, p.reth_va, length)] if length else []
-            st, walk, ready = self.nic.check_walk(pieces, qp.pd, _RW, t)
+            st, walk, ready = self.nic.check_walk(pieces, qp.pd, _RW, t, qp.qpn)
             if self._refused(qp, p, st, t):
                 return
             self._start(r, walk, (p.reth_rkey,) if length else (), ready)
@@ -536,7 +536,7 @@ class Responder:
         length = p.reth_len
         # C9-88: a zero-length READ has no R_Key or address to check.
         pieces = [(p.reth_rkey, p.reth_va, length)] if length else []
-        st, walk, ready = self.nic.check_walk(pieces, qp.pd, _RR, t)
+        st, walk, ready = self.nic.check_walk(pieces, qp.pd, _RR, t, qp.qpn)
         if self._refused(qp, p, st, t):
             return None
         return walk, ready, (p.reth_rkey,) if length else ()
@@ -611,7 +611,7 @@ class Responder:
         if not qp.access & _RA:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
-        st, segs, ready = self.nic.translate(p.atomic_rkey, qp.pd, _RA, va, 8, t)
+        st, segs, ready = self.nic.translate(p.atomic_rkey, qp.pd, _RA, va, 8, t, qp.qpn)
         if self._refused(qp, p, st, t):
             return
         pa = segs[0][0]
@@ -657,7 +657,8 @@ class Responder:
             mpt, _ = self._xlate.mpt(p.reth_rkey)
             if mpt is not None:
                 va, length = mpt.start, mpt.length
-        st, _, ready = self.nic.check_walk([(p.reth_rkey, va, length)], qp.pd, need, t)
+        st, _, ready = self.nic.check_walk([(p.reth_rkey, va, length)], qp.pd, need, t,
+                                           qp.qpn)
         if self._refused(qp, p, st, t):
             return
         landed = self.nic.pcie.writes_landed_by()
@@ -677,7 +678,7 @@ class Responder:
             self._length_error(qp, p, t)
             return
         va = p.reth_va
-        st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RW, va, 8, t)
+        st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RW, va, 8, t, qp.qpn)
         if self._refused(qp, p, st, t):
             return
         if va & 7:

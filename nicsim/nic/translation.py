@@ -44,18 +44,24 @@ from nicsim.hwif import (
 Segments = list[tuple[int, int]]  # (physical address, length)
 _VALID = int(MptFlags.VALID)
 _MW = int(MptFlags.MW)
+_MW_TYPE2 = int(MptFlags.MW_TYPE2)
 _ODP = int(MptFlags.ODP)
 _REMOTE = int(Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC)
 MTT_LINE = 8  # MTT entries fetched per miss: one 64-byte line
 _MTT_LINE_FMT = struct.Struct(f"<{MTT_LINE}Q")
 
 
-def check(mpt: Mpt | None, key: int, pd: int, access: int, va: int, length: int) -> XlateStatus:
-    """The protection checks, in hardware order: key, PD, access rights, bounds."""
+def check(mpt: Mpt | None, key: int, pd: int, access: int, va: int, length: int,
+          qpn: int = 0) -> XlateStatus:
+    """The protection checks, in hardware order: key, PD, access rights, bounds. `qpn`: the
+    QP a remote access arrived on (a type 2 window answers only on the QP that bound it)."""
     if mpt is None or not (mpt.flags & _VALID) or mpt.key != key:
         return XlateStatus.BAD_KEY
-    if mpt.flags & _MW and not access & _REMOTE:
-        return XlateStatus.BAD_KEY  # a window's key is an R_Key only (IBA 10.6.7)
+    if mpt.flags & _MW:
+        if not access & _REMOTE:
+            return XlateStatus.BAD_KEY  # a window's key is an R_Key only (IBA 10.6.7)
+        if mpt.flags & _MW_TYPE2 and mpt.qpn != qpn:
+            return XlateStatus.BAD_KEY  # IBA 10.6.7.2.1; rxe_lookup_mw: mw->qp != qp
     if mpt.pd != pd:
         return XlateStatus.PD_MISMATCH
     if int(access) & ~mpt.access:
@@ -197,6 +203,12 @@ class TranslationCache:
         self._revoked_at[index] = self.epoch
         self.revocations += 1
 
+    def update_mpt(self, index: int, e: Mpt) -> None:
+        """The NIC changed a field of its own in entry `index` (a window count): the cached
+        copy follows, and nothing held through the entry is revoked."""
+        if index in self._mpt:
+            self._mpt[index] = e
+
     def bump(self) -> None:
         """A protection attribute other than an MPT entry changed (a QP's access rights):
         holders re-validate at their next access."""
@@ -214,7 +226,6 @@ class TranslationCache:
             held.epoch = self.epoch
             return True
         return False
-
 
     def invalidate_mtt(self, first: int, count: int) -> None:
         for i in range(first, first + count):
@@ -238,12 +249,13 @@ class TranslationCache:
             self._mpt.popitem(last=False)
         return e, 1
 
-    def check_key(self, key: int, pd: int, access: int, va: int,
-                  length: int) -> tuple[XlateStatus, Mpt | None, int]:
+    def check_key(self, key: int, pd: int, access: int, va: int, length: int,
+                  qpn: int = 0) -> tuple[XlateStatus, Mpt | None, int]:
         """The protection checks for a whole range, and that its MTT entries lie in the
-        table; returns (status, the MPT entry, cache misses). Walk the range afterwards."""
+        table; returns (status, the MPT entry, cache misses). Walk the range afterwards.
+        `qpn`: the QP a remote access arrived on (see `check`)."""
         mpt, misses = self.mpt(key)
-        st = check(mpt, key, pd, access, va, length)
+        st = check(mpt, key, pd, access, va, length, qpn)
         if st is not _OK:
             return st, None, misses
         assert mpt is not None
@@ -314,11 +326,11 @@ class TranslationCache:
         self.mtt_hits -= new
         return new
 
-    def translate(self, key: int, pd: int, access: int, va: int,
-                  length: int) -> tuple[XlateStatus, Segments, int]:
+    def translate(self, key: int, pd: int, access: int, va: int, length: int,
+                  qpn: int = 0) -> tuple[XlateStatus, Segments, int]:
         """Check and translate; returns (status, segments, number of cache misses)."""
         mpt, misses = self.mpt(key)
-        st = check(mpt, key, pd, access, va, length)
+        st = check(mpt, key, pd, access, va, length, qpn)
         if st is not XlateStatus.OK:
             return st, [], misses
         assert mpt is not None

@@ -47,6 +47,7 @@ DEFAULT_ACK_TIMEOUT = 18  # 4.096 us * 2^18 ~ 1 s: the RoCE packet lifetime rdma
 CM_RESPONSE_TIMEOUT = 20  # 4.096 us * 2^20 ~ 4.3 s (cma.c's CMA_CM_RESPONSE_TIMEOUT)
 MAX_CM_RETRIES = 15  # CMA_MAX_CM_RETRIES
 PORT_FIRST = 0x8000  # ephemeral ports (the local port range)
+MAX_BACKLOG = 1024  # ucma's max_backlog (the rdma_ucm sysctl's default)
 CMA_HDR = m.CMA_HDR_SIZE
 _CA_GUID_BASE = 0x0002C90300000000  # an EUI-64 style GUID, derived from the MAC below
 
@@ -194,6 +195,7 @@ class CmCounters:
     mads_resent: int = 0
     duplicates: int = 0
     timeouts: int = 0
+    backlog_drops: int = 0  # connection requests beyond a listener's backlog (not answered)
 
 
 def _ip(addr: str) -> str:
@@ -215,7 +217,10 @@ class CmKernel:
         self.host = kernel.host
         self._gsi: dict[str, Gsi] = {}
         self._rng = random.Random(self.host.seed ^ 0xC0117EC7)
-        self._comm_ids = self._rng.randrange(1, 1 << 30)
+        # Communication IDs as ib_cm makes them: a cyclic index, XORed with a random operand
+        # drawn once, so that IDs are not consecutive numbers a third party can count along.
+        self._id_next = 0
+        self._id_operand = self._rng.getrandbits(32)
         self._tids = self._rng.randrange(1, 1 << 32)
         self._ports: dict[int, set[int]] = {}
         self._next_port = PORT_FIRST
@@ -264,9 +269,15 @@ class CmKernel:
         return port
 
     def _new_comm_id(self, cid: CmId) -> None:
-        self._comm_ids = (self._comm_ids + 1) & 0xFFFFFFFF or 1
-        cid.local_comm_id = self._comm_ids
-        self.ids[cid.local_comm_id] = cid
+        """The next free communication ID (ib_cm: xa_alloc_cyclic, then ^ random_id_operand);
+        never 0, which a REQ's answer uses for "not known yet"."""
+        while True:
+            self._id_next = (self._id_next + 1) & 0xFFFFFFFF
+            comm = self._id_next ^ self._id_operand
+            if comm and comm not in self.ids:
+                break
+        cid.local_comm_id = comm
+        self.ids[comm] = cid
 
     def _new_tid(self) -> int:
         self._tids = (self._tids + 1) & 0xFFFFFFFFFFFFFFFF
@@ -332,7 +343,9 @@ class CmKernel:
             self.bind(cid, "", 0)
         if cid.state is not CmState.ADDR_BOUND:
             raise CmError(f"rdma_listen in state {cid.state.value}", errno.EINVAL)
-        cid.state, cid.backlog = CmState.LISTEN, backlog
+        # ucma_listen: a backlog outside 1..max_backlog is max_backlog.
+        cid.state = CmState.LISTEN
+        cid.backlog = backlog if 0 < backlog < MAX_BACKLOG else MAX_BACKLOG
         self.listeners.setdefault((cid.ps, cid.src_port), []).append(cid)
 
     def set_ack_timeout(self, cid: CmId, timeout: int) -> None:
@@ -565,13 +578,21 @@ class CmKernel:
         for g in list(self._gsi.values()):
             for r in g.poll():
                 n += 1
-                self.counters.mads_received += 1
-                try:
-                    msg = m.parse(r.mad)
-                    self._handle(g, r.sgid, msg)
-                except m.MadError:
-                    self.counters.mads_malformed += 1
+                self.receive(g, r.sgid, r.mad)
         return n
+
+    def receive(self, g: Gsi, sgid: bytes, raw: bytes) -> None:
+        """One MAD that arrived on `g` from `sgid`. Whatever it holds, the outcome is handled
+        or counted (mads_malformed: not a CM message this CM speaks; mads_unmatched: valid,
+        but for no connection in a state to take it), never an exception: one packet from
+        the network must not take down the programs waiting on the CM."""
+        self.counters.mads_received += 1
+        try:
+            mad = m.parse(raw)
+        except m.MadError:
+            self.counters.mads_malformed += 1
+            return
+        self._handle(g, sgid, mad)
 
     def _handle(self, g: Gsi, sgid: bytes, mad: m.Mad) -> None:  # noqa: C901
         msg = mad.msg
@@ -581,7 +602,8 @@ class CmKernel:
             self._on_sidr_req(g, sgid, mad.tid, msg)
         elif isinstance(msg, m.SidrRep):
             cid = self.ids.get(msg.request_id)
-            if cid is None or cid.state is not CmState.SIDR_REQ_SENT:
+            if cid is None or cid.state is not CmState.SIDR_REQ_SENT or \
+                    cid.remote_gid != sgid:
                 self.counters.mads_unmatched += 1
                 return
             cid.pending = None
@@ -600,10 +622,24 @@ class CmKernel:
         else:
             self._on_conn_msg(g, sgid, mad, msg)
 
+    def _conn_of(self, sgid: bytes, msg: m.Message) -> CmId | None:
+        """The connection a REP, REJ, RTU, DREQ or DREP names, if it is that connection's in
+        every field ib_cm checks: our communication ID (the message's remote one) and the
+        peer's (its local one) once we know it (cm_acquire_id), the sender's GID against the
+        connection's path, and a DREQ's QPN against ours (cm_dreq_handler). Anything else is
+        not for the connection, whoever sent it."""
+        cid = self.ids.get(getattr(msg, "remote_comm_id", 0))
+        if cid is None or cid.remote_gid != sgid:
+            return None
+        if cid.remote_comm_id and getattr(msg, "local_comm_id", 0) != cid.remote_comm_id:
+            return None
+        if isinstance(msg, m.Dreq) and msg.remote_qpn != cid.qpn:
+            return None
+        return cid
+
     def _on_conn_msg(self, g: Gsi, sgid: bytes, mad: m.Mad, msg: m.Message) -> None:
-        remote = getattr(msg, "remote_comm_id", 0)
-        cid = self.ids.get(remote)
-        if cid is None or cid.remote_comm_id not in (0, getattr(msg, "local_comm_id", 0)):
+        cid = self._conn_of(sgid, msg)
+        if cid is None:
             self.counters.mads_unmatched += 1
             if isinstance(msg, m.Rep):  # a REP for no connection: stale (IBA 12.6.8)
                 self._reply(g, sgid, mad.tid, m.AttrId.REJ, m.Rej(
@@ -669,6 +705,18 @@ class CmKernel:
                 return lid, src
         return None, src
 
+    def _backlog_full(self, lid: CmId) -> bool:
+        """Whether listener `lid` already holds `backlog` connection requests its process has
+        not taken. A request beyond them is dropped without an answer and without an ID
+        (ucma_event_handler's backlog, and ib_cm's "do not reject to allow future retries"):
+        the active side sends it again after its response timeout."""
+        held = sum(1 for ev in lid.channel.events
+                   if ev.listen_id is lid and ev.event is EV.RDMA_CM_EVENT_CONNECT_REQUEST)
+        if held < lid.backlog:
+            return False
+        self.counters.backlog_drops += 1
+        return True
+
     def _child(self, lid: CmId, g: Gsi, sgid: bytes, tid: int, src: tuple[str, str, int]
                ) -> CmId:
         src_ip, dst_ip, src_port = src
@@ -696,6 +744,8 @@ class CmKernel:
             self._reply(g, sgid, tid, m.AttrId.REJ, m.Rej(
                 0, req.local_comm_id, m.RejReason.INVALID_SERVICE_ID, 0))
             return
+        if self._backlog_full(lid):
+            return
         c = self._child(lid, g, sgid, tid, src)
         c.remote_comm_id, c.remote_qpn, c.remote_psn = \
             req.local_comm_id, req.local_qpn, req.starting_psn
@@ -715,6 +765,8 @@ class CmKernel:
         if lid is None or src is None:
             self._reply(g, sgid, tid, m.AttrId.SIDR_REP, m.SidrRep(
                 req.request_id, m.SidrStatus.SERVICE_ID_NOT_SUPPORTED, 0, req.service_id, 0))
+            return
+        if self._backlog_full(lid):
             return
         c = self._child(lid, g, sgid, tid, src)
         c.remote_comm_id = req.request_id

@@ -103,7 +103,7 @@ class Gsi:
         self.dev = dev
         self.host = host
         self.aspace = host.new_address_space()  # kernel memory
-        self.uctx = u = dev.open(self.aspace)
+        self.uctx = u = dev.open(self.aspace, privileged=True)
         self.pd = dev.alloc_pd(u)
         size = (RECV_DEPTH + SEND_DEPTH) * _SLOT
         self.buf = self.aspace.mmap(size)

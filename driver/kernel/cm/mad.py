@@ -68,6 +68,10 @@ class Transport(IntEnum):
     UC = 1
 
 
+_TRANSPORTS = frozenset(int(t) for t in Transport)
+_MTU_CODES = (1, 5)  # IBA 12.6.5 / ib_mtu: 1 (256 bytes) .. 5 (4096 bytes)
+
+
 class MadError(ValueError):
     """A MAD that is not a well-formed CM message."""
 
@@ -149,9 +153,15 @@ class Req:
         (comm, sid, guid, qkey, w32, w36, w40, w44, pkey, b50, b51) = struct.unpack_from(
             ">I4xQQ4xIIIIIHBB", d)
         fl, tc, hop, b94, b95 = struct.unpack_from(">IBBBB", d, 88)
+        transport = (w40 >> 1) & 3
+        if transport not in _TRANSPORTS:
+            # 2 is RD, 3 reserved (IBA 12.6.5): not a connection this CM makes.
+            raise MadError(f"REQ transport service type {transport} (RD or reserved)")
+        if not _MTU_CODES[0] <= b50 >> 4 <= _MTU_CODES[1]:
+            raise MadError(f"REQ path MTU code {b50 >> 4} (1..5: 256..4096 bytes)")
         return cls(comm, sid, guid, w32 >> 8, w44 >> 8, d[56:72], d[72:88],
                    responder_resources=w32 & 0xFF, initiator_depth=w36 & 0xFF,
-                   local_qkey=qkey, transport=Transport((w40 >> 1) & 3),
+                   local_qkey=qkey, transport=Transport(transport),
                    remote_cm_timeout=(w40 >> 3) & 0x1F, local_cm_timeout=(w44 >> 3) & 0x1F,
                    retry_count=w44 & 7, rnr_retry_count=b50 & 7, max_cm_retries=b51 >> 4,
                    srq=bool(b51 & 8), pkey=pkey, path_mtu=b50 >> 4, flow_label=fl >> 12,

@@ -269,11 +269,12 @@ class NsnicDriver:
         self.cmd_in_pa = mem.alloc_contig(PAGE_SIZE * 16)
         self.cmd_out_pa = mem.alloc_contig(PAGE_SIZE)
         self.caps = DeviceCaps.unpack(self.cmd(CmdOpcode.QUERY_DEVICE, out_size=DeviceCaps.size()))
-        # As many MPT entries as the NIC has; MTT entries enough to register all of this host's
-        # memory twice over, up to the NIC's table (the tables cost memory only where used).
-        log_mpt = (self.caps.max_mpt - 1).bit_length()
-        log_mtt = min((self.caps.max_mtt - 1).bit_length(),
-                      ((mem.size >> PAGE_SHIFT) - 1).bit_length() + 1)
+        # MPT entries (keys) and MTT entries (pages) two per page of this host's memory, up
+        # to the NIC's tables: enough to register all of it twice over (the tables cost
+        # memory only where used, and a small host is not filled by a table it cannot use).
+        log_pages = ((mem.size >> PAGE_SHIFT) - 1).bit_length() + 1
+        log_mpt = min((self.caps.max_mpt - 1).bit_length(), log_pages)
+        log_mtt = min((self.caps.max_mtt - 1).bit_length(), log_pages)
         self.lim.log_mpt, self.lim.log_mtt = log_mpt, log_mtt
         self.mpt_pa = mem.alloc_contig(MPT_SIZE << log_mpt)
         self.mtt_pa = mem.alloc_contig(MTT_ENTRY_SIZE << log_mtt)
@@ -394,14 +395,29 @@ class NsnicDriver:
             chunk = pages[i:i + _MTT_PER_CMD]
             self.cmd(CmdOpcode.WRITE_MTT, pack_mtt(chunk), mod=mtt_start + i)
         mpt = Mpt(key, pd, va, length, mtt_start, access, flags, PAGE_SHIFT)
-        self.cmd(CmdOpcode.WRITE_MPT, mpt.pack(), mod=idx)
+        self.cmd(CmdOpcode.WRITE_MPT, mpt.sw_part(), mod=idx)
+
+    def _invalidate_mr(self, mr: HwMr) -> None:
+        """INVALIDATE_MPT of a registered MR. The NIC refuses it (BUSY) while memory windows
+        are bound to the MR: a window is a view of the MR's pages and must never outlive
+        them. nsnic refuses as rxe does (rxe_dereg_mr: EINVAL while num_mw > 0; IBA
+        10.6.7.2.6 lets a CI refuse or invalidate the windows); the MR is left as it was."""
+        try:
+            self.cmd(CmdOpcode.INVALIDATE_MPT, mod=mr.index)
+        except HwError as e:
+            if e.errno == errno.EBUSY:
+                raise HwError(f"MR 0x{mr.key:x} has memory windows bound to it",
+                              errno.EINVAL) from None
+            raise
 
     def rereg_mr(self, mr: HwMr, va: int, length: int, access: int, pd: int) -> None:
         """Re-register in place, keeping the key (as mlx5 and rxe do, so a peer that holds
         the rkey keeps using it): INVALIDATE_MPT fences messages in flight under the old
         translation, then the new pages' MTT entries and the MPT are written. A failure
-        leaves the MR invalid (its key matches nothing), as ibv_rereg_mr may."""
-        self.cmd(CmdOpcode.INVALIDATE_MPT, mod=mr.index)
+        after that leaves the MR invalid (its key matches nothing), as ibv_rereg_mr may; an
+        MR with windows bound is refused before anything changes (EINVAL, IBA 11.2.8: a
+        window must not keep pointing at the old translation)."""
+        self._invalidate_mr(mr)
         if mr.odp:
             self.odp.rereg(mr, va, length, access, pd)
             return
@@ -424,8 +440,8 @@ class NsnicDriver:
         key = self._next_key(idx)
         flags = MptFlags.MW | (MptFlags.MW_TYPE2 if type2 else 0)
         try:
-            self.cmd(CmdOpcode.WRITE_MPT, Mpt(key, pd, 0, 0, 0, 0, flags, PAGE_SHIFT).pack(),
-                     mod=idx)
+            self.cmd(CmdOpcode.WRITE_MPT,
+                     Mpt(key, pd, 0, 0, 0, 0, flags, PAGE_SHIFT).sw_part(), mod=idx)
         except HwError:
             self.mpts.free(idx)
             raise
@@ -442,8 +458,9 @@ class NsnicDriver:
     def dereg_mr(self, mr: HwMr) -> None:
         """INVALIDATE_MPT is fenced in the NIC: when it completes, the key is revoked for
         messages in flight too and no DMA write through it is still on its way, so the
-        pages can be unpinned (and freed by their owner) at once."""
-        self.cmd(CmdOpcode.INVALIDATE_MPT, mod=mr.index)
+        pages can be unpinned (and freed by their owner) at once. While windows are bound
+        to the MR, nothing is done (EINVAL: see _invalidate_mr)."""
+        self._invalidate_mr(mr)
         del self.mrs[mr.index]
         if mr.odp:
             self.odp.forget(mr)

@@ -202,7 +202,7 @@ class OdpHandler:
                 pa = None
             else:
                 try:
-                    pa = mr.aspace.translate(va)
+                    pa = mr.aspace.user_page(va)
                 except MemoryError_:
                     if cur:
                         runs.append((start, cur))
