@@ -10,8 +10,10 @@ a clear bit leaves that priority's state alone.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
+
+import simpy
 
 from nicsim.wire.packet import ETH_MIN_FRAME
 
@@ -25,6 +27,26 @@ NUM_PRIORITIES = 8
 PFC_LEN = 14 + 2 + 2 + 2 * NUM_PRIORITIES  # before padding
 
 _HDR = struct.Struct("!6s6sHHH8H")
+
+
+@dataclass(frozen=True)
+class PfcWatchdog:
+    """The PFC watchdog of a switch's or NIC's transmit queues (a PFC storm breaker): a
+    lossless queue that stays paused, with frames waiting and none leaving, for `detect_ns`
+    is declared stormed. While it is, pauses for its priority are ignored (counted) and, at a
+    switch, its frames are dropped (SONiC's pfcwd action "drop"); a NIC sends them instead,
+    for the link partner to take or drop. The storm ends when no pause for the priority has
+    arrived for `restore_ns`. Defaults: SONiC's (detection and restoration 200 ms); ConnectX's
+    stall prevention and Arista's and Juniper's watchdogs sit in the same 100-200 ms range."""
+
+    enabled: bool = True
+    detect_ns: float = 200e6
+    restore_ns: float = 200e6
+
+    def __post_init__(self) -> None:
+        if not self.detect_ns > 0 or not self.restore_ns > 0:
+            raise ValueError(f"pfc watchdog: detect_ns {self.detect_ns} and restore_ns "
+                             f"{self.restore_ns} must be positive")
 
 
 class PfcFormatError(ValueError):
@@ -80,3 +102,30 @@ def parse_pfc(frame: bytes) -> PfcFrame:
 def quanta_ns(quanta: int, rate_gbps: float) -> float:
     """How long `quanta` pause quanta last on a link of `rate_gbps`."""
     return quanta * QUANTUM_BITS / rate_gbps
+
+
+class PfcStorm:
+    """A port that keeps pausing its link partner: a NIC whose receive path is stuck (or a
+    host that means harm) sends PFC frames for `priorities` over and over, each refreshing
+    the pause before the last one runs out, from `start_ns` until `stop_ns` (None: for the
+    rest of the run). `send` puts a MAC Control frame on the port's wire (Port.send_control)."""
+
+    def __init__(self, env: simpy.Environment, send: Callable[[bytes], None], mac: bytes,
+                 priorities: tuple[int, ...], rate_gbps: float, start_ns: float = 0.0,
+                 stop_ns: float | None = None, quanta: int = MAX_QUANTA) -> None:
+        self.env = env
+        self._send = send
+        self.frame = pfc_frame(mac, dict.fromkeys(priorities, quanta))
+        self.every_ns = quanta_ns(quanta, rate_gbps) / 2
+        self.stop_ns = stop_ns
+        self.sent = 0
+        env.process(self._run(start_ns))
+
+    def _run(self, start_ns: float) -> Generator[simpy.Event, None, None]:
+        env = self.env
+        if start_ns > env.now:
+            yield env.timeout(start_ns - env.now)
+        while self.stop_ns is None or env.now < self.stop_ns:
+            self._send(self.frame)
+            self.sent += 1
+            yield env.timeout(self.every_ns)

@@ -125,6 +125,7 @@ from nicsim.fabric.pfc import (
     PAUSE_OPCODE,
     PFC_OPCODE,
     PfcFormatError,
+    PfcWatchdog,
     parse_pfc,
     pfc_frame,
     quanta_ns,
@@ -251,6 +252,8 @@ class PfcConfig:
     # Time the sender upstream may take to act on a PFC frame beyond finishing its frame in
     # progress (802.1Qbb allows a bounded response delay); added to the headroom.
     response_ns: float = 0.0
+    # The storm breaker of the egress queues of lossless classes (see PfcWatchdog).
+    watchdog: PfcWatchdog = PfcWatchdog()
 
     def check(self) -> None:
         if len(set(self.classes)) != len(self.classes) or \
@@ -437,6 +440,10 @@ class _Port:
         # ingress priority groups (lossless classes)
         "pg_shared", "pg_head", "pg_max", "pg_head_max", "xoff", "xoff_count",
         "drop_headroom", "refresh_gen",
+        # PFC watchdog (egress lossless classes): watching, stormed, the last pause heard,
+        # and its counters
+        "wd_watch", "wd_storm", "wd_last_pause", "wd_storms", "wd_restores", "wd_dropped",
+        "wd_dropped_bytes", "wd_ignored",
     )
 
     def __init__(self, idx: int, link: Link, mac: bytes, headroom: int) -> None:
@@ -478,6 +485,11 @@ class _Port:
             list(z), list(z), list(z), list(z)
         self.xoff = [False] * NUM_CLASSES
         self.xoff_count, self.drop_headroom, self.refresh_gen = list(z), list(z), list(z)
+        self.wd_watch = [False] * NUM_CLASSES
+        self.wd_storm = [False] * NUM_CLASSES
+        self.wd_last_pause = [0.0] * NUM_CLASSES
+        self.wd_storms, self.wd_restores, self.wd_dropped, self.wd_dropped_bytes, \
+            self.wd_ignored = list(z), list(z), list(z), list(z), list(z)
 
 
 def _csum_update(hc: int, delta: int) -> int:
@@ -525,6 +537,7 @@ class Switch:
         self._ui = 0
         self._drops = [0] * len(_DROPS)
         self._lossless = tuple(c in cfg.pfc.lossless for c in range(NUM_CLASSES))
+        self._wd = cfg.pfc.watchdog if cfg.pfc.watchdog.enabled and cfg.pfc.lossless else None
         self._xoff_static = cfg.pfc.xoff_bytes
         self._pfc_alpha = cfg.pfc.alpha
         self._xon_offset = cfg.xon_offset
@@ -625,9 +638,10 @@ class Switch:
             out[f"{p}.rx_frames"] = ps.rx_frames
             out[f"{p}.rx_bytes"] = ps.rx_bytes
             out[f"{p}.tx_frames"] = ps.ctrl_frames + sum(
-                ps.enq[c] - len(ps.queues[c]) for c in range(NUM_CLASSES))
+                self._dequeued(ps, c) for c in range(NUM_CLASSES))
             out[f"{p}.tx_bytes"] = ps.ctrl_bytes + sum(
-                ps.enq_bytes[c] - ps.depth[c] for c in range(NUM_CLASSES))
+                ps.enq_bytes[c] - ps.depth[c] - ps.wd_dropped_bytes[c]
+                for c in range(NUM_CLASSES))
             out[f"{p}.pause_sent"] = ps.pause_sent
             out[f"{p}.resume_sent"] = ps.resume_sent
             out[f"{p}.pause_received"] = ps.pause_received
@@ -637,8 +651,9 @@ class Switch:
                 q = f"{p}.q{c}"
                 out[f"{q}.enqueued"] = ps.enq[c]
                 out[f"{q}.enqueued_bytes"] = ps.enq_bytes[c]
-                out[f"{q}.dequeued"] = ps.enq[c] - len(ps.queues[c])
-                out[f"{q}.dequeued_bytes"] = ps.enq_bytes[c] - ps.depth[c]
+                out[f"{q}.dequeued"] = self._dequeued(ps, c)
+                out[f"{q}.dequeued_bytes"] = ps.enq_bytes[c] - ps.depth[c] - \
+                    ps.wd_dropped_bytes[c]
                 out[f"{q}.dropped.dynamic_threshold"] = ps.drop_dt[c]
                 out[f"{q}.dropped.buffer_full"] = ps.drop_full[c]
                 out[f"{q}.ecn_marked"] = ps.marked[c]
@@ -654,6 +669,12 @@ class Switch:
                 out[f"{g}.headroom_max_bytes"] = ps.pg_head_max[c]
                 out[f"{g}.xoff"] = ps.xoff_count[c]
                 out[f"{g}.dropped.headroom_overflow"] = ps.drop_headroom[c]
+                w = f"{p}.q{c}.pfc_wd"
+                out[f"{w}.storms"] = ps.wd_storms[c]
+                out[f"{w}.restores"] = ps.wd_restores[c]
+                out[f"{w}.dropped"] = ps.wd_dropped[c]
+                out[f"{w}.dropped_bytes"] = ps.wd_dropped_bytes[c]
+                out[f"{w}.pauses_ignored"] = ps.wd_ignored[c]
         for d, n in zip(_DROPS, self._drops, strict=True):
             out[f"drop.{d.value}"] = n
         out["mcast_flooded"] = self._mcast_flooded
@@ -663,6 +684,11 @@ class Switch:
         out["buffer.shared_bytes"] = self._shared
         out["buffer.max_used_bytes"] = self._max_used
         return out
+
+    @staticmethod
+    def _dequeued(ps: _Port, c: int) -> int:
+        """Frames class `c` of `ps` has sent (the watchdog's drops are not sent)."""
+        return ps.enq[c] - len(ps.queues[c]) - ps.wd_dropped[c]
 
     @staticmethod
     def _paused_ns(ps: _Port, c: int, now: float) -> float:
@@ -965,20 +991,98 @@ class Switch:
         for c, quanta in pf.pauses().items():
             if not self._lossless[c]:
                 continue  # PFC is enabled per priority (802.1Qbb); others ignore it
+            if quanta:
+                ip.wd_last_pause[c] = now
+            if ip.wd_storm[c]:
+                ip.wd_ignored[c] += 1  # a stormed queue does not stop (see _wd_check)
+                continue
             # The pause time runs from the frame's reception; a new frame replaces the time
             # left, and 0 ends the pause.
-            until = now + quanta_ns(quanta, ip.rate)
-            before = ip.paused_until[c]
-            if before > now:
-                ip.paused_acc[c] += now - ip.pause_since[c]
-            else:
-                ip.paused_acc[c] += before - ip.pause_since[c]
-            ip.pause_since[c] = now
-            ip.paused_until[c] = until
+            self._set_pause(ip, c, now + quanta_ns(quanta, ip.rate), now)
+            if quanta and self._wd is not None and ip.queues[c] and not ip.wd_watch[c]:
+                self._wd_watch(ip, c)
         # A resumed class may send at once (after the frame in progress); a paused one stops.
         t = now if now > ip.free else ip.free
         if t < ip.wake_at and ip.queued:
             self._wake_at(ip, t)
+
+    @staticmethod
+    def _set_pause(ps: _Port, c: int, until: float, now: float) -> None:
+        """Egress class `c` of `ps` is paused until `until` (now: resumed), from now on."""
+        before = ps.paused_until[c]
+        if before > now:
+            ps.paused_acc[c] += now - ps.pause_since[c]
+        else:
+            ps.paused_acc[c] += before - ps.pause_since[c]
+        ps.pause_since[c] = now
+        ps.paused_until[c] = until
+
+    # --- the PFC watchdog (PfcWatchdog; SONiC's pfcwd with action "drop") ---------------------
+
+    def _wd_watch(self, ps: _Port, c: int) -> None:
+        """A paused lossless queue with frames: look again after the detection time. It is
+        stormed if the same frame is still at its head and the class still paused then."""
+        assert self._wd is not None
+        ps.wd_watch[c] = True
+        head = ps.queues[c][0]
+        self.env.timeout(self._wd.detect_ns).callbacks.append(
+            lambda _e: self._wd_check(ps, c, head))
+
+    def _wd_check(self, ps: _Port, c: int, head: tuple) -> None:
+        ps.wd_watch[c] = False
+        q = ps.queues[c]
+        now = self.env._now
+        if not q or ps.paused_until[c] <= now:
+            return  # drained, or no longer paused: no storm
+        if q[0] is not head:
+            self._wd_watch(ps, c)  # frames left meanwhile: a pause, not a storm; watch on
+            return
+        assert self._wd is not None
+        ps.wd_storm[c] = True
+        ps.wd_storms[c] += 1
+        self._set_pause(ps, c, now, now)  # pauses are ignored from now on
+        self._wd_drop(ps, c)
+        ps.wake = partial(self._serve_stormed, ps)
+        self._wake_at(ps, now if now > ps.free else ps.free)
+        self._wd_restore_later(ps, c, now + self._wd.restore_ns)
+
+    def _wd_drop(self, ps: _Port, c: int) -> None:
+        """Drop every frame of stormed class `c` of `ps`, giving its bytes back to the ingress
+        priority group that holds them (which may then resume its sender)."""
+        q = ps.queues[c]
+        while q:
+            _ready, frame, ip = q.popleft()
+            n = len(frame)
+            ps.queued -= 1
+            ps.depth[c] -= n
+            ps.wd_dropped[c] += 1
+            ps.wd_dropped_bytes[c] += n
+            self._release(ip, c, n)
+        ps.mask &= ~(1 << c)
+
+    def _serve_stormed(self, ps: _Port, ev: _Timer) -> None:
+        """The transmitter of a port with a stormed class: that class's frames are dropped
+        instead of sent, the rest served as ever."""
+        for c in range(NUM_CLASSES):
+            if ps.wd_storm[c] and ps.queues[c]:
+                self._wd_drop(ps, c)
+        self._serve(ps, ev)
+
+    def _wd_restore_later(self, ps: _Port, c: int, at: float) -> None:
+        self.env.timeout(at - self.env._now).callbacks.append(
+            lambda _e: self._wd_restore(ps, c))
+
+    def _wd_restore(self, ps: _Port, c: int) -> None:
+        """The storm is over once no pause has come for the restoration time."""
+        assert self._wd is not None
+        quiet_since = ps.wd_last_pause[c] + self._wd.restore_ns
+        if quiet_since > self.env._now:
+            self._wd_restore_later(ps, c, quiet_since)
+            return
+        ps.wd_storm[c] = False
+        ps.wd_restores[c] += 1
+        if not any(ps.wd_storm):
+            ps.wake = partial(self._serve, ps)
 
     def _send_pfc(self, ps: _Port, tc: int, quanta: int) -> None:
         ps.ctrl.append(pfc_frame(ps.mac, {tc: quanta}))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nicsim.fabric.pfc import PfcWatchdog
 from nicsim.host.pcie import PcieConfig
 from nicsim.hwif import MAX_UAR, ODP_EQN
 from nicsim.nic.cc.config import CcConfig
@@ -81,6 +82,8 @@ class NicConfig:
     # Priorities (802.1p, from DSCP >> 3) on which the port honours PFC pauses (none: PFC
     # frames are counted and ignored, and the port needs no event per frame).
     pfc_classes: tuple[int, ...] = ()
+    # The storm breaker of those priorities' transmit queues (nicsim.fabric.pfc.PfcWatchdog).
+    pfc_watchdog: PfcWatchdog = field(default_factory=PfcWatchdog)
     # Congestion control: reaction point (per-QP rates) and notification point (CNPs).
     cc: CcConfig = field(default_factory=CcConfig)
 

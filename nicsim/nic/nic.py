@@ -103,7 +103,7 @@ class Nic(MmioDevice):
         self.ip = ipaddress.ip_address(cfg.ip)
         self.pcie = Pcie(env, cfg.pcie)
         self.dma = Dma(env, mem, self.pcie)
-        self.port = Port(env, self.receive, cfg.pfc_classes)
+        self.port = Port(env, self.receive, cfg.pfc_classes, cfg.pfc_watchdog)
         self.port.mac, self.port.loopback_ns = self.mac, cfg.loopback_ns
         # Table reads see the NIC's own table writes still in flight (an INVALIDATE_MPT's
         # zeroes): a stale entry must not be fetched back into the cache.
@@ -230,6 +230,8 @@ class Nic(MmioDevice):
                 if bf is not None and not self.fetch.take_bf(qp, pi, bf):
                     self.engine.counters["bf_as_doorbell"] += 1
                 self.fetch.prefetch_sq(qp)
+                if qp.timer_deadline is None and qp.reliable and qp.rnr_until <= self.env._now:
+                    self.requester.arm_timer(qp)  # (see Requester.restart_timer)
             self.engine.kick(qp)
 
     def mmio_read(self, offset: int) -> int:

@@ -18,7 +18,7 @@ from heapq import heappush
 import simpy
 
 from nicsim.fabric.link import _NORMAL, Link, Tap, Tick, _Wake
-from nicsim.fabric.pfc import NUM_PRIORITIES, PfcFrame, quanta_ns
+from nicsim.fabric.pfc import NUM_PRIORITIES, PfcFrame, PfcWatchdog, quanta_ns
 from nicsim.nic.counters import bump, new_counters
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE, Unbuilt
 
@@ -35,7 +35,8 @@ def priority_of(frame: bytes) -> int:
 
 class Port:
     def __init__(self, env: simpy.Environment, receive: Callable[[bytes], None],
-                 pfc_classes: tuple[int, ...] = ()) -> None:
+                 pfc_classes: tuple[int, ...] = (),
+                 watchdog: PfcWatchdog | None = None) -> None:
         self.env = env
         self._receive = receive
         self.link: Link | None = None
@@ -54,12 +55,19 @@ class Port:
         # Queued transmitter (PFC): FIFOs by priority of (frame, ready_at), frames queued,
         # whether a frame is on the wire, pauses (until when), time paused per priority.
         self._q: list[deque[tuple[bytes, float]]] = [deque() for _ in range(NUM_PRIORITIES)]
+        self._ctrl: deque[bytes] = deque()  # MAC Control frames: first, never paused
         self.backlog = 0
         self._busy = False
         self._gen = 0
         self.paused_until = [0.0] * NUM_PRIORITIES
         self._pause_mark: list[float | None] = [None] * NUM_PRIORITIES
         self._paused_ns = [0.0] * NUM_PRIORITIES
+        # The PFC watchdog (see PfcWatchdog): per priority, watching, stormed (pauses
+        # ignored), the last pause heard.
+        self._wd = watchdog if watchdog is not None and watchdog.enabled else None
+        self._wd_watch = [False] * NUM_PRIORITIES
+        self.wd_storm = [False] * NUM_PRIORITIES
+        self._wd_last_pause = [0.0] * NUM_PRIORITIES
         self._room: simpy.Event | None = None
         self._room_at = 0
         self._mask = 0  # bit p set: priority p's FIFO has frames
@@ -161,6 +169,19 @@ class Port:
         self.link.carry(frame, self._end, end - self._ifg_ns)
         return start
 
+    def send_control(self, frame: bytes) -> None:
+        """Transmit a MAC Control frame (a PFC frame this port sends): after the frame in
+        progress and ahead of every data frame, never paused (802.1Qbb)."""
+        if self.link is None:
+            raise RuntimeError("port is not connected to a link")
+        bump(self._c, "control_sent")
+        if not self.queued:
+            self.send(frame)  # the calendar: its slot after the frames handed over before
+            return
+        self._ctrl.append(frame)
+        if not self._busy:
+            self._next()
+
     # -- loopback ---------------------------------------------------------------------------
 
     def _loop(self, frame: bytes, ready_at: float) -> float:
@@ -204,6 +225,9 @@ class Port:
         order of events is that of one Timeout per timer."""
         env = self.env
         now = env._now
+        if self._ctrl:
+            self._transmit(self._ctrl.popleft(), now)
+            return
         wake = _INF
         pick = -1
         qs = self._q
@@ -235,6 +259,14 @@ class Port:
         if not q:
             self._mask ^= 1 << pick
         self.backlog -= 1
+        self._transmit(frame, now)
+        if self._room is not None and self.backlog <= self._room_at:
+            room, self._room = self._room, None
+            room.succeed()
+
+    def _transmit(self, frame: bytes, now: float) -> None:
+        """Put `frame` on the wire now; the transmitter is busy until it ends."""
+        env = self.env
         n = len(frame)
         rec = self._wire.get(n) or self._new_len(n)
         dur = rec[0]
@@ -243,9 +275,6 @@ class Port:
         self._busy = True
         self.link.carry(frame, self._end, now + dur - self._ifg_ns)  # type: ignore[union-attr]
         heappush(env._queue, (now + dur, _NORMAL, next(env._eid), self._tick))
-        if self._room is not None and self.backlog <= self._room_at:
-            room, self._room = self._room, None
-            room.succeed()
 
     def _ended(self, tick: Tick) -> None:
         """The frame on the wire has ended (a Tick: no object per frame)."""
@@ -276,17 +305,65 @@ class Port:
         for p, quanta in pf.pauses().items():
             if p not in self.pfc:
                 continue
-            mark = self._pause_mark[p]
-            if mark is not None:
-                self._paused_ns[p] += min(now, self.paused_until[p]) - mark
             if quanta:
-                self.paused_until[p] = now + quanta_ns(quanta, self.rate_gbps)
-                self._pause_mark[p] = now
-            else:
-                self.paused_until[p] = now
-                self._pause_mark[p] = None
+                self._wd_last_pause[p] = now
+            if self.wd_storm[p]:
+                bump(c, "pfc_wd_pauses_ignored")  # a stormed priority does not stop
+                continue
+            self._set_pause(p, now + quanta_ns(quanta, self.rate_gbps) if quanta else now, now)
+            if quanta and self._wd is not None and self._q[p] and not self._wd_watch[p]:
+                self._wd_arm(p)
         if not self._busy:
             self._next()
+
+    def _set_pause(self, p: int, until: float, now: float) -> None:
+        """Priority `p` is paused until `until` (now: resumed), from now on."""
+        mark = self._pause_mark[p]
+        if mark is not None:
+            self._paused_ns[p] += min(now, self.paused_until[p]) - mark
+        self.paused_until[p] = until
+        self._pause_mark[p] = now if until > now else None
+
+    # -- the PFC watchdog (PfcWatchdog) ------------------------------------------------------
+
+    def _wd_arm(self, p: int) -> None:
+        """Priority `p` is paused with frames waiting: look again after the detection time.
+        It is stormed if the same frame still waits at its head and `p` is still paused."""
+        assert self._wd is not None
+        self._wd_watch[p] = True
+        head = self._q[p][0]
+        self.env.timeout(self._wd.detect_ns).callbacks.append(
+            lambda _e: self._wd_check(p, head))
+
+    def _wd_check(self, p: int, head: tuple[bytes, float]) -> None:
+        self._wd_watch[p] = False
+        q = self._q[p]
+        now = self.env.now
+        if not q or self.paused_until[p] <= now:
+            return
+        if q[0] is not head:
+            self._wd_arm(p)  # frames left meanwhile: a pause, not a storm; watch on
+            return
+        assert self._wd is not None
+        self.wd_storm[p] = True
+        bump(self._c, "pfc_wd_storms")
+        self._set_pause(p, now, now)
+        self._wd_restore_at(p, now + self._wd.restore_ns)
+        if not self._busy:
+            self._next()
+
+    def _wd_restore_at(self, p: int, at: float) -> None:
+        self.env.timeout(at - self.env.now).callbacks.append(lambda _e: self._wd_restore(p))
+
+    def _wd_restore(self, p: int) -> None:
+        """The storm is over once no pause has come for the restoration time."""
+        assert self._wd is not None
+        quiet = self._wd_last_pause[p] + self._wd.restore_ns
+        if quiet > self.env.now:
+            self._wd_restore_at(p, quiet)
+            return
+        self.wd_storm[p] = False
+        bump(self._c, "pfc_wd_restores")
 
     def paused_ns(self) -> list[float]:
         """Time each priority has spent paused so far."""

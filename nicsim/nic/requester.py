@@ -541,9 +541,13 @@ class Requester:
             self.restart_timer(qp)
 
     def restart_timer(self, qp: QpCtx) -> None:
-        """(Re)start the timer after progress; stop it if nothing is outstanding."""
+        """(Re)start the timer after progress; stop it when the QP has no work left. It runs
+        from the doorbell of work that has not left yet too (Nic._sq_doorbell): a QP whose
+        frames cannot leave (a port held by PFC) is no different to its peer from one whose
+        frames are lost, and ends the same way, in RETRY_EXC_ERR, rather than waiting for
+        ever."""
         tmo = transport_timeout_ns(qp.timeout)
-        if tmo is None or not qp.outstanding:
+        if tmo is None or not (qp.outstanding or qp.fetched or qp.sq_pending):
             qp.timer_deadline = None
             return
         qp.timer_deadline = self.env._now + tmo
@@ -563,8 +567,36 @@ class Requester:
             return
         self.counters["timeouts"] += 1
         qp.timer_deadline = None
-        self.nic.completer.retry(qp, self.first_unacked(qp), CqeStatus.RETRY_EXC_ERR,
-                                 VendorErr.RETRY_EXCEEDED)
+        if qp.outstanding:
+            self.nic.completer.retry(qp, self.first_unacked(qp), CqeStatus.RETRY_EXC_ERR,
+                                     VendorErr.RETRY_EXCEEDED)
+        elif qp.odp_wait:
+            self.counters["timeouts"] -= 1  # waiting for a page fault, not for the wire
+            self.restart_timer(qp)
+        elif qp.fetched or qp.sq_pending:
+            self._stalled(qp)
+
+    def _stalled(self, qp: QpCtx) -> None:
+        """The timer ran out and nothing of the QP's posted work has left the NIC: a try
+        spent, as for a request lost (the send engine gets it going when the port lets it);
+        out of tries, the first WQE completes with RETRY_EXC_ERR and the QP goes to ERR.
+        The rest is flushed here: the send engine, held by the same port, may not come
+        round to it."""
+        bump(self.counters, "send_stalls")
+        if qp.retry_left > 0:
+            qp.retry_left -= 1
+            self.restart_timer(qp)
+            self.nic.engine.kick(qp)
+            return
+        if qp.fetched:
+            wqe = qp.fetched.popleft()
+            index, op = wqe.index, _WQE_OPCODES.get(wqe.ctrl.opcode, _SEND)
+        else:
+            index, op = qp.sq_fetch, _SEND  # (an error completion's opcode is undefined)
+            qp.sq_fetch = (qp.sq_fetch + 1) & WQE_INDEX_MASK
+        self.nic.completer.local_error(qp, index, op, CqeStatus.RETRY_EXC_ERR,
+                                       VendorErr.RETRY_EXCEEDED)
+        self.flush_sq(qp)
 
     @staticmethod
     def first_unacked(qp: QpCtx) -> int:

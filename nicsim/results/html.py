@@ -91,6 +91,20 @@ def run_report(s: dict[str, Any], plots: list[tuple[str, str]], files: list[str]
             ["WRs", "min", "median", "p99", "p99.9", "max"],
             [(lat["count"], lat["min"], lat["p50"], lat["p99"], lat["p99.9"], lat["max"])],
             0)))
+    wd = s.get("pfc_watchdog")
+    if wd is not None:
+        sections.append(("PFC watchdog", "<p>Lossless queues paused with frames waiting and "
+                         "none leaving for the detection time are stormed: their pauses are "
+                         "ignored (a switch drops their frames) until the pauses stop.</p>"
+                         + table(["", "enabled", "detect ms", "restore ms"],
+                                 [(k, wd[k]["enabled"], wd[k]["detect_ms"],
+                                   wd[k]["restore_ms"]) for k in ("switch", "nic")])
+                         + table(["queue", "storms", "restored", "frames dropped",
+                                  "pauses ignored"],
+                                 [("all", wd["storms"], wd["restores"], wd["dropped"],
+                                   wd["pauses_ignored"])]
+                                 + [(q["where"], q["storms"], q["restores"], q["dropped"],
+                                     q["pauses_ignored"]) for q in wd["queues"]])))
     sections.append(("Traffic", table(
         ["group", "what", "WRs", "succeeded", "bytes", "median us", "p99 us", "statuses"],
         [(g["group"], g["what"], g["wrs"], g["succeeded"], g["bytes"], g["latency_us"]["p50"],

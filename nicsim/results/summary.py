@@ -77,7 +77,41 @@ def summary(result: Any) -> dict[str, Any]:
         "run": {"wall_s": result.wall_s, "events": result.events},
         "counters": result.counters,
         "switches": result.switches,
+        "pfc_watchdog": pfc_watchdog(result),
     }
+
+
+_WD = ("storms", "restores", "dropped", "pauses_ignored")
+
+
+def pfc_watchdog(result: Any) -> dict[str, Any] | None:
+    """What the PFC watchdogs of the switches and NICs did, with their settings (None: the
+    run had no PFC). `queues` names every queue that was stormed."""
+    sc = result.scenario
+    if not result.switches or not sc.switch.pfc.enabled or not sc.switch.pfc.classes:
+        return None
+    tot = dict.fromkeys(_WD, 0)
+    queues: list[dict[str, Any]] = []
+    for sw, c in result.switches.items():
+        for k, v in c.items():
+            if k.endswith(".pfc_wd.storms") and v:
+                q = k.removesuffix(".pfc_wd.storms")
+                queues.append({"where": f"{sw}.{q}",
+                               **{n: c[f"{q}.pfc_wd.{n}"] for n in _WD}})
+    for host, c in result.counters.items():
+        if c.get("port.pfc_wd_storms"):
+            queues.append({"where": f"{host}.eth0", "dropped": 0,
+                           **{n: c.get(f"port.pfc_wd_{n}", 0) for n in _WD
+                              if n != "dropped"}})
+    for q in queues:
+        for n in _WD:
+            tot[n] += q[n]
+
+    def cfg(w: Any) -> dict[str, Any]:
+        return {"enabled": w.enabled, "detect_ms": w.detect_ms, "restore_ms": w.restore_ms}
+
+    return {"switch": cfg(sc.switch.pfc.watchdog), "nic": cfg(sc.nic.pfc_watchdog), **tot,
+            "queues": queues}
 
 
 def wr_rows(result: Any) -> list[dict[str, Any]]:

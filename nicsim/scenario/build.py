@@ -15,6 +15,7 @@ from pathlib import Path
 
 from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.link import LinkConfig
+from nicsim.fabric.pfc import PfcStorm, PfcWatchdog
 from nicsim.fabric.switch import (
     Classify,
     PfcConfig,
@@ -31,7 +32,7 @@ from nicsim.host.pcie import PcieConfig
 from nicsim.nic.cc import cc_from_dict
 from nicsim.nic.config import NicConfig
 from nicsim.results.timeseries import Probe
-from nicsim.scenario.schema import FaultSpec, LinkSpec, Scenario, ScenarioError
+from nicsim.scenario.schema import FaultSpec, LinkSpec, Scenario, ScenarioError, WatchdogSpec
 from nicsim.world import World
 
 
@@ -82,7 +83,8 @@ def switch_config(sc: Scenario) -> SwitchConfig:
             scheduler=Scheduler(s.scheduler), dwrr_weights=tuple(s.dwrr_weights),
             red=(red,) * 8,
             pfc=PfcConfig(p.enabled, tuple(p.classes), p.xoff_bytes, p.alpha,
-                          p.xon_offset_bytes, p.headroom_bytes, p.response_ns))
+                          p.xon_offset_bytes, p.headroom_bytes, p.response_ns,
+                          watchdog(p.watchdog)))
     except ValueError as e:
         raise ScenarioError(f"switch.{e}") from None
 
@@ -114,9 +116,25 @@ def check(sc: Scenario) -> None:
             raise ScenarioError(f"switch.{e} (switch {s})") from None
 
 
+def watchdog(w: WatchdogSpec) -> PfcWatchdog:
+    return PfcWatchdog(w.enabled, w.detect_ms * 1e6, w.restore_ms * 1e6)
+
+
 def nic_config(sc: Scenario) -> NicConfig:
+    knobs = sc.nic.model_dump(exclude={"pfc_watchdog"})
     return NicConfig(pcie=PcieConfig(**sc.pcie.model_dump()), cc=cc_from_dict(sc.cc),
-                     **sc.nic.model_dump())
+                     pfc_watchdog=watchdog(sc.nic.pfc_watchdog), **knobs)
+
+
+def start_pfc_storms(sc: Scenario, w: World, t0: float) -> list[PfcStorm]:
+    """The scenario's PFC storms (`pfc_storms`), timed from the traffic's start `t0`."""
+    out = []
+    for st in sc.pfc_storms:
+        nic = w.nics[st.host]
+        out.append(PfcStorm(w.env, nic.port.send_control, nic.mac, tuple(st.priorities),
+                            nic.port.rate_gbps, t0 + st.start_us * 1000.0,
+                            None if st.stop_us is None else t0 + st.stop_us * 1000.0))
+    return out
 
 
 def cpu_costs(sc: Scenario) -> CpuCosts:

@@ -133,6 +133,8 @@ def plan(sc: Scenario, base: Path | None = None) -> Plan:
             need(h, (64 << 20) + 4 * ceil_page(cdf.max), where)
         bound = f"{f.count:,} flows" if f.count is not None else f"for {f.duration_us:g} us"
         groups.append((where, f"{cdf.name} {f.op.value} at load {f.load:g}, {bound}"))
+    for i, st in enumerate(sc.pfc_storms):
+        _check_host(hosts, st.host, f"pfc_storms[{i}].host")
     if sc.host.buffer_mib is not None:
         for h in arena:
             if arena[h]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nicsim.results.collect import status_name
-from nicsim.results.summary import fct_table, goodput, summary, wr_rows
+from nicsim.results.summary import fct_table, goodput, pfc_watchdog, summary, wr_rows
 from nicsim.scenario import build
 from nicsim.scenario.runner import NO_PROGRESS, TIME_LIMIT, RunResult
 
@@ -153,6 +153,17 @@ def _fabric(r: RunResult) -> list[str]:
             f"{sum(c[f'{p}.resume_sent'] for p in ports):,}), deepest queue {deepest[0]:,} B "
             f"({deepest[1]}), drops " + (", ".join(f"{k} {v:,}" for k, v in drops.items())
                                           or "0"))
+    wd = pfc_watchdog(r)
+    if wd is not None:
+        def on(w: dict[str, Any]) -> str:
+            return f"detect {w['detect_ms']:g} ms, restore {w['restore_ms']:g} ms" \
+                if w["enabled"] else "off"
+
+        out.append(f"  PFC watchdog (switches: {on(wd['switch'])}; NICs: {on(wd['nic'])}): "
+                   f"storms {wd['storms']:,}, restored {wd['restores']:,}, frames dropped "
+                   f"{wd['dropped']:,}, pauses ignored {wd['pauses_ignored']:,}"
+                   + ("" if not wd["queues"] else " (" + ", ".join(
+                       q["where"] for q in wd["queues"]) + ")"))
     tot = {k: sum(n.get(k, 0) for n in r.counters.values())
            for k in ("np.cnp_sent", "np.cnp_suppressed", "cc.cnp_received", "cc.rate_cuts",
                      "rx.cnp_ignored")}

@@ -287,6 +287,7 @@ class Runner:
             raise
         env = world.env
         self.t0 = t0 = env.now
+        build.start_pfc_storms(sc, world, t0)
         self.sources = self._sources(pl, t0)
         known = [s.total() for s in self.sources]
         self.total_known = sum(x for x in known if x is not None) if all(

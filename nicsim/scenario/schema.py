@@ -84,6 +84,16 @@ NsFloat = Annotated[float, Field(ge=0)]
 BF_SIZES = (0, 64, 128, 256)  # BlueFlame buffer sizes a device may have (hwif.BF_MAX)
 
 
+class WatchdogSpec(Strict):
+    """A PFC watchdog (nicsim.fabric.pfc.PfcWatchdog): a lossless queue paused with frames
+    waiting and none leaving for `detect_ms` is stormed (pauses ignored; a switch drops its
+    frames) until no pause has come for `restore_ms`."""
+
+    enabled: bool = True
+    detect_ms: Annotated[float, Field(gt=0, le=60_000)] = 200.0
+    restore_ms: Annotated[float, Field(gt=0, le=60_000)] = 200.0
+
+
 class NicSpec(Strict):
     """Every knob of nicsim.nic.config.NicConfig but the addresses, PCIe (`pcie`) and
     congestion control (`cc`): capacities the device reports, fixed-function latencies and
@@ -131,6 +141,7 @@ class NicSpec(Strict):
     max_srq: Annotated[int, Field(ge=0, le=1 << 24, description="SRQ numbers 1..max_srq-1 "
                                   "(0: no SRQs)")] = 1 << 16
     multicast: Annotated[bool, Field(description="UD multicast groups")] = True
+    pfc_watchdog: WatchdogSpec = WatchdogSpec()  # of the NIC's transmit queues
 
     @model_validator(mode="after")
     def _bf(self) -> NicSpec:
@@ -354,6 +365,7 @@ class PfcSpec(Strict):
     xon_offset_bytes: Annotated[int | None, Field(ge=0)] = None
     headroom_bytes: Annotated[int | None, Field(ge=0)] = None
     response_ns: Annotated[float, Field(ge=0)] = 0.0
+    watchdog: WatchdogSpec = WatchdogSpec()  # of the switch's lossless egress queues
 
 
 class SwitchSpec(Strict):
@@ -379,6 +391,23 @@ class TopologySpec(Strict):
     fabric_link: LinkSpec | None = None  # switch to switch (default: as `link`)
     link_faults: dict[str, FaultSpec] = {}  # by link name ("h3-sw0"): instead of link.faults
     taps: list[str] | None = None  # ports with a pcap tap (default: every host port)
+
+
+class PfcStormSpec(Strict):
+    """A fault: `host`'s NIC keeps sending PFC pauses for `priorities` (a stuck receive path,
+    or a host that means harm), each refreshing the last before it runs out, from `start_us`
+    until `stop_us` (none: to the end of the run)."""
+
+    host: HostName
+    priorities: Annotated[list[Annotated[int, Field(ge=0, le=7)]], Field(min_length=1)] = [3]
+    start_us: Annotated[float, Field(ge=0)] = 0.0
+    stop_us: Annotated[float | None, Field(gt=0)] = None
+
+    @model_validator(mode="after")
+    def _order(self) -> PfcStormSpec:
+        if self.stop_us is not None and self.stop_us <= self.start_us:
+            raise ValueError(f"stop_us: {self.stop_us} is not after start_us {self.start_us}")
+        return self
 
 
 class StopSpec(Strict):
@@ -411,6 +440,7 @@ class Scenario(Strict):
     streams: list[StreamSpec] = []
     patterns: list[PatternSpec] = []
     flows: list[FlowsSpec] = []
+    pfc_storms: list[PfcStormSpec] = []
 
     @model_validator(mode="before")
     @classmethod
