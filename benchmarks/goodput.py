@@ -19,8 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from driver.user import enums as e  # noqa: E402
-from driver.user.verbs import SGE, SendWR  # noqa: E402
+from nicsim.driver.user import enums as e  # noqa: E402
+from nicsim.driver.user.verbs import SGE, SendWR  # noqa: E402
+
 from nicsim.fabric.link import LinkConfig  # noqa: E402
 from nicsim.scenario.endpoint import connect, make_side  # noqa: E402
 from nicsim.wire import Ext, packet_overhead  # noqa: E402

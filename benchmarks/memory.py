@@ -36,7 +36,8 @@ def _peak_mb() -> float:
 
 
 def _pair(mem: int, mr_len: int):  # noqa: ANN202
-    from driver.user import enums as e
+    from nicsim.driver.user import enums as e
+
     from nicsim.scenario.endpoint import connect, make_side
     from nicsim.world import World
 
@@ -48,8 +49,8 @@ def _pair(mem: int, mr_len: int):  # noqa: ANN202
 
 
 def _write(a, b, n: int, to: int | None = None) -> None:  # noqa: ANN001
-    from driver.user import enums as e
-    from driver.user.verbs import SGE, SendWR
+    from nicsim.driver.user import enums as e
+    from nicsim.driver.user.verbs import SGE, SendWR
 
     wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(a.mr.buf, n, a.mr.lkey)])
     wr.set_wr_rdma(b.mr.rkey, b.mr.buf if to is None else to)
@@ -78,7 +79,7 @@ def case(name: str, arg: int) -> dict:
         for off in range(0, size, MIB):
             assert b.ctx.aspace.read(b.mr.buf + off, MIB) == piece
     elif name == "reg3g":
-        from driver.user.verbs import MR
+        from nicsim.driver.user.verbs import MR
 
         w, a, b = _pair(16 << 30, 4096)
         big = MR(b.pd, 3 << 30, 15)

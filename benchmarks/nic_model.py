@@ -21,8 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from driver.user import enums as e  # noqa: E402
-from driver.user.verbs import CQ, MR, PD, QP, SGE, Context, QPCap, QPInitAttr, RecvWR, SendWR  # noqa: E402
+from nicsim.driver.user import enums as e  # noqa: E402
+from nicsim.driver.user.verbs import CQ, MR, PD, QP, SGE, Context, QPCap, QPInitAttr, RecvWR, SendWR  # noqa: E402
+
 from nicsim.fabric.link import LinkConfig  # noqa: E402
 from nicsim.host.host import CpuCosts  # noqa: E402
 from nicsim.host.pcie import PcieConfig  # noqa: E402

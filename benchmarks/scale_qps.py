@@ -29,8 +29,9 @@ SIZE = 64
 
 def one(n: int, total_wrs: int) -> dict:
     """Runs in its own process."""
-    from driver.user import enums as e
-    from driver.user.verbs import CQ, MR, PD, QP, SGE, Context, QPCap, QPInitAttr, SendWR
+    from nicsim.driver.user import enums as e
+    from nicsim.driver.user.verbs import CQ, MR, PD, QP, SGE, Context, QPCap, QPInitAttr, SendWR
+
     from nicsim.scenario.endpoint import Side, connect
     from nicsim.world import World
 

@@ -36,8 +36,9 @@ import simpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from driver.user import enums as e  # noqa: E402
-from driver.user.verbs import SGE, QPCap, SendWR  # noqa: E402
+from nicsim.driver.user import enums as e  # noqa: E402
+from nicsim.driver.user.verbs import SGE, QPCap, SendWR  # noqa: E402
+
 from nicsim.scenario.endpoint import connect, make_side  # noqa: E402
 from nicsim.world import World  # noqa: E402
 

@@ -373,12 +373,12 @@ class Bogus(IntEnum):
 
 def scenario(host, probe: Probe, mtt_chunk: int) -> list[tuple[str, object]]:  # noqa: ANN001, C901
     """One driver program; returns what it observed, in order."""
-    from driver.kernel.hw.nsnic import HwError
-    from driver.kernel.ib_core import Kernel
-    from driver.kernel.uverbs import Cmd, UverbsError
-    from driver.user import enums as e
-    from driver.user.unsupported import SrqAttr, SrqInitAttr
-    from driver.user.verbs import (
+    from nicsim.driver.kernel.hw.nsnic import HwError
+    from nicsim.driver.kernel.ib_core import Kernel
+    from nicsim.driver.kernel.uverbs import Cmd, UverbsError
+    from nicsim.driver.user import enums as e
+    from nicsim.driver.user.unsupported import SrqAttr, SrqInitAttr
+    from nicsim.driver.user.verbs import (
         CQ,
         GID,
         MR,
@@ -742,7 +742,7 @@ def _rtl_host(tb: NicTB):  # noqa: ANN202
 
 def mtt_chunk() -> int:
     """MTT entries per WRITE_MTT command of the driver under test."""
-    from driver.kernel.hw import nsnic
+    from nicsim.driver.kernel.hw import nsnic
 
     return int(getattr(nsnic, "_MTT_PER_CMD", 500))
 
@@ -857,9 +857,9 @@ def xlate_check(xlate, mpt: hwif.Mpt, mtt: dict[int, int],  # noqa: ANN001
 def rtl_only(host, tb_calls: dict) -> dict:  # noqa: ANN001, C901
     """Driver program for the RTL alone: the SQ doorbell reaches wqe_fetch, a completion
     reaches the verbs poll, DESTROY_CQ waits for the fence."""
-    from driver.kernel.ib_core import Kernel
-    from driver.user import enums as e
-    from driver.user.verbs import (
+    from nicsim.driver.kernel.ib_core import Kernel
+    from nicsim.driver.user import enums as e
+    from nicsim.driver.user.verbs import (
         CQ,
         GID,
         MR,

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import random
 
-from driver.user import enums as e
-from driver.user.verbs import MR, SGE, QPAttr, RecvWR, SendWR
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import MR, SGE, QPAttr, RecvWR, SendWR
+
 from nicsim.wire import OPCODES, FrameBuilder, Path, mac_bytes, roce_udp_sport
 from nicsim.wire.opcodes import Ext
 from tests.rdma import connect, make_side, pair, settle, wait

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 import simpy
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import SGE, SendWR
 
-from driver.user import enums as e
-from driver.user.verbs import SGE, SendWR
 from nicsim.fabric.link import Link
 from nicsim.hwif import QpType
 from nicsim.nic.cc import PRESETS, AlphaUpdate, CcConfig, DcqcnParams, cc_from_dict

@@ -8,9 +8,9 @@ import errno
 from dataclasses import replace
 
 import pytest
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import CQ, MR, PD, SGE, Context, PyverbsRDMAError, QPCap, SendWR
 
-from driver.user import enums as e
-from driver.user.verbs import CQ, MR, PD, SGE, Context, PyverbsRDMAError, QPCap, SendWR
 from nicsim.nic.config import NicConfig
 from nicsim.world import World
 from tests.rdma import connect, make_side

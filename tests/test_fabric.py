@@ -18,10 +18,10 @@ import math
 from dataclasses import replace
 
 import pytest
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import SGE, SendWR
 from scapy.utils import RawPcapReader
 
-from driver.user import enums as e
-from driver.user.verbs import SGE, SendWR
 from nicsim.fabric.bulk import incast, jain, open_stream
 from nicsim.fabric.link import LinkConfig
 from nicsim.fabric.pcap import check_pcap

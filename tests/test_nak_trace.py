@@ -6,9 +6,9 @@ import shutil
 import subprocess
 
 import pytest
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
-from driver.user import enums as e
-from driver.user.verbs import SGE, RecvWR, SendWR
 from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.pcap import check_pcap
 from tests.rdma import pair, settle, wait

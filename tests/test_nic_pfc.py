@@ -4,8 +4,9 @@ other priorities go on, and no byte is lost."""
 
 from __future__ import annotations
 
-from driver.user import enums as e
-from driver.user.verbs import SGE, SendWR
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import SGE, SendWR
+
 from nicsim.fabric.pfc import pfc_frame, quanta_ns
 from nicsim.nic.config import NicConfig
 from nicsim.nic.port import priority_of

@@ -9,9 +9,9 @@ from __future__ import annotations
 import struct
 
 import pytest
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import MR, PD, SGE, RecvWR, SendWR
 
-from driver.user import enums as e
-from driver.user.verbs import MR, PD, SGE, RecvWR, SendWR
 from nicsim.world import World
 from tests.rdma import ALL_ACCESS, connect, make_side, pair, settle, wait
 
@@ -140,7 +140,8 @@ def test_modify_qp_to_a_state_that_does_not_exist_is_bad_param():
     RTL's command processor answers), it does not crash the device."""
     import errno
 
-    from driver.kernel.hw.nsnic import HwError
+    from nicsim.driver.kernel.hw.nsnic import HwError
+
     from nicsim.hwif import QpAttrMask, QpState
 
     w, a, _ = pair()

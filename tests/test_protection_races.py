@@ -13,9 +13,9 @@ import random
 from collections.abc import Callable
 
 import pytest
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import MR, PD, SGE, Context, RecvWR, SendWR
 
-from driver.user import enums as e
-from driver.user.verbs import MR, PD, SGE, Context, RecvWR, SendWR
 from nicsim.fabric.faults import FaultConfig
 from nicsim.world import World
 from tests.dma_audit import DmaAudit

@@ -6,9 +6,9 @@ import struct
 import zlib
 
 import pytest
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
-from driver.user import enums as e
-from driver.user.verbs import SGE, RecvWR, SendWR
 from nicsim.fabric.faults import FaultConfig
 from nicsim.world import World
 from tests.rdma import make_side, pair, settle, wait
@@ -90,7 +90,7 @@ def test_duplicated_atomics_execute_once():
 def test_max_rd_atomic_limits_outstanding_reads():
     w = World.two_hosts()
     a, b = make_side(w, "a", 1 << 20), make_side(w, "b", 1 << 20)
-    from driver.user.verbs import AHAttr, GlobalRoute, QPAttr
+    from nicsim.driver.user.verbs import AHAttr, GlobalRoute, QPAttr
 
     for x, y in ((a, b), (b, a)):
         attr = QPAttr(qp_access_flags=0xF, dest_qp_num=y.qp.qp_num, max_rd_atomic=2,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import SGE, QPCap, RecvWR, SendWR
 
-from driver.user import enums as e
-from driver.user.verbs import SGE, QPCap, RecvWR, SendWR
 from nicsim.cli import main
 from nicsim.fabric.link import LinkConfig
 from nicsim.host.host import CpuCosts

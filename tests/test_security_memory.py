@@ -17,10 +17,9 @@ import errno
 from functools import partial
 
 import pytest
-
-from driver.kernel.uverbs import UverbsError
-from driver.user import enums as e
-from driver.user.verbs import (
+from nicsim.driver.kernel.uverbs import UverbsError
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import (
     MR,
     SGE,
     Context,
@@ -28,6 +27,7 @@ from driver.user.verbs import (
     RecvWR,
     SendWR,
 )
+
 from nicsim.fabric.faults import FaultConfig
 from nicsim.host.memory import MemoryError_
 from nicsim.hwif import UarReg

@@ -12,9 +12,9 @@ import ipaddress
 import struct
 
 import pytest
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import MR, SGE, QPAttr, RecvWR, SendWR
 
-from driver.user import enums as e
-from driver.user.verbs import MR, SGE, QPAttr, RecvWR, SendWR
 from nicsim.wire import FrameBuilder, Opcode, aeth, atomic_eth, compute_icrc, parse, reth
 from nicsim.wire.packet import frame_end
 from nicsim.world import World

@@ -8,9 +8,8 @@ import dataclasses
 import errno
 
 import pytest
-
-from driver.user import enums as e
-from driver.user.verbs import (
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import (
     MR,
     SGE,
     AHAttr,
@@ -19,6 +18,7 @@ from driver.user.verbs import (
     QPAttr,
     SendWR,
 )
+
 from nicsim.nic.config import NicConfig
 from nicsim.world import World
 from tests.rdma import ALL_ACCESS, Side, make_side, pair, wait

@@ -5,10 +5,9 @@ from __future__ import annotations
 import errno
 
 import pytest
-
-from driver.kernel.uverbs import Cmd, UverbsError
-from driver.user import enums as e
-from driver.user.verbs import (
+from nicsim.driver.kernel.uverbs import Cmd, UverbsError
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import (
     CQ,
     MR,
     PD,
@@ -24,6 +23,7 @@ from driver.user.verbs import (
     RecvWR,
     SendWR,
 )
+
 from nicsim.world import World
 from tests.rdma import ALL_ACCESS, connect, make_side, pair, wait
 
@@ -100,7 +100,7 @@ def test_unknown_neighbour_is_ehostunreach(world):
     attr = QPAttr(qp_access_flags=ALL_ACCESS, dest_qp_num=5,
                   ah_attr=AHAttr(GlobalRoute(dgid=None)))
     a.qp.to_init(attr)
-    from driver.user.verbs import GID
+    from nicsim.driver.user.verbs import GID
     attr.ah_attr = AHAttr(GlobalRoute(dgid=GID("::ffff:10.9.9.9")))
     assert _errno(a.qp.to_rtr, attr) == errno.EHOSTUNREACH
 

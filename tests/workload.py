@@ -8,8 +8,9 @@ from __future__ import annotations
 import random
 import struct
 
-from driver.user import enums as e
-from driver.user.verbs import SGE, RecvWR, SendWR
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
+
 from nicsim.fabric.faults import FaultConfig
 from nicsim.nic.config import NicConfig
 from nicsim.world import World

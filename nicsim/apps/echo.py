@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import simpy
 
-from driver.user import enums as e
-from driver.user.verbs import SGE, QPCap, RecvWR, SendWR
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import SGE, QPCap, RecvWR, SendWR
 from nicsim.host.cpus import Cpus
 from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect_qp, make_side
 from nicsim.world import World

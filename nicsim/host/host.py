@@ -138,7 +138,7 @@ class Host:
             else None
         self.functions: dict[str, PciFunction] = {}
         self.neighbours: dict[str, str] = {}  # IP -> MAC (static ARP/ND table)
-        self.kernel: object | None = None  # set by driver.kernel when it boots on this host
+        self.kernel: object | None = None  # set by nicsim.driver.kernel when it boots on this host
 
     def spend(self, ns: float) -> None:
         """The CPU is busy for `ns`: the rest of the world runs meanwhile."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from driver.user.enums import ibv_wc_status
+from nicsim.driver.user.enums import ibv_wc_status
 from nicsim.results.stats import BUCKETS, Quantiles, bucket_of, plot_bin
 from nicsim.scenario.schema import ATOMICS, OpKind
 from nicsim.scenario.traffic import NOT_POSTED, OUTSTANDING, UNKNOWN, Wr

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from driver.user import enums as e
-from driver.user.verbs import (
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import (
     CQ,
     MR,
     PD,

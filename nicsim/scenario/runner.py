@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from driver.user import enums as e
-from driver.user.verbs import SGE, QPCap, RecvWR, SendWR
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import SGE, QPCap, RecvWR, SendWR
 from nicsim.nic.requester import transport_timeout_ns
 from nicsim.results.breakdown import Tracer
 from nicsim.results.collect import KEEP_WRS, Collector, FlowWriter

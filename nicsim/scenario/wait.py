@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import simpy
 
-from driver.user.verbs import CQ
+from nicsim.driver.user.verbs import CQ
 from nicsim.host.host import advance, run_events
 from nicsim.hwif import CQE_OWNER_OFFSET, CQE_SIZE
 

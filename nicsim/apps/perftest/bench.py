@@ -17,8 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from driver.user import enums as e
-from driver.user.verbs import (
+from nicsim.apps.perftest.params import Conn, Params, PerftestError, TestKind, Verb
+from nicsim.apps.perftest.report import Dest, Setup
+from nicsim.driver.user import enums as e
+from nicsim.driver.user.verbs import (
     AH,
     CQ,
     MR,
@@ -34,8 +36,6 @@ from driver.user.verbs import (
     RecvWR,
     SendWR,
 )
-from nicsim.apps.perftest.params import Conn, Params, PerftestError, TestKind, Verb
-from nicsim.apps.perftest.report import Dest, Setup
 from nicsim.host.cpus import Cpus
 from nicsim.results.breakdown import Tracer
 from nicsim.world import World
