@@ -56,13 +56,13 @@ def fabric(packets: int) -> dict:
     pairs = [(f"h{i}", f"h{(i + HOSTS // LEAVES) % HOSTS}") for i in range(HOSTS)]
     msgs = max(2, math.ceil(packets / PACKETS_PER_MSG / HOSTS))
     before = sum(n.requester.counters["data_packets"] for n in w.nics.values())
-    eid = next(w.env._eid)
+    eid = w.env.events_created()
     cpu = time.process_time()
     wall = time.perf_counter()
     r = run_streams(w, pairs, msgs=msgs, bin_ns=100_000, dscp=26)
     cpu = time.process_time() - cpu
     wall = time.perf_counter() - wall
-    events = next(w.env._eid) - eid - 1
+    events = w.env.events_created() - eid
     pk = sum(n.requester.counters["data_packets"] for n in w.nics.values()) - before
     assert r.ok, f"streams failed: {r.errors}"
     _, goodput = r.window(0.0)

@@ -82,6 +82,7 @@ from cocotbext.axi import (
 from cocotbext.axi.stream import define_stream
 
 from nicsim import hwif
+from nicsim.sim import Sim
 
 TOPLEVEL = os.environ.get("COCOTB_TOPLEVEL", "")
 PARAMS_ENV = "ROCE_NIC_PARAMS"
@@ -687,7 +688,7 @@ def _model_host(params: dict[str, int]):  # noqa: ANN202
     from nicsim.nic.config import NicConfig
     from nicsim.nic.nic import Nic
 
-    env = simpy.Environment()
+    env = Sim()
     host = Host(env, "model", MEM_SIZE, seed=SEED)
     cfg = NicConfig(mac=MAC, ip=IP, max_qp=params["NUM_QP"], max_cq=params["NUM_CQ"],
                     log_mpt_entries=(params["MPT_DEPTH"] - 1).bit_length(),
@@ -720,7 +721,7 @@ def _rtl_host(tb: NicTB):  # noqa: ANN202
     from nicsim.host.host import Host, NetDev
     from nicsim.host.pcie import Pcie, PcieConfig
 
-    env = simpy.Environment()
+    env = Sim()
     host = Host(env, "rtl", MEM_SIZE, seed=SEED)
     rec = CmdRecorder(RtlBar(tb))
     host.plug("0000:01:00.0", rec, Pcie(env, PcieConfig()), NetDev("eth0", MAC, IP))

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 import cocotb
 import pytest
-import simpy
 from cocotb.task import bridge, resume
 from cocotb.triggers import ClockCycles
 
@@ -44,6 +43,7 @@ from hdl_tb.test_roce_nic_cmd import (
     bench_params,
 )
 from nicsim import hwif
+from nicsim.sim import Sim
 
 PEER_IP6 = "fd00::2"
 
@@ -206,7 +206,7 @@ def model_run(params: dict[str, int], plan: Plan) -> tuple[dict, list[bytes]]:
     from nicsim.nic.config import NicConfig
     from nicsim.nic.nic import Nic
 
-    env = simpy.Environment()
+    env = Sim()
     host = Host(env, "model", MEM_SIZE, seed=SEED)
     cfg = NicConfig(mac=MAC, ip=IP, max_qp=params["NUM_QP"], max_cq=params["NUM_CQ"],
                     log_mpt_entries=(params["MPT_DEPTH"] - 1).bit_length(),
@@ -256,7 +256,7 @@ async def test_frames_vs_model(dut):
     plan = make_plan(SEED, small=tb.width > 64)
     model, model_frames = model_run(params, plan)
 
-    env = simpy.Environment()
+    env = Sim()
     host = Host(env, "rtl", MEM_SIZE, seed=SEED)
     host.plug("0000:01:00.0", RtlBar(tb), Pcie(env, PcieConfig()), NetDev("eth0", MAC, IP))
     host.neighbours[PEER_IP] = PEER_MAC

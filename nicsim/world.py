@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import simpy
-
 from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.link import Link, LinkConfig
 from nicsim.fabric.switch import Switch, SwitchConfig
@@ -21,11 +19,12 @@ from nicsim.fabric.topology import (
 from nicsim.host.host import CpuCosts, Host, NetDev
 from nicsim.nic.config import NicConfig
 from nicsim.nic.nic import Nic
+from nicsim.sim import Sim
 
 
 class World:
     def __init__(self, seed: int = 0) -> None:
-        self.env = simpy.Environment()
+        self.env = Sim()
         self.seed = seed
         self.hosts: dict[str, Host] = {}
         self.nics: dict[str, Nic] = {}

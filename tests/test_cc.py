@@ -7,7 +7,6 @@ import struct
 from dataclasses import replace
 
 import pytest
-import simpy
 from nicsim.driver.user import enums as e
 from nicsim.driver.user.verbs import SGE, SendWR
 
@@ -18,6 +17,7 @@ from nicsim.nic.cc.config import CcAlgorithm, CcConfigError
 from nicsim.nic.cc.dcqcn import Dcqcn
 from nicsim.nic.config import NicConfig
 from nicsim.nic.qp import QpCtx
+from nicsim.sim import Sim
 from nicsim.wire import FrameBuilder, parse
 from nicsim.wire.opcodes import Opcode
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_PREAMBLE, Ecn, Unbuilt, ipv4_checksum
@@ -152,7 +152,7 @@ class Harness:
     """A Dcqcn with one QP and a line rate of 100 Gb/s, driven by hand."""
 
     def __init__(self, p: DcqcnParams) -> None:
-        self.env = simpy.Environment()
+        self.env = Sim()
         self.changes: list[float | None] = []
         self.cc = Dcqcn(self.env, CcConfig(CcAlgorithm.DCQCN, "t", p), lambda: 100.0,
                         lambda qp: self.changes.append(qp.rate))

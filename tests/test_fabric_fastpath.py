@@ -4,20 +4,17 @@ times, the same counters (DESIGN.md, "fast paths are explicit").
 - A switch's ingress takes a direct entry per frame from its links (nicsim.fabric.link,
   `attach(direct=True)`); the general path keeps frames in the link's own queue and delivers
   them from its entries. Both must deliver each frame at its place in the event order.
-- Timers without a Timeout object (`Tick`, `_Wake`: the NIC's queued port, pacing holds,
+- Timers without a Timeout object (nicsim.sim's entries: the NIC's queued port, pacing holds,
   switch transmitters, DCQCN's increase timers) must fire where the Timeout they stand for
-  would have fired, also when they wait in a queue per QP with one entry in SimPy's queue.
+  would have fired, also when they wait in a queue per QP with one entry in the kernel's
+  (the entries themselves: tests/test_sim_kernel.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-from heapq import heappush
-
-import simpy
 
 from nicsim.fabric.bulk import incast, run_streams
-from nicsim.fabric.link import _NORMAL, Tick, _Wake
 from nicsim.fabric.switch import PfcConfig, SwitchConfig
 from nicsim.fabric.topology import Shape, TopologySpec
 from nicsim.nic.cc import cc_from_dict
@@ -149,44 +146,6 @@ def test_a_tap_takes_the_general_path_and_changes_nothing():
                if k.endswith(".tx_frames")) + \
         sum(n.port.counters["tx_frames"] for n in w.nics.values())
     assert sum(t.n for t in taps) == sent
-
-
-def test_bare_entries_fire_where_timeouts_would():
-    """A Tick (reused, several times in the queue at once) and a _Wake, pushed as
-    Environment.schedule pushes a Timeout, fire in the order of Timeouts made at the same
-    points, ties at one instant included."""
-    env = simpy.Environment()
-    fired: list[str] = []
-    tick = Tick(lambda t: None)
-    saved = tick.callbacks
-
-    def on_tick(t: Tick) -> None:
-        t.callbacks = saved
-        fired.append(f"tick@{env.now:g}")
-
-    tick.callbacks = saved = (on_tick,)
-
-    def timeout(name: str, delay: float) -> None:
-        env.timeout(delay).callbacks.append(lambda _e: fired.append(f"{name}@{env.now:g}"))
-
-    def push_tick(delay: float) -> None:
-        heappush(env._queue, (env._now + delay, _NORMAL, next(env._eid), tick))
-
-    def push_wake(name: str, delay: float) -> None:
-        heappush(env._queue, (env._now + delay, _NORMAL, next(env._eid),
-                              _Wake(lambda ev: fired.append(f"{ev._value}@{env.now:g}"),
-                                    name)))
-
-    timeout("a", 5)
-    push_tick(5)
-    push_wake("w", 5)
-    timeout("b", 5)
-    push_tick(5)
-    push_tick(2)
-    timeout("c", 2)
-    env.run()
-    assert fired == ["tick@2", "c@2", "a@5", "tick@5", "w@5", "b@5", "tick@5"]
-    assert tick.callbacks == (on_tick,)  # ready to be pushed again
 
 
 def reference_timers(monkeypatch, voided: list[int]) -> None:  # noqa: ANN001

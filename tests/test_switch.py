@@ -38,6 +38,7 @@ from nicsim.fabric.switch import (
     check_switch_config,
     pfc_headroom_bytes,
 )
+from nicsim.sim import Sim
 from nicsim.wire import Ecn, FrameBuilder, Opcode, Path, parse
 from nicsim.wire.packet import (
     ETH_FCS,
@@ -161,7 +162,7 @@ class World:
 
     def __init__(self, cfg: SwitchConfig, rates: list[float], prop_ns: float | list[float] = 100.0,
                  seed: int = 1, honour_pfc: bool = True) -> None:
-        self.env = simpy.Environment()
+        self.env = Sim()
         self.sw = Switch(self.env, "sw", cfg, seed)
         props = prop_ns if isinstance(prop_ns, list) else [prop_ns] * len(rates)
         self.hosts: list[Stub] = []
@@ -742,7 +743,7 @@ def test_ecmp_spreads_flows_and_keeps_each_on_one_path() -> None:
 def test_ecmp_tiers_do_not_polarize() -> None:
     """Flows one switch sends to member 0 spread evenly over another switch's members; two
     switches with the same salt (same name and seed) would send them all to one."""
-    env = simpy.Environment()
+    env = Sim()
     leaf = Switch(env, "leaf1", SwitchConfig(), seed=5)
     spine = Switch(env, "spine1", SwitchConfig(), seed=5)
     twin = Switch(env, "leaf1", SwitchConfig(), seed=5)
@@ -811,7 +812,7 @@ def test_headroom_formula_terms() -> None:
 
 
 def test_add_port_refuses_headroom_the_buffer_cannot_hold() -> None:
-    env = simpy.Environment()
+    env = Sim()
     head = pfc_headroom_bytes(100.0, 100.0, 1100)
     sw = Switch(env, "s", SwitchConfig(buffer_bytes=1100 + 2 * head, mtu_bytes=1100), 0)
     for i in range(2):

@@ -15,6 +15,7 @@ from nicsim.fabric.link import Link, LinkConfig
 from nicsim.host.memory import LAND_AT, PhysMem
 from nicsim.host.pcie import Pcie, PcieConfig
 from nicsim.nic.port import Port
+from nicsim.sim import Sim
 from nicsim.wire.packet import wire_bytes
 from tests.rdma import pair, settle, wait
 
@@ -24,7 +25,7 @@ def _ceil(n: int, d: int) -> int:
 
 
 def test_pcie_counters_add_up_per_transfer():
-    env = simpy.Environment()
+    env = Sim()
     cfg = PcieConfig()
     pcie = Pcie(env, cfg)
     rng = random.Random(7)
@@ -54,7 +55,7 @@ def test_pcie_counters_add_up_per_transfer():
 
 
 def _port(pfc: tuple[int, ...]) -> tuple[simpy.Environment, Port, list]:
-    env = simpy.Environment()
+    env = Sim()
     got: list = []
     link = Link(env, LinkConfig(rate_gbps=25.0))
     port = Port(env, lambda f: None, pfc)
@@ -114,7 +115,7 @@ def test_traffic_counters_match_what_was_sent():
 
 
 def test_posted_writes_land_in_time_order_and_reads_see_them_first():
-    env = simpy.Environment()
+    env = Sim()
     mem = PhysMem(1 << 20, env=env)
     base = 16 * 4096
     # A transfer of three pieces lands at 100; one posted after it lands earlier (50) and

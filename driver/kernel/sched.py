@@ -39,7 +39,7 @@ class WorldLock:
         self._cond = threading.Condition()
         self._owner: int | None = threading.get_ident()  # the thread that installed it
         self._depth = 1
-        self._queue: deque[int] = deque()
+        self._waiting: deque[int] = deque()
         self.stop: set[int] = set()  # threads asked to terminate
         self.threads = 1  # flows of control that may still act (the installing one)
         self.round: set[int] = set()  # threads that found nothing since time last passed
@@ -57,19 +57,19 @@ class WorldLock:
                 self._depth += 1
                 return
             self.grants += 1
-            if self._owner is None and not self._queue:
+            if self._owner is None and not self._waiting:
                 self._owner, self._depth = me, 1
                 return
-            self._queue.append(me)
+            self._waiting.append(me)
             while self._owner != me:
                 self._cond.wait(0.5)
                 if self._owner != me and me in self.stop:
-                    self._queue.remove(me)
+                    self._waiting.remove(me)
                     self._check_stop(me)
             self._depth = 1
 
     def _hand_over(self) -> None:
-        self._owner = self._queue.popleft() if self._queue else None
+        self._owner = self._waiting.popleft() if self._waiting else None
         self._depth = 0
         self._cond.notify_all()
 
@@ -97,11 +97,11 @@ class WorldLock:
         self._check_stop(threading.get_ident())
 
     def contended(self) -> bool:
-        return bool(self._queue)
+        return bool(self._waiting)
 
     def yield_(self) -> bool:
         """Let the threads waiting for the lock run first; returns whether any did."""
-        if not self._queue or self._owner != threading.get_ident():
+        if not self._waiting or self._owner != threading.get_ident():
             return False
         self.restore(self.release_all())
         return True

@@ -75,7 +75,7 @@ from nicsim.driver.user.verbs import (
     SendWR,
 )
 
-from nicsim.host.host import Host, advance
+from nicsim.host.host import Host
 from nicsim.hwif import QpState
 
 EV = rdma_cm_event_type
@@ -134,7 +134,7 @@ def _wait(ch: EventChannel, match: Callable[[CmEvent], bool], what: str) -> CmEv
             hosts[0].poll_wait(0.0, 0, 0, max(min(_WAIT_NS, due - env.now), 1.0))
         elif due != float("inf"):
             if sched.quiet():  # no other side acts before the CM's next timer: go to it
-                advance(env, due)
+                env.advance(due)
         elif not sched.wait_for_others(started):
             raise fail(what, "no CM event can arrive: the simulated world is idle and no "
                        "other side of the program can act", errno.ETIMEDOUT)

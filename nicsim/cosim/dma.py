@@ -38,11 +38,7 @@ class _Clock:
     """What nicsim.host.pcie.Pcie reads of its environment: the time (set per access)."""
 
     def __init__(self) -> None:
-        self._now = 0.0
-
-    @property
-    def now(self) -> float:
-        return self._now
+        self.now = 0.0
 
 
 @dataclass
@@ -93,7 +89,7 @@ class PcieDmaSlave:
             n = beats * self.lanes
             addr = int(ar.araddr) // self.lanes * self.lanes
             t = clock.now()
-            pc._now = t
+            pc.now = t
             done = pcie.dma_read(n)
             # the request is at host memory when its TLPs have gone and the latency passed
             nreq = pcie._tlps(n, pcie.cfg.mrrs)
@@ -175,7 +171,7 @@ class PcieDmaSlave:
                     j = k
             ok = all(self._in_mem(pa, len(d)) for pa, d in parts)
             if ok and parts:
-                pc._now = clock.now()
+                pc.now = clock.now()
                 land = clock.sim_time_for(pcie.dma_write(nbytes))
                 self.last_land = max(self.last_land, land)
                 self.mem.post(land, parts)

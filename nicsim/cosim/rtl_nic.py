@@ -26,7 +26,6 @@ from nicsim.cosim.dma import PcieDmaSlave
 from nicsim.cosim.mac import EthMac
 from nicsim.cosim.peer import link_window_ns
 from nicsim.fabric.link import LinkConfig
-from nicsim.host.host import advance
 from nicsim.host.memory import PhysMem
 from nicsim.host.pcie import MmioDevice, PcieConfig
 
@@ -100,7 +99,7 @@ class RtlNic(MmioDevice):
         # block is in memory when its status says done).
         env = self.clock.env
         if env is not None and self.dma.last_land > env.now:
-            advance(env, self.dma.last_land)
+            env.advance(self.dma.last_land)
         return v
 
     async def _awrite(self, offset: int, value: int) -> None:

@@ -22,9 +22,8 @@ from functools import partial
 from heapq import heappop, heappush
 from typing import Protocol
 
-import simpy
-
 from nicsim.fabric.faults import FaultConfig, FaultInjector
+from nicsim.sim import Entry, Sim
 from nicsim.wire.packet import ETH_FCS, ETH_MIN_FRAME, Unbuilt
 
 
@@ -38,35 +37,6 @@ class Tap(Protocol):
     def write(self, frame: bytes, t_ns: int) -> None: ...
 
 
-class _Wake:
-    """An entry in SimPy's event queue (a link's frames, a port's or a pacing timer): what
-    Environment.step needs of an event, and a value for the callback."""
-
-    __slots__ = ("callbacks", "_ok", "_value")
-
-    def __init__(self, callback: Callable[[_Wake], None], key: object) -> None:
-        self.callbacks = [callback]
-        self._ok = True
-        self._value = key
-
-
-class Tick:
-    """A reusable entry in SimPy's event queue, for timers that carry no data of their own
-    (the end of a frame on a port's wire): no object per entry. Environment.step reads
-    `callbacks` and `_ok` and sets `callbacks` to None before calling them; the callback
-    puts them back (`tick.callbacks = saved`) first thing, so one Tick may stand in the queue
-    any number of times. Push it as `(time, _NORMAL, next(env._eid), tick)`, as
-    Environment.schedule would push a Timeout."""
-
-    __slots__ = ("callbacks",)
-    _ok = True
-
-    def __init__(self, callback: Callable[[Tick], None]) -> None:
-        self.callbacks = (callback,)
-
-
-_NORMAL = 1  # simpy.events.NORMAL: the priority of a Timeout
-_NO_HORIZON = (float("-inf"), False)
 _DELIVER, _TAP, _BOTH = 1, 2, 3
 _SOF_EXTRA = ETH_FCS  # bytes on the wire after the frame (the FCS) before its last bit
 
@@ -85,13 +55,13 @@ class Link:
     event order. Each direction keeps its frames in that order and an entry in SimPy's queue
     for the earliest; when the entry fires, the link delivers the frame and goes on delivering
     the next ones, moving the clock to each arrival, as long as each is still the next event
-    of the whole simulation and within the time the caller runs the world to (`env.horizon`,
-    set by nicsim.host.host.advance and poll_wait). Everything happens in the order and at the
+    of the whole simulation and within the time the caller runs the world to (the kernel's
+    stream delivery, nicsim.sim.Sim.deliver). Everything happens in the order and at the
     times of one event per frame; the events are saved where frames follow each other with
     nothing in between, which is the middle of every stream.
     """
 
-    def __init__(self, env: simpy.Environment, cfg: LinkConfig, name: str = "link",
+    def __init__(self, env: Sim, cfg: LinkConfig, name: str = "link",
                  faults: FaultConfig | None = None) -> None:
         self.env = env
         self.cfg = cfg
@@ -112,8 +82,9 @@ class Link:
         # smallest, and "has an entry at or before key k" is entries[0] <= k.
         self._entries: list[list[tuple[float, int]]] = [[], []]
         self._fire = [partial(self._deliver, 0), partial(self._deliver, 1)]
+        self._handle = [partial(self._hand_over, 0), partial(self._hand_over, 1)]
         # Per receiving end: the callback of its direct entries (see attach), or None.
-        self._direct: list[Callable[[_Wake], None] | None] = [None, None]
+        self._direct: list[Callable[[Entry], None] | None] = [None, None]
         self._takes_unbuilt = [False, False]
         # Per receiving end: whether frames to it take the plain path of `carry` (no faults,
         # no direct entries, an Unbuilt travels as it is), decided when the end attaches.
@@ -137,7 +108,7 @@ class Link:
         ends.append(receive)
         end = len(ends) - 1
         if direct:
-            self._direct[end] = lambda ev: ends[end](ev._value)
+            self._direct[end] = lambda ev: ends[end](ev.value)
         self._takes_unbuilt[end] = unbuilt
         self._replan()
         return end
@@ -171,7 +142,7 @@ class Link:
         to = 1 - from_end
         if self._plain[to]:  # (the common case of _enqueue, inline: this runs per packet)
             q = self._flight[to]
-            seq = next(self.env._eid)
+            seq = self.env.ticket()
             if q and q[-1][0] <= t:
                 q.append((t, seq, frame, _BOTH))  # the earliest frame's entry comes first
             else:
@@ -184,15 +155,14 @@ class Link:
         if self._faults is None:
             direct = self._direct[to]
             if direct is not None and not (self.taps or self.end_taps[from_end]):
-                env = self.env
-                heappush(env._queue, (t, _NORMAL, next(env._eid), _Wake(direct, frame)))
+                self.env.at(t, Entry(direct, frame))
                 return
-            self._enqueue(to, t, frame, next(self.env._eid), _BOTH)
+            self._enqueue(to, t, frame, self.env.ticket(), _BOTH)
             return
         if self.taps or self.end_taps[from_end]:
-            self._enqueue(to, t, frame, next(self.env._eid), _TAP)  # as sent
+            self._enqueue(to, t, frame, self.env.ticket(), _TAP)  # as sent
         for f, extra in self._faults[from_end].apply(frame):
-            self._enqueue(to, t + extra, f, next(self.env._eid), _DELIVER)
+            self._enqueue(to, t + extra, f, self.env.ticket(), _DELIVER)
 
     def _enqueue(self, to: int, t: float, frame: bytes, seq: int, what: int) -> None:
         """`seq` is what a timeout made at carry time would get: the frame's place in the
@@ -214,58 +184,37 @@ class Link:
     def _arm(self, to: int, t: float, seq: int) -> None:
         key = (t, seq)
         heappush(self._entries[to], key)
-        heappush(self.env._queue, (t, _NORMAL, seq, _Wake(self._fire[to], key)))
+        self.env.at_ticket(t, seq, Entry(self._fire[to], key))
 
-    def _deliver(self, to: int, ev: _Wake) -> None:
+    def _deliver(self, to: int, ev: Entry) -> None:
         """Our entry `ev` fired: deliver its frame and those after it that are each the
         next event (see the class)."""
-        env = self.env
         entries = self._entries[to]
-        key = heappop(entries)  # ev._value: the smallest of this end's entries
+        key = heappop(entries)  # ev.value: the smallest of this end's entries
         q = self._flight[to]
-        receive = self.ends[to]
-        taps = self.taps
-        if self.end_taps[1 - to]:
-            taps = taps + self.end_taps[1 - to]
-        if q:
-            t, seq, frame, what = q[0]
-            if t == key[0] and seq == key[1]:
-                # Its own frame (the usual case): no check needed.
-                q.popleft()
-                if taps and what & _TAP:
-                    tn, fb = self._sof(t, frame), _bytes(frame)
-                    for tap in taps:
-                        tap.write(fb, tn)
-                if what & _DELIVER:
-                    receive(frame)
-                if not q:
-                    return
-                t, seq, frame, what = q[0]
-            heap = env._queue
-            horizon, inclusive = getattr(env, "horizon", _NO_HORIZON)
-            while True:
-                # The next frame, only if nothing else in the simulation comes first, and the
-                # caller runs the world that far.
-                if heap:
-                    h = heap[0]
-                    if h[0] < t or h[0] == t and (h[1] < _NORMAL or h[1] == _NORMAL and
-                                                  h[2] < seq):
-                        break
-                if t > horizon or (t == horizon and not inclusive):
-                    break
-                env._now = t
-                q.popleft()
-                if taps and what & _TAP:
-                    tn, fb = self._sof(t, frame), _bytes(frame)
-                    for tap in taps:
-                        tap.write(fb, tn)
-                if what & _DELIVER:
-                    receive(frame)
-                if not q:
-                    return
-                t, seq, frame, what = q[0]
-            if not entries or entries[0] > (t, seq):
-                self._arm(to, t, seq)
+        if not q:
+            return
+        t, seq = q[0][0], q[0][1]
+        if t == key[0] and seq == key[1]:
+            # Its own frame (the usual case): no check needed.
+            self._hand_over(to, q.popleft())
+        nxt = self.env.deliver(q, self._handle[to])
+        if nxt is not None and (not entries or entries[0] > nxt):
+            self._arm(to, *nxt)
+
+    def _hand_over(self, to: int, item: tuple[float, int, bytes, int]) -> None:
+        """A frame's time has come: to the taps of its sender's end, and to the receiver."""
+        t, _seq, frame, what = item
+        if what & _TAP:
+            taps = self.taps
+            if self.end_taps[1 - to]:
+                taps = taps + self.end_taps[1 - to]
+            if taps:
+                tn, fb = self._sof(t, frame), _bytes(frame)
+                for tap in taps:
+                    tap.write(fb, tn)
+        if what & _DELIVER:
+            self.ends[to](frame)
 
     def _sof(self, arrival: float, frame: bytes) -> int:
         """The start-of-frame time of a frame arriving (last bit) at `arrival`."""

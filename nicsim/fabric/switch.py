@@ -112,10 +112,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
-from heapq import heappush
 
 import numpy as np
-import simpy
 
 from nicsim.fabric.link import Link
 from nicsim.fabric.pfc import (
@@ -130,6 +128,7 @@ from nicsim.fabric.pfc import (
     pfc_frame,
     quanta_ns,
 )
+from nicsim.sim import Entry, Sim
 from nicsim.wire.packet import (
     ETH_FCS,
     ETH_HLEN,
@@ -151,7 +150,6 @@ VLAN_TAG_LEN = 4
 _WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG  # line bytes around each frame
 _LAST_BIT = ETH_PREAMBLE + ETH_FCS  # line bytes of a frame up to its last bit, beside the frame
 _INF = math.inf
-_NORMAL = 1  # simpy.events.NORMAL, the priority a Timeout has
 # Flow keys: the frame up to the UDP/TCP ports, untagged IPv4 without options / IPv6.
 _KEY4 = ETH_HLEN + IPV4_HLEN + 4
 _KEY6 = ETH_HLEN + IPV6_HLEN + 4
@@ -412,19 +410,6 @@ def check_switch_config(cfg: SwitchConfig, ports: Sequence[PortSpec]) -> list[in
 # --- the switch -------------------------------------------------------------------------------
 
 
-class _Timer:
-    """A bare entry in SimPy's event queue (what Environment.step needs of an event): the
-    transmitters' timers, without a Timeout object per frame. Entries are pushed at exact
-    absolute times, so a transmitter wakes exactly when a frame's time has come."""
-
-    __slots__ = ("callbacks", "_ok", "_value")
-
-    def __init__(self, callback: Callable[[_Timer], None], value: int) -> None:
-        self.callbacks = [callback]
-        self._ok = True
-        self._value = value
-
-
 class _Port:
     """One switch port: its egress queues and transmitter, and its ingress PG accounting."""
 
@@ -467,7 +452,7 @@ class _Port:
         self.free = 0.0  # when the transmitter is next idle
         self.wake_at = _INF  # the transmitter's pending timer (inf: none)
         self.token = 0  # the pending timer's number; older timers are stale
-        self.wake: Callable[[_Timer], None] = _no_wake
+        self.wake: Callable[[Entry], None] = _no_wake
         self.paused_until = [0.0] * NUM_CLASSES
         self.pause_since = [0.0] * NUM_CLASSES
         self.paused_acc = [0.0] * NUM_CLASSES
@@ -507,7 +492,7 @@ def _set_csum(h: bytearray, off: int, hc: int) -> bytes:
     return bytes(h)
 
 
-def _no_wake(_ev: _Timer) -> None:  # pragma: no cover - replaced in add_port
+def _no_wake(_ev: Entry) -> None:  # pragma: no cover - replaced in add_port
     raise AssertionError("port has no transmitter")
 
 
@@ -518,7 +503,7 @@ class Switch:
     builder does both), `counters()` and `depth()` show what happened.
     """
 
-    def __init__(self, env: simpy.Environment, name: str, cfg: SwitchConfig,
+    def __init__(self, env: Sim, name: str, cfg: SwitchConfig,
                  seed: int) -> None:
         self.env = env
         self.name = name
@@ -787,7 +772,7 @@ class Switch:
                 if head is head_ce:
                     eq.marked[tc] += 1
 
-        ready = self.env._now + self._fwd
+        ready = self.env.now + self._fwd
         eq.queues[tc].append((ready, head + frame[tail:], ip))
         eq.queued += 1
         eq.mask |= 1 << tc
@@ -987,7 +972,7 @@ class Switch:
             ip.bad_pfc += 1
             return
         ip.pause_received += 1
-        now = self.env._now
+        now = self.env.now
         for c, quanta in pf.pauses().items():
             if not self._lossless[c]:
                 continue  # PFC is enabled per priority (802.1Qbb); others ignore it
@@ -1031,7 +1016,7 @@ class Switch:
     def _wd_check(self, ps: _Port, c: int, head: tuple) -> None:
         ps.wd_watch[c] = False
         q = ps.queues[c]
-        now = self.env._now
+        now = self.env.now
         if not q or ps.paused_until[c] <= now:
             return  # drained, or no longer paused: no storm
         if q[0] is not head:
@@ -1060,7 +1045,7 @@ class Switch:
             self._release(ip, c, n)
         ps.mask &= ~(1 << c)
 
-    def _serve_stormed(self, ps: _Port, ev: _Timer) -> None:
+    def _serve_stormed(self, ps: _Port, ev: Entry) -> None:
         """The transmitter of a port with a stormed class: that class's frames are dropped
         instead of sent, the rest served as ever."""
         for c in range(NUM_CLASSES):
@@ -1069,14 +1054,14 @@ class Switch:
         self._serve(ps, ev)
 
     def _wd_restore_later(self, ps: _Port, c: int, at: float) -> None:
-        self.env.timeout(at - self.env._now).callbacks.append(
+        self.env.timeout(at - self.env.now).callbacks.append(
             lambda _e: self._wd_restore(ps, c))
 
     def _wd_restore(self, ps: _Port, c: int) -> None:
         """The storm is over once no pause has come for the restoration time."""
         assert self._wd is not None
         quiet_since = ps.wd_last_pause[c] + self._wd.restore_ns
-        if quiet_since > self.env._now:
+        if quiet_since > self.env.now:
             self._wd_restore_later(ps, c, quiet_since)
             return
         ps.wd_storm[c] = False
@@ -1090,7 +1075,7 @@ class Switch:
             ps.pause_sent += 1
         else:
             ps.resume_sent += 1
-        now = self.env._now
+        now = self.env.now
         t = now if now > ps.free else ps.free
         if t < ps.wake_at:
             self._wake_at(ps, t)
@@ -1143,19 +1128,18 @@ class Switch:
         has pending; that one goes stale)."""
         ps.token += 1
         ps.wake_at = t
-        env = self.env
-        heappush(env._queue, (t, _NORMAL, next(env._eid), _Timer(ps.wake, ps.token)))
+        self.env.at(t, Entry(ps.wake, ps.token))
 
-    def _serve(self, ps: _Port, ev: _Timer) -> None:
+    def _serve(self, ps: _Port, ev: Entry) -> None:
         """The transmitter's timer `ev`: unless an earlier timer superseded it, the
         transmitter is idle: send the next frame, or set a timer for when one can go.
 
         Runs per frame per hop: the dequeue counters are not kept here but derived
         (`counters`): a class has dequeued what it enqueued less what it holds, and a port
         has sent its control frames and what its classes dequeued."""
-        if ev._value != ps.token:
+        if ev.value != ps.token:
             return  # superseded by an earlier timer
-        now = self.env._now
+        now = self.env.now
         if ps.ctrl:
             frame = ps.ctrl.popleft()
             ps.ctrl_frames += 1
@@ -1214,8 +1198,7 @@ class Switch:
         ps.token += 1
         if ps.ctrl or ps.queued:
             ps.wake_at = free  # self._wake_at(ps, free), inline
-            env = self.env
-            heappush(env._queue, (free, _NORMAL, next(env._eid), _Timer(ps.wake, ps.token)))
+            self.env.at(free, Entry(ps.wake, ps.token))
         else:
             ps.wake_at = _INF  # nothing waits: no timer until a frame comes
 

@@ -9,68 +9,11 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from heapq import heappop
-from typing import Protocol
-
-import simpy
-from simpy.core import StopSimulation
-from simpy.events import EventPriority
 
 from nicsim.host.cpus import Cpus
 from nicsim.host.memory import AddressSpace, PhysMem
 from nicsim.host.pcie import Bar, MmioDevice, Pcie
-
-_NONE = (float("-inf"), False)  # no horizon: a link delivers one frame per event
-
-
-class Woken(Protocol):
-    woke: bool
-
-
-def run_events(env: simpy.Environment, t: float, inclusive: bool,
-               stop: Woken | None = None) -> None:
-    """Process the events due before `t` (and at `t` if `inclusive`), in order, until
-    `stop.woke` is set: what a loop of env.step() does (the same events in the same order,
-    a failed event that nobody defused raises, StopSimulation leaves the rest of the event's
-    callbacks for later), without a call to step and peek per event. Every fabric event
-    passes through here, so the loop is Environment.step inline."""
-    q = env._queue
-    while q:
-        ev_t = q[0][0]
-        if ev_t > t or ev_t == t and not inclusive or stop is not None and stop.woke:
-            return
-        env._now, _, _, event = heappop(q)
-        callbacks, event.callbacks = event.callbacks, None
-        try:
-            for callback in callbacks:
-                callback(event)
-        except StopSimulation:
-            event.callbacks = callbacks[callbacks.index(callback) + 1:]
-            env.schedule(event, EventPriority(-1))
-            raise
-        if not event._ok and not hasattr(event, "_defused"):
-            exc = type(event._value)(*event._value.args)
-            exc.__cause__ = event._value
-            raise exc
-
-
-def advance(env: simpy.Environment, t: float) -> None:
-    """Run the world until time `t` (what env.run(until=t) does, without its per-call cost:
-    this is called several times per verbs call). `env.horizon` tells links how far they may
-    deliver frames without an event each (nicsim.fabric.link): before `t`, then at `t` too
-    once the end of the run is itself an event."""
-    step = env.step
-    saved = getattr(env, "horizon", _NONE)
-    env.horizon = (t, False)
-    try:
-        run_events(env, t, False)
-        if env._now < t:  # (_now: the attribute behind `now`; this runs per verbs call)
-            ev = env.timeout(t - env._now)
-            env.horizon = (t, True)
-            while not ev.processed:
-                step()
-    finally:
-        env.horizon = saved
+from nicsim.sim import Sim
 
 
 class _Flag:
@@ -123,7 +66,7 @@ class PciFunction:
 
 @dataclass
 class Host:
-    env: simpy.Environment
+    env: Sim
     name: str
     mem_size: int = 64 << 20
     seed: int = 0
@@ -148,7 +91,7 @@ class Host:
             if self.cpu is not None:
                 self.cpu.sleep(ns)
             else:
-                advance(self.env, self.env._now + ns)
+                self.env.advance(self.env.now + ns)
 
     def poll_wait(self, cost: float, lo: int, hi: int, cap_ns: float = 100_000.0) -> bool:
         """An empty poll of host memory [lo, hi) (physical). A polling CPU can observe nothing
@@ -166,14 +109,9 @@ class Host:
 
         entry = self.mem.watch(lo, hi, wake)
         deadline = start + cap_ns
-        saved = getattr(env, "horizon", _NONE)
-        env.horizon = (deadline, True)
-        try:
-            run_events(env, deadline, True, flag)
-        finally:
-            env.horizon = saved
+        env.run_until_woken(deadline, flag)
         self.mem.unwatch(entry)
-        advance(env, max(start + cost, env.now) if flag.woke else deadline)
+        env.advance(max(start + cost, env.now) if flag.woke else deadline)
         return flag.woke
 
     def plug(self, name: str, device: MmioDevice, pcie: Pcie, netdev: NetDev) -> None:

@@ -90,7 +90,7 @@ class Pcie:
         w = self._wcost.get(nbytes) or self._write_cost(nbytes)
         w[2] += 1
         dur = w[1]
-        now = self.env._now  # the attribute behind the `now` property: this runs per packet
+        now = self.env.now
         start = self.up_free
         if start < now:
             start = now
@@ -110,7 +110,7 @@ class Pcie:
         r = self._rcost.get(nbytes) or self._read_cost(nbytes)
         r[4] += 1
         req_dur = r[2]
-        now = self.env._now  # (see dma_write)
+        now = self.env.now
         start = self.up_free
         if start < now:
             start = now
@@ -126,7 +126,7 @@ class Pcie:
     def mmio_write_arrival(self, nbytes: int = 8) -> float:
         """A posted MMIO write from the CPU: when it reaches the device."""
         c = self.cfg
-        now = self.env._now  # (the attribute behind `now`: per WQE)
+        now = self.env.now
         dur = (nbytes + c.tlp_overhead) / self._bpns
         # MMIO writes keep their order among themselves. Read completions the device has
         # reserved on the downstream link ahead of now do not hold a posted write up: the
@@ -183,7 +183,7 @@ class Bar:
         at = self._pcie.mmio_write_arrival()
         self._last_write_at = at
         dev = self._dev
-        ev = self._env.timeout(at - self._env._now)
+        ev = self._env.timeout(at - self._env.now)
         ev.callbacks.append(lambda _e: dev.mmio_write(offset, value))
         if cpu:
             self._spend(self._write_cost)
@@ -198,7 +198,7 @@ class Bar:
             at = pcie.mmio_write_arrival(min(64, len(data) - o))
         self._last_write_at = at
         dev = self._dev
-        ev = self._env.timeout(at - self._env._now)
+        ev = self._env.timeout(at - self._env.now)
         ev.callbacks.append(lambda _e: dev.mmio_write_block(offset, data))
 
     def read64(self, offset: int) -> int:

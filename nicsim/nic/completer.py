@@ -348,7 +348,7 @@ class Completer:
         if p.pad != -n & 3:
             self._fail_at(qp, p.psn, CqeStatus.BAD_RESP_ERR, VendorErr.REMOTE_NAK)
             return
-        t = self.parser.take(self.nic.env._now + self._rx_lag, self._parse)
+        t = self.parser.take(self.nic.env.now + self._rx_lag, self._parse)
         if n:
             if not self._dest_valid(qp, op):
                 return
@@ -378,7 +378,7 @@ class Completer:
         self._pop(qp)
         qp.acked_psn = p.psn
         if op.signaled:
-            t = self.parser.take(self.nic.env._now + self._rx_lag, self._parse)
+            t = self.parser.take(self.nic.env.now + self._rx_lag, self._parse)
             self._post_send(qp, op, CqeStatus.SUCCESS, t=t)
         self._progress(qp)
 
@@ -401,7 +401,7 @@ class Completer:
         if not self._dest_valid(qp, op):
             return
         self._pop(qp)
-        t = self.parser.take(self.nic.env._now + self._rx_lag, self._parse)
+        t = self.parser.take(self.nic.env.now + self._rx_lag, self._parse)
         w = op.walk
         assert w is not None
         t = self.nic.walk(w, 8, t)

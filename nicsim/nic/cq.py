@@ -82,7 +82,7 @@ class CqWriter:
             c["cqe_errors"] += 1
         raw = _CQE.pack(qpn, wqe_index & WQE_INDEX_MASK, opcode, status, byte_len, imm_inv, src_qp,
                         flags, vendor_err, owner)
-        now = self.dma.env._now
+        now = self.dma.env.now
         landed = self.dma.write(pa, raw, self.builder.take(
             not_before if not_before > now else now, self.cost))
         if cq.armed and (solicited or status or not cq.solicited_only):

@@ -72,11 +72,11 @@ class Datagram:
             nic.fetch.prefetch_sq(qp)
         engine = nic.engine
         due = engine.due(qp, qp.fetched[0])
-        if due > self.env._now:  # (see Requester.turn)
+        if due > self.env.now:  # (see Requester.turn)
             if engine.ready or engine.jobs:
                 engine.wake_at(qp, due)
                 return False
-            yield self.env.timeout(due - self.env._now)
+            yield self.env.timeout(due - self.env.now)
             if qp.state is not QpState.RTS or not qp.fetched:
                 return True  # (a QP in error flushes in its next turn)
         engine.counters["schedules"] += 1
@@ -118,7 +118,7 @@ class Datagram:
             return
         # Parse and header build on the QP's send engine, once the WQE is in the NIC.
         eng = nic.engine
-        t = env._now
+        t = env.now
         if wqe.ready > t:
             t = wqe.ready
         if qp.eng_free > t:

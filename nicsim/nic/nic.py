@@ -208,7 +208,7 @@ class Nic(MmioDevice):
             # The doorbell decoder takes one doorbell per doorbell_cycles; the scheduler
             # learns of the new WQEs doorbell_ns after decoding starts. Doorbells keep their
             # order (one decoder).
-            now = self.env._now
+            now = self.env.now
             at = self._db_unit.take(now, self._db_cost) + self.cfg.doorbell_ns
             if at > now:
                 self.env.timeout(at - now).callbacks.append(
@@ -230,7 +230,7 @@ class Nic(MmioDevice):
                 if bf is not None and not self.fetch.take_bf(qp, pi, bf):
                     self.engine.counters["bf_as_doorbell"] += 1
                 self.fetch.prefetch_sq(qp)
-                if qp.timer_deadline is None and qp.reliable and qp.rnr_until <= self.env._now:
+                if qp.timer_deadline is None and qp.reliable and qp.rnr_until <= self.env.now:
                     self.requester.arm_timer(qp)  # (see Requester.restart_timer)
             self.engine.kick(qp)
 

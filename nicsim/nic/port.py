@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from heapq import heappush
 
 import simpy
 
-from nicsim.fabric.link import _NORMAL, Link, Tap, Tick, _Wake
+from nicsim.fabric.link import Link, Tap
 from nicsim.fabric.pfc import NUM_PRIORITIES, PfcFrame, PfcWatchdog, quanta_ns
 from nicsim.nic.counters import bump, new_counters
+from nicsim.sim import Entry, Sim, Tick
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE, Unbuilt
 
 _WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG  # see nicsim.wire.wire_bytes
@@ -34,7 +34,7 @@ def priority_of(frame: bytes) -> int:
 
 
 class Port:
-    def __init__(self, env: simpy.Environment, receive: Callable[[bytes], None],
+    def __init__(self, env: Sim, receive: Callable[[bytes], None],
                  pfc_classes: tuple[int, ...] = (),
                  watchdog: PfcWatchdog | None = None) -> None:
         self.env = env
@@ -73,7 +73,6 @@ class Port:
         self._mask = 0  # bit p set: priority p's FIFO has frames
         self._pfc_mask = sum(1 << p for p in self.pfc)
         self._tick = Tick(self._ended)  # the end of the frame on the wire
-        self._tick_cbs = self._tick.callbacks
         # Loopback: a frame to the port's own MAC never reaches the wire; the NIC turns it
         # around after its transmit MAC (as NICs loop local traffic back in their embedded
         # switch), at line rate on a timeline of its own, `loopback_ns` after its last bit.
@@ -147,7 +146,7 @@ class Port:
             n = len(frame)
         if self.link is None:
             raise RuntimeError("port is not connected to a link")
-        start = self.env._now  # the attribute behind the `now` property: this runs per packet
+        start = self.env.now
         if start < ready_at:
             start = ready_at
         if start < self.free:
@@ -187,7 +186,7 @@ class Port:
     def _loop(self, frame: bytes, ready_at: float) -> float:
         """Turn a frame to our own MAC around inside the NIC; returns its start time."""
         env = self.env
-        start = max(env._now, ready_at, self._loop_free)
+        start = max(env.now, ready_at, self._loop_free)
         n = len(frame)
         dur = self._wire_ns(n)
         self._loop_free = start + dur
@@ -197,7 +196,7 @@ class Port:
         item = (frame, round(start + ETH_PREAMBLE * self._ns_per_byte))  # start of frame
         self._looping.append(item)
         arrive = start + dur - ETH_IFG * self._ns_per_byte + self.loopback_ns
-        env.timeout(arrive - env._now).callbacks.append(lambda _e: self._looped(item))
+        env.timeout(arrive - env.now).callbacks.append(lambda _e: self._looped(item))
         return start
 
     def _looped(self, item: tuple[bytes, int]) -> None:
@@ -219,12 +218,12 @@ class Port:
     def _next(self, _ev: object = None) -> None:
         """The wire is free: start the next frame that may go, or sleep until one may.
 
-        Timers are bare entries in SimPy's queue (see nicsim.fabric.link.Tick), pushed
-        where `env.timeout` would push them: the same times (computed as a Timeout computes
+        Timers are bare entries in the event queue (nicsim.sim.Entry, Tick), scheduled
+        where `env.timeout` would put them: the same times (computed as a Timeout computes
         them: now + delay) and one sequence number each, drawn at the same point, so the
         order of events is that of one Timeout per timer."""
         env = self.env
-        now = env._now
+        now = env.now
         if self._ctrl:
             self._transmit(self._ctrl.popleft(), now)
             return
@@ -251,8 +250,7 @@ class Port:
         if pick < 0:
             self._busy = False
             if wake < _INF:
-                heappush(env._queue, (now + (wake - now), _NORMAL, next(env._eid),
-                                      _Wake(self._woken, self._gen)))
+                env.at(now + (wake - now), Entry(self._woken, self._gen))
             return
         q = qs[pick]
         frame = q.popleft()[0]
@@ -274,17 +272,17 @@ class Port:
         self._busy_ns += dur
         self._busy = True
         self.link.carry(frame, self._end, now + dur - self._ifg_ns)  # type: ignore[union-attr]
-        heappush(env._queue, (now + dur, _NORMAL, next(env._eid), self._tick))
+        env.at(now + dur, self._tick)
 
     def _ended(self, tick: Tick) -> None:
         """The frame on the wire has ended (a Tick: no object per frame)."""
-        tick.callbacks = self._tick_cbs
+        tick.rearm()
         self._next()
 
-    def _woken(self, ev: _Wake) -> None:
+    def _woken(self, ev: Entry) -> None:
         """A frame may have become ready or a pause expired, unless the transmitter has
         looked at its queues since this timer was set."""
-        if self._gen == ev._value and not self._busy:
+        if self._gen == ev.value and not self._busy:
             self._next()
 
     def room(self, at_most: int) -> simpy.Event:

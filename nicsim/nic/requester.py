@@ -187,7 +187,7 @@ class Requester:
         if qp.state is _ERR:
             self.flush_sq(qp)
             return False
-        if qp.state is not _RTS or qp.rnr_until > env._now or qp.odp_wait:
+        if qp.state is not _RTS or qp.rnr_until > env.now or qp.odp_wait:
             # A doorbell is remembered; RTS, the end of an RNR wait and the resolution of a
             # page fault kick it.
             return False
@@ -210,7 +210,7 @@ class Requester:
                     return False  # the completer kicks the QP when a response arrives
                 engine = self.nic.engine
                 due = engine.due(qp, wqe)
-                if due > env._now:
+                if due > env.now:
                     # Its WQE is still on its way, or no send engine can take it yet. The
                     # engine does not decide its packets ahead of that: they would hold up
                     # the packets of other QPs behind them in the port's queue, and reads
@@ -220,7 +220,7 @@ class Requester:
                     if engine.ready or engine.jobs:
                         engine.wake_at(qp, due)
                         return False
-                    yield env.timeout(due - env._now)
+                    yield env.timeout(due - env.now)
                     if qp.state is not _RTS or qp.resend_psn is not None \
                             or not fetched or fetched[0] is not wqe:
                         return True
@@ -269,7 +269,7 @@ class Requester:
         ctrl = wqe.ctrl
         nic = self.nic
         # The WQE is parsed once it is in the NIC, on the QP's send engine.
-        t = self.env._now
+        t = self.env.now
         if wqe.ready > t:
             t = wqe.ready
         eng = nic.engine
@@ -455,7 +455,7 @@ class Requester:
         while i < npkts:
             if sent >= quantum and (engine.ready or engine.jobs):
                 break  # others are waiting: their turn
-            if qp.rate is not None and qp.next_tx > env._now:
+            if qp.rate is not None and qp.next_tx > env.now:
                 engine.hold(qp)  # its rate (congestion control) says not yet
                 break
             n = total - i * mtu
@@ -499,7 +499,7 @@ class Requester:
                 engine.paced(qp, len(frame))
                 nic.cc.on_sent(qp, len(frame))  # type: ignore[union-attr]
             wait = emit(frame, ready + ready_lag)
-            if wait and wait > env._now or queued:
+            if wait and wait > env.now or queued:
                 qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t
                 self._count(i0, i, total, mtu, again)
                 i0 = i
@@ -550,7 +550,7 @@ class Requester:
         if tmo is None or not (qp.outstanding or qp.fetched or qp.sq_pending):
             qp.timer_deadline = None
             return
-        qp.timer_deadline = self.env._now + tmo
+        qp.timer_deadline = self.env.now + tmo
         if not qp.timer_pending:
             qp.timer_pending = True
             self.env.timeout(tmo).callbacks.append(lambda _e, q=qp: self._timer_event(q))

@@ -209,7 +209,7 @@ class Responder:
 
     def _unit_time(self, r: RespCtx) -> float:
         """When the QP's receive unit starts on a packet arriving now (and takes it)."""
-        t = self.env._now + self._rx_lag  # (the attribute behind `now`: per packet)
+        t = self.env.now + self._rx_lag
         if r.unit_free > t:
             t = r.unit_free
         t = self._take(t, self._unit_cost)

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from nicsim.fabric.link import _NORMAL, _Wake
 from nicsim.nic.counters import new_counters
 from nicsim.nic.engines import Units
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
+from nicsim.sim import Entry, Sim
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ _WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG
 
 
 class SendEngine:
-    def __init__(self, env: simpy.Environment, port: Port, readahead: int,
+    def __init__(self, env: Sim, port: Port, readahead: int,
                  quantum: int = 1, jitter: float = 0.0, seed: int = 0) -> None:
         self.env = env
         self.port = port
@@ -106,8 +106,8 @@ class SendEngine:
         """Wait as `emit` said; a queued (PFC) port may hold frames longer than planned
         (a pause), so also wait until it has room for the next half window."""
         env = self.env
-        if wait > env._now:
-            yield env.timeout(wait - env._now)
+        if wait > env.now:
+            yield env.timeout(wait - env.now)
         port = self.port
         while port.queued and port.backlog > self._half:
             yield port.room(self._half)
@@ -117,7 +117,7 @@ class SendEngine:
     def paced(self, qp: QpCtx, frame_len: int) -> None:
         """A QP with a rate let a frame go: the next may go once this one's wire bytes
         (preamble, FCS and gap included) have left at qp.rate."""
-        now = self.env._now
+        now = self.env.now
         start = qp.next_tx if qp.next_tx > now else now
         w = (frame_len if frame_len > ETH_MIN_FRAME else ETH_MIN_FRAME) + _WIRE_EXTRA
         qp.last_tx, qp.last_len = start, w
@@ -134,14 +134,14 @@ class SendEngine:
         QP anew and voids the timer before, which would wait in SimPy's queue until its time
         (hundreds of them in a congested fabric, making every event dearer): so a QP's
         timers wait in a heap of their own, and only the earliest has an entry in SimPy's
-        queue (a bare one, nicsim.fabric.link._Wake); each is pushed with its own key when
+        queue (a bare one, nicsim.sim.Entry); each is pushed with its own key when
         the one before it comes due, so every timer fires, and is checked, where its
         Timeout would."""
         qp.held = True
         qp.pace_gen += 1
         env = self.env
-        now = env._now
-        t, seq = now + (qp.next_tx - now), next(env._eid)
+        now = env.now
+        t, seq = now + (qp.next_tx - now), env.ticket()
         h = self._holds.get(qp.qpn)
         if h is None:
             h = self._holds[qp.qpn] = ([], set())
@@ -149,7 +149,7 @@ class SendEngine:
         heappush(pend, (t, seq, qp.pace_gen, qp))
         if pend[0][1] == seq:  # the QP's earliest timer: it needs its entry now
             queued.add(seq)
-            heappush(env._queue, (t, _NORMAL, seq, _Wake(self._unhold, h)))
+            env.at_ticket(t, seq, Entry(self._unhold, h))
 
     def due(self, qp: QpCtx, wqe: SendWqe) -> float:
         """The earliest a send engine can start `wqe` of `qp`."""
@@ -164,20 +164,20 @@ class SendEngine:
         queue as in `hold`."""
         self.counters["wqe_waits"] += 1
         env = self.env
-        heappush(env._queue, (at, _NORMAL, next(env._eid), _Wake(self._woken, qp)))
+        env.at(at, Entry(self._woken, qp))
 
-    def _woken(self, ev: _Wake) -> None:
-        self.kick(ev._value)
+    def _woken(self, ev: Entry) -> None:
+        self.kick(ev.value)  # type: ignore[arg-type]
 
-    def _unhold(self, ev: _Wake) -> None:
-        pend, queued = ev._value
+    def _unhold(self, ev: Entry) -> None:
+        pend, queued = ev.value  # type: ignore[misc]
         # The entry that came due is the QP's earliest timer (the earliest always has one).
         _t, seq, gen, qp = heappop(pend)
         queued.discard(seq)
         if pend and pend[0][1] not in queued:
             t, seq = pend[0][0], pend[0][1]
             queued.add(seq)
-            heappush(self.env._queue, (t, _NORMAL, seq, _Wake(self._unhold, ev._value)))
+            self.env.at_ticket(t, seq, Entry(self._unhold, ev.value))
         if qp.pace_gen == gen and qp.held:
             qp.held = False
             self.kick(qp)

@@ -108,7 +108,7 @@ class WqeFetch:
         stride = qp.sq_stride
         ud = qp.type is _UD
         c = self.counters
-        now = self.env._now
+        now = self.env.now
         while len(fetched) < cap:
             pending = qp.sq_pending
             if not pending:
@@ -140,7 +140,7 @@ class WqeFetch:
                                                                          qp.sq_stride):
             return False
         w = decode_send_wqe(index, raw, qp.sq_stride, ud)
-        w.ready = self.env._now + self._decode
+        w.ready = self.env.now + self._decode
         qp.fetched.append(w)
         qp.sq_fetch = pi & WQE_INDEX_MASK
         self.counters["bf_wqes"] += 1
@@ -153,7 +153,7 @@ class WqeFetch:
         size = 1 << qp.rq_log_size
         stride = qp.rq_stride
         c = self.counters
-        now = self.env._now
+        now = self.env.now
         while True:
             held = (qp.rq_fetch - qp.rq_ci) & WQE_INDEX_MASK
             pending = (qp.rq_pi - qp.rq_fetch) & WQE_INDEX_MASK

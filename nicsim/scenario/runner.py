@@ -142,11 +142,6 @@ class RunResult:
             not c.outstanding and not c.unknown
 
 
-def events_created(env: object) -> int:
-    """Events SimPy has created so far (its id counter, read without advancing it)."""
-    return int(repr(env._eid)[6:-1])  # type: ignore[attr-defined]  # "count(N)"
-
-
 class Runner:
     def __init__(self, sc: Scenario, pcap: str | None = None, out: Path | None = None,
                  progress: Progress | None = None, base: Path | None = None,
@@ -333,7 +328,7 @@ class Runner:
             sc, self.col.groups, self.col.kept, end - t0,
             {n: nic.counters() for n, nic in world.nics.items()}, self.pcap, self.col, reason,
             detail, _faults(world), self.col.total, self.buffer_waits, pl.qps,
-            time.perf_counter() - wall0, events_created(env), self.out,
+            time.perf_counter() - wall0, env.events_created(), self.out,
             probes=self.sampler.probes if self.sampler is not None else [],
             pcaps=[str(t.path) for t in world.taps],  # type: ignore[attr-defined]
             switches={n: sw.counters() for n, sw in world.switches.items()},
@@ -397,7 +392,7 @@ class Runner:
                 self._run_checks()
             if progress is not None and progress.enabled:
                 progress.update(env.now - t0, None if self.end_hint is None else
-                                self.end_hint - t0, events_created(env), self.col.total,
+                                self.end_hint - t0, env.events_created(), self.col.total,
                                 self.total_known)
             if not self.signaled_out and not self.backlog and all(s.finished for s in sources):
                 if not self.checks:

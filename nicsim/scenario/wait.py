@@ -13,17 +13,13 @@ something (an empty poll would sleep).
 
 from __future__ import annotations
 
-import simpy
-
 from nicsim.driver.user.verbs import CQ
-from nicsim.host.host import advance, run_events
 from nicsim.hwif import CQE_OWNER_OFFSET, CQE_SIZE
-
-_NONE = (float("-inf"), False)
+from nicsim.sim import Sim
 
 
 class Waiter:
-    def __init__(self, env: simpy.Environment) -> None:
+    def __init__(self, env: Sim) -> None:
         self.env = env
         self.woke = False
 
@@ -32,14 +28,9 @@ class Waiter:
         env = self.env
         if self.woke or deadline <= env.now:
             return
-        saved = getattr(env, "horizon", _NONE)
-        env.horizon = (deadline, True)
-        try:
-            run_events(env, deadline, True, self)
-        finally:
-            env.horizon = saved
+        env.run_until_woken(deadline, self)
         if not self.woke:
-            advance(env, deadline)
+            env.advance(deadline)
 
 
 class CqWatch:

@@ -34,14 +34,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from heapq import heappush
 
-import simpy
-
-from nicsim.fabric.link import _NORMAL, _Wake
 from nicsim.nic.cc.config import AlphaUpdate, CcConfig
 from nicsim.nic.cc.control import RateControl
 from nicsim.nic.qp import QpCtx
+from nicsim.sim import Entry, Sim
 
 
 class DcqcnState:
@@ -63,7 +60,7 @@ class DcqcnState:
 
 
 class Dcqcn(RateControl):
-    def __init__(self, env: simpy.Environment, cfg: CcConfig, line_gbps: Callable[[], float],
+    def __init__(self, env: Sim, cfg: CcConfig, line_gbps: Callable[[], float],
                  rate_changed: Callable[[QpCtx], None]) -> None:
         super().__init__(env, cfg, line_gbps, rate_changed)
         p = cfg.dcqcn
@@ -146,21 +143,21 @@ class Dcqcn(RateControl):
     def _arm_timer(self, qp: QpCtx, s: DcqcnState) -> None:
         """Start an increase timer for generation s.gen, T from now (a Timeout's key)."""
         env = self.env
-        t, seq = env._now + self.t_ns, next(env._eid)
+        t, seq = env.now + self.t_ns, env.ticket()
         q = self._timers.get(qp.qpn)
         if q is None:
             q = self._timers[qp.qpn] = deque()
         q.append((t, seq, s, s.gen, qp))
         if len(q) == 1:
-            heappush(env._queue, (t, _NORMAL, seq, _Wake(self._due, q)))
+            env.at_ticket(t, seq, Entry(self._due, q))
 
-    def _due(self, ev: _Wake) -> None:
+    def _due(self, ev: Entry) -> None:
         """The first timer of a QP's queue came due: its successor gets the entry."""
-        q = ev._value
+        q = ev.value
         _t, _seq, s, gen, qp = q.popleft()
         if q:
             nxt = q[0]
-            heappush(self.env._queue, (nxt[0], _NORMAL, nxt[1], _Wake(self._due, q)))
+            self.env.at_ticket(nxt[0], nxt[1], Entry(self._due, q))
         self._timer(qp, s, gen)
 
     def _timer(self, qp: QpCtx, s: DcqcnState, gen: int) -> None:
