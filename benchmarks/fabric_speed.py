@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sim_speed import minimal_pipeline  # noqa: E402
 
-from nicsim.fabric.bulk import run_streams  # noqa: E402
 from nicsim.fabric.topology import Shape, TopologySpec  # noqa: E402
 from nicsim.nic.cc import cc_from_dict  # noqa: E402
 from nicsim.nic.config import NicConfig  # noqa: E402
+from nicsim.workloads.bulk import run_streams  # noqa: E402
 from nicsim.world import World  # noqa: E402
 
 HOSTS, LEAVES, SPINES = 64, 8, 4

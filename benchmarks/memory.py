@@ -36,9 +36,9 @@ def _peak_mb() -> float:
 
 
 def _pair(mem: int, mr_len: int):  # noqa: ANN202
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
-    from nicsim.scenario.endpoint import connect, make_side
+    from nicsim.workloads.endpoint import connect, make_side
     from nicsim.world import World
 
     w = World.two_hosts(seed=1, mem_size=mem)
@@ -49,7 +49,7 @@ def _pair(mem: int, mr_len: int):  # noqa: ANN202
 
 
 def _write(a, b, n: int, to: int | None = None) -> None:  # noqa: ANN001
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
     from nicsim.driver.user.verbs import SGE, SendWR
 
     wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(a.mr.buf, n, a.mr.lkey)])

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nicsim.driver.user import enums as e  # noqa: E402
+from nicsim.driver import enums as e  # noqa: E402
 from nicsim.driver.user.verbs import CQ, MR, PD, QP, SGE, Context, QPCap, QPInitAttr, RecvWR, SendWR  # noqa: E402
 
 from nicsim.fabric.link import LinkConfig  # noqa: E402
@@ -29,7 +29,7 @@ from nicsim.host.host import CpuCosts  # noqa: E402
 from nicsim.host.pcie import PcieConfig  # noqa: E402
 from nicsim.nic.config import NicConfig  # noqa: E402
 from nicsim.profiles import load_profile  # noqa: E402
-from nicsim.scenario.endpoint import ALL_ACCESS, connect_qp  # noqa: E402
+from nicsim.workloads.endpoint import ALL_ACCESS, connect_qp  # noqa: E402
 from nicsim.world import World  # noqa: E402
 
 TX_DEPTH = 128  # ib_write_bw's default --tx-depth

@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nicsim.driver.user import enums as e  # noqa: E402
+from nicsim.driver import enums as e  # noqa: E402
 from nicsim.driver.user.verbs import SGE, SendWR  # noqa: E402
 
-from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect, make_side  # noqa: E402
+from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect, make_side  # noqa: E402
 from nicsim.world import World  # noqa: E402
 
 ODP = ALL_ACCESS | e.IBV_ACCESS_ON_DEMAND

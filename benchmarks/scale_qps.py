@@ -29,10 +29,10 @@ SIZE = 64
 
 def one(n: int, total_wrs: int) -> dict:
     """Runs in its own process."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
     from nicsim.driver.user.verbs import CQ, MR, PD, QP, SGE, Context, QPCap, QPInitAttr, SendWR
 
-    from nicsim.scenario.endpoint import Side, connect
+    from nicsim.workloads.endpoint import Side, connect
     from nicsim.world import World
 
     w = World.two_hosts(seed=1)

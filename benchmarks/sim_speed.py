@@ -36,10 +36,10 @@ import simpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nicsim.driver.user import enums as e  # noqa: E402
+from nicsim.driver import enums as e  # noqa: E402
 from nicsim.driver.user.verbs import SGE, QPCap, SendWR  # noqa: E402
 
-from nicsim.scenario.endpoint import connect, make_side  # noqa: E402
+from nicsim.workloads.endpoint import connect, make_side  # noqa: E402
 from nicsim.world import World  # noqa: E402
 
 MTU = 4096

@@ -59,7 +59,7 @@ def write_stream(w, rtl, sizes: list[tuple[int, int]], mtu: int) -> dict:  # noq
     """Driver program: per (size, n), n RDMA WRITEs of `size` bytes from a (RTL) to b (model),
     posted back to back, then polled to completion. Returns per size the index range of the
     frames the RTL sent for it and the completions."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
     from nicsim.driver.user.verbs import SGE, SendWR
 
     from nicsim.cosim import boot_rtl_host

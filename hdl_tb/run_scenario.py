@@ -30,10 +30,10 @@ def _write(path: str, result: dict) -> None:
 
 @cocotb.test()
 async def run_scenario(dut) -> None:  # noqa: ANN001
-    from nicsim.cli import load
     from nicsim.cosim import boot_rtl_host, cosim_world
+    from nicsim.results.report import json_report, text_report
     from nicsim.scenario import build
-    from nicsim.scenario.report import json_report, text_report
+    from nicsim.scenario.load import load
     from nicsim.scenario.runner import Runner
     from nicsim.scenario.schema import ScenarioError
 

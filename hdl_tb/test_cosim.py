@@ -39,7 +39,7 @@ class Side:
     """One end of an RC connection: context, PD, CQ, QP, one MR."""
 
     def __init__(self, host, mr_len: int, access: int) -> None:  # noqa: ANN001
-        from nicsim.driver.user import enums as e
+        from nicsim.driver import enums as e
         from nicsim.driver.user.verbs import CQ, MR, PD, QP, Context, QPCap, QPInitAttr
 
         self.host = host
@@ -53,7 +53,7 @@ class Side:
     def connect(self, peer: Side, ip: str, mtu: int, **qp: int) -> None:
         """INIT, RTR, RTS towards `peer`; `qp` keys: psn, timeout, retry_cnt, access (the
         QP's remote rights; default LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ)."""
-        from nicsim.driver.user import enums as e
+        from nicsim.driver import enums as e
         from nicsim.driver.user.verbs import GID, AHAttr, GlobalRoute, QPAttr
 
         acc = qp.get("access", e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
@@ -74,7 +74,7 @@ def rtl_to_model(w, seed: int, timeout: int = 14, retry_cnt: int = 7,  # noqa: A
                  njobs: int = 99, bad_rkey: int = -1) -> dict:
     """Driver program: WRITE / WRITE_IMM / SEND / SEND_IMM from a (RTL) to b (model). The
     first `njobs` jobs; job `bad_rkey` gets a wrong rkey."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
     from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
     from nicsim.cosim import boot_rtl_host
@@ -153,7 +153,7 @@ def rtl_to_model(w, seed: int, timeout: int = 14, retry_cnt: int = 7,  # noqa: A
 @cocotb.test(skip=TOPLEVEL != "roce_nic")
 async def test_rtl_to_model(dut):
     """WRITEs, WRITE with immediate and SENDs from the RTL land in the model host byte-exact."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     from nicsim.cosim import cosim_world
 
@@ -231,7 +231,7 @@ async def test_loss_recovery(dut):
 async def test_retry_exhausted(dut):
     """Nothing gets through: after retry_cnt resends the oldest WR completes RETRY_EXC_ERR,
     the next is flushed, the QP is in ERR."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     from nicsim.cosim import cosim_world
     from nicsim.fabric.faults import FaultConfig
@@ -254,7 +254,7 @@ async def test_retry_exhausted(dut):
 async def test_remote_access_nak(dut):
     """A WRITE from the RTL with a bad rkey: the model NAKs it (remote access error), the WR
     completes REM_ACCESS_ERR, the one after it is flushed, b's memory is untouched."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     from nicsim.cosim import cosim_world
 
@@ -282,7 +282,7 @@ def model_to_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa
     "spoof": before b's WRs, a WRITE at the expected PSN with a valid ICRC and rkey but from
     another IP address (the RTL must drop it: nothing written, nothing answered).
     `rtl` False: host a is the model too (the reference run)."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
     from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
     from nicsim.cosim import boot_rtl_host
@@ -442,7 +442,7 @@ async def test_model_to_rtl(dut):
     consume receive WQEs in order with the right opcode, length and immediate in the CQE,
     every frame in the pcap has a valid ICRC, and the RTL's ACKs are byte for byte those the
     model sends for the same traffic."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     pcap = os.path.join(os.environ.get("COSIM_PCAP_DIR", "."), "cosim_model_to_rtl.pcap")
     res = await run_model_to_rtl(dut, "model -> RTL", SEED + 4, pcap=pcap)
@@ -481,7 +481,7 @@ async def test_model_to_rtl(dut):
 async def test_model_to_rtl_loss(dut):
     """Loss and corruption both ways while the model WRITEs into the RTL: the RTL's sequence
     NAKs and duplicate ACKs let the model's go-back-N finish every WRITE, byte-exact."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     from nicsim.fabric.faults import FaultConfig
 
@@ -498,7 +498,7 @@ async def test_model_to_rtl_spoofed_source(dut):
     """A WRITE with a valid ICRC, rkey and PSN from an IP address that is not the QP's peer:
     the RTL drops it without a word (nothing written, no ACK, the expected PSN unchanged), and
     the peer's own traffic then completes as on a clean run."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     res = await run_model_to_rtl(dut, "model -> RTL, spoofed source", SEED + 10, bad="spoof")
     assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
@@ -519,7 +519,7 @@ async def test_model_to_rtl_rnr(dut):
     """The RTL host posts its receive WQEs late: the RTL answers the WRITE with immediate with
     RNR NAKs (its min_rnr_timer) until they are there, the model retries after the timer, and
     everything completes as on a clean run."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     res = await run_model_to_rtl(dut, "model -> RTL, RNR", SEED + 9, bad="rnr")
     assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
@@ -533,7 +533,7 @@ async def hostile_write(dut, bad: str, seed: int) -> None:  # noqa: ANN001
     """b's second WRITE carries a valid ICRC but `bad` target: the RTL NAKs it (remote access
     error): b's WR completes REM_ACCESS_ERR, the rest are flushed, a's memory holds only the
     first WRITE, a's QP is in ERR."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     res = await run_model_to_rtl(dut, f"model -> RTL, bad {bad}", seed, bad=bad)
     st = res["sent"]
@@ -551,7 +551,7 @@ async def test_model_to_rtl_send_too_long(dut):
     """A SEND longer than the RTL host's receive buffers: the RTL NAKs it (invalid request):
     b's WR completes REM_INV_REQ_ERR, a's receive WQE LOC_LEN_ERR with the bytes placed (one
     MTU), the WQEs after it are flushed on both sides, a's QP is in ERR."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     res = await run_model_to_rtl(dut, "model -> RTL, SEND too long", SEED + 8, bad="short")
     k = res["first_send"]

@@ -73,7 +73,7 @@ def atomic_program(w, seed: int, bad: str = "", rtl: bool = True,  # noqa: ANN00
     `bad`: the second atomic (job 1) with a wrong rkey ("rkey"), at an MR without
     REMOTE_ATOMIC ("mr_access"), 4 bytes off alignment ("misaligned"); "qp_access": the
     target's QP grants no REMOTE_ATOMIC (the first atomic fails)."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
     from nicsim.driver.user.verbs import MR, SGE, SendWR
 
     from nicsim.cosim import boot_rtl_host
@@ -220,7 +220,7 @@ def check_frames_as_model(res: dict, bad: str, name: str, rtl_sends: bool = Fals
 async def test_atomic_to_rtl(dut):
     """FETCH_ADD and CMP_SWAP (hit and miss) from the model executed by the RTL: a's memory
     byte-exact, b's completions and original values right, the RTL's frames the model's."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     res = await run_atomics(dut, "model atomics to RTL")
     assert res["sent"] == res["want"], (res["sent"], res["want"])
@@ -290,7 +290,7 @@ async def test_rtl_atomic_requests(dut):
     between them on the QP) to the model: b's memory byte-exact, the original values in a's
     SGEs (little-endian, as the model writes them), a's completions the model's (FETCH_ADD /
     COMP_SWAP, 8 bytes), the RTL's requests byte for byte the model requester's."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     res = await run_atomics(dut, "RTL atomics to model", program=rtl_atomics)
     assert res["sent"] == res["want"], (res["sent"], res["want"])

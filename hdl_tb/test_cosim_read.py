@@ -50,7 +50,7 @@ def read_program(w, seed: int, bad: str = "", rtl: bool = True,  # noqa: ANN001
     """Driver program: the reader READs JOBS from the other host's MR: b (model) from a (the
     RTL unless `rtl` is False), or with `rtl_reads` a from b. `bad` "rkey": job 1 with a
     wrong rkey."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
     from nicsim.driver.user.verbs import SGE, SendWR
 
     from nicsim.cosim import boot_rtl_host
@@ -95,7 +95,7 @@ def read_program(w, seed: int, bad: str = "", rtl: bool = True,  # noqa: ANN001
 def poll_wcs(side: Side, n: int) -> list[tuple[int, int, int, int, int]]:
     """Up to `n` completions from side's CQ, as (wr_id, status, opcode, byte_len, vendor_err)
     (opcode and byte_len -1 on an error), polling every 5 us of the host's time."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     sent: list[tuple[int, int, int, int, int]] = []
     for _ in range(400):
@@ -121,7 +121,7 @@ def rtl_write_read(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # no
     """Driver program: a (the RTL unless `rtl` is False) WRITEs to b and READs back what it
     wrote, WRITE, READ, WRITE, READ, WRITE on one QP: each READ must see the WRITE before it
     (the responder executes in order), a's completions come in order."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
     from nicsim.driver.user.verbs import SGE, SendWR
 
     from nicsim.cosim import boot_rtl_host
@@ -226,7 +226,7 @@ async def test_read_from_rtl(dut):
 async def test_read_bad_rkey(dut):
     """A READ with a wrong rkey: NAK remote access, b's WR REM_ACCESS_ERR, the rest flushed,
     a's QP in ERR, nothing of it in b's memory."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     res = await run_reads(dut, "model READs RTL, bad rkey", SEED + 1, bad="rkey")
     st = [(s[0], s[1], s[4]) for s in res["sent"]]
@@ -275,7 +275,7 @@ async def test_rtl_reads(dut):
 async def test_rtl_reads_bad_rkey(dut):
     """The RTL's second READ carries a wrong rkey: the model NAKs it (remote access error),
     the RTL completes it REM_ACCESS_ERR and flushes the rest, a's QP is in ERR."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     res = await run_reads(dut, "RTL READs model, bad rkey", SEED + 3, bad="rkey",
                           program=rtl_reads_model)

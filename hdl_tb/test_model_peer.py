@@ -60,7 +60,7 @@ class Driver:
 
 def program(w, drv: Driver, seed: int) -> dict:  # noqa: ANN001
     """Verbs on the peer host; the design's packets are sent through `drv`."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
     from nicsim.driver.user import verbs as v
 
     host = w.hosts["b"]

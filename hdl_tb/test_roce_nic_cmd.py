@@ -374,10 +374,10 @@ class Bogus(IntEnum):
 
 def scenario(host, probe: Probe, mtt_chunk: int) -> list[tuple[str, object]]:  # noqa: ANN001, C901
     """One driver program; returns what it observed, in order."""
-    from nicsim.driver.kernel.hw.nsnic import HwError
+    from nicsim.driver import enums as e
+    from nicsim.driver.abi import Cmd, UverbsError
+    from nicsim.driver.kernel.hw.objects import HwError
     from nicsim.driver.kernel.ib_core import Kernel
-    from nicsim.driver.kernel.uverbs import Cmd, UverbsError
-    from nicsim.driver.user import enums as e
     from nicsim.driver.user.unsupported import SrqAttr, SrqInitAttr
     from nicsim.driver.user.verbs import (
         CQ,
@@ -858,8 +858,8 @@ def xlate_check(xlate, mpt: hwif.Mpt, mtt: dict[int, int],  # noqa: ANN001
 def rtl_only(host, tb_calls: dict) -> dict:  # noqa: ANN001, C901
     """Driver program for the RTL alone: the SQ doorbell reaches wqe_fetch, a completion
     reaches the verbs poll, DESTROY_CQ waits for the fence."""
+    from nicsim.driver import enums as e
     from nicsim.driver.kernel.ib_core import Kernel
-    from nicsim.driver.user import enums as e
     from nicsim.driver.user.verbs import (
         CQ,
         GID,

@@ -83,7 +83,7 @@ class Plan:
 
 def make_plan(seed: int, small: bool) -> Plan:
     """The work requests both NICs are given (deterministic in `seed`)."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
 
     rng = random.Random(seed)
     qps = [
@@ -131,8 +131,8 @@ def make_plan(seed: int, small: bool) -> Plan:
 
 def post_program(host, plan: Plan, wait_frames) -> dict:  # noqa: ANN001
     """The driver program: returns the QP numbers and the completions of the failing QP."""
+    from nicsim.driver import enums as e
     from nicsim.driver.kernel.ib_core import Kernel
-    from nicsim.driver.user import enums as e
     from nicsim.driver.user.verbs import (
         CQ,
         GID,

@@ -8,20 +8,17 @@ closed pipe (`| head`) ends quietly with 141, as a process killed by SIGPIPE wou
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from nicsim.scenario.schema import DEFAULT, ScenarioError
+from nicsim.scenario.load import load
+from nicsim.scenario.schema import ScenarioError
+from nicsim.usage import UsageError
 
 DEFAULT_PCAP_DIR = "traces"  # the default template's directory, made if missing
-
-
-class UsageError(Exception):
-    """Bad input: the message is the one line printed after 'error: '."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,29 +52,6 @@ def _overrides(args: argparse.Namespace) -> list[tuple[str, str]]:
     for a in args.set or []:
         out.append((f"--set {a}", a))
     return out
-
-
-def load(path: str | None, overrides: list[tuple[str, str]]) -> tuple[Any, str]:
-    """The scenario at `path` (the built-in default without one) with the overrides applied
-    and validated; a bad override is named as it was typed."""
-    from nicsim.scenario import overrides as ov
-    from nicsim.scenario.schema import load_data, read_text, validate
-
-    source = str(path or DEFAULT)
-    data = load_data(read_text(source), source)
-    changed = ov.apply(copy.deepcopy(data), [a for _, a in overrides])
-    try:
-        return validate(changed, source), source
-    except ScenarioError as e:
-        if not overrides:
-            raise
-        try:
-            validate(data, source)
-        except ScenarioError:
-            raise e from None
-        # The file is fine: an override is at fault.
-        msg = str(e).removeprefix(f"{source}: ")
-        raise ScenarioError(f"{', '.join(f for f, _ in overrides)}: {msg}") from None
 
 
 def _pcap_path(args: argparse.Namespace, sc: Any, out: Path | None) -> str | None:
@@ -126,8 +100,8 @@ def _prepare_out(args: argparse.Namespace) -> Path | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from nicsim.results.report import json_report, text_report
     from nicsim.scenario.progress import Progress
-    from nicsim.scenario.report import json_report, text_report
     from nicsim.scenario.runner import Runner
 
     sc, source = load(args.scenario, _overrides(args))

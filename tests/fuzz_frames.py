@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import MR, SGE, QPAttr, RecvWR, SendWR
 
 from nicsim.wire import OPCODES, FrameBuilder, Path, mac_bytes, roce_udp_sport

@@ -1,13 +1,13 @@
-"""A connected RC pair for tests (see nicsim.scenario.endpoint), and waiting on it."""
+"""A connected RC pair for tests (see nicsim.workloads.endpoint), and waiting on it."""
 
 from __future__ import annotations
 
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, WC, SendWR
 
 from nicsim.fabric.faults import FaultConfig
 from nicsim.nic.config import NicConfig
-from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect, make_side
+from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect, make_side
 from nicsim.world import World
 
 __all__ = ["ALL_ACCESS", "Side", "connect", "drain", "make_side", "pair", "rdma_write", "settle",

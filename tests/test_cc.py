@@ -7,7 +7,7 @@ import struct
 from dataclasses import replace
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, SendWR
 
 from nicsim.fabric.link import Link

@@ -156,8 +156,8 @@ def test_rtl_warns_of_long_transport_timers_under_loss():
     """The RTL simulates every cycle of a transport timer the model skips: with link faults a
     long qp.timeout gets one line saying what an expiry costs, and qp.timeout 0 that a lost
     tail is never resent; a short timer or a clean link gets none."""
-    from nicsim.cli import load
     from nicsim.scenario import rtl
+    from nicsim.scenario.load import load
 
     def warn(*sets: str) -> str | None:
         sc, _ = load(str(ROOT / "examples" / "rtl.yaml"), [(f"--set {s}", s) for s in sets])

@@ -6,9 +6,9 @@ from __future__ import annotations
 import errno
 
 import pytest
-from nicsim.driver.kernel.hw.nsnic import HwError
+from nicsim.driver import enums as e
+from nicsim.driver.kernel.hw.objects import HwError
 from nicsim.driver.kernel.query import GID_TABLE_LEN, guid_from_mac, width_speed
-from nicsim.driver.user import enums as e
 from nicsim.driver.user import verbs as v
 from nicsim.driver.user.errors import PyverbsRDMAError, PyverbsUserError
 from nicsim.driver.user.unsupported import SrqAttr, SrqInitAttr

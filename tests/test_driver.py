@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import MR, SGE, RecvWR, SendWR
 
 from nicsim.hwif import MPT_SIZE, Mpt, MptFlags

@@ -7,8 +7,8 @@ from __future__ import annotations
 import errno
 
 import pytest
-from nicsim.driver.kernel.uverbs import Cmd, UverbsError
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
+from nicsim.driver.abi import Cmd, UverbsError
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.verbs import (
     CQ,
@@ -25,7 +25,7 @@ from nicsim.driver.user.verbs import (
 )
 
 from nicsim.hwif import EQE_SIZE, Eqe, EqeType
-from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect, make_side
+from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect, make_side
 from nicsim.world import World
 
 

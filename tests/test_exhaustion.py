@@ -8,7 +8,7 @@ import errno
 from dataclasses import replace
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import CQ, MR, PD, SGE, Context, PyverbsRDMAError, QPCap, SendWR
 
 from nicsim.nic.config import NicConfig

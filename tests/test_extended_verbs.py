@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.extended import CQEX, QPEx
 from nicsim.driver.user.unsupported import CqInitAttrEx
@@ -21,7 +21,7 @@ from nicsim.driver.user.verbs import (
     SendWR,
 )
 
-from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect, make_side
+from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect, make_side
 from nicsim.world import World
 
 _OPS = (e.IBV_QP_EX_WITH_SEND | e.IBV_QP_EX_WITH_RDMA_WRITE | e.IBV_QP_EX_WITH_RDMA_READ

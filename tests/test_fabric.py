@@ -18,11 +18,10 @@ import math
 from dataclasses import replace
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, SendWR
 from scapy.utils import RawPcapReader
 
-from nicsim.fabric.bulk import incast, jain, open_stream
 from nicsim.fabric.link import LinkConfig
 from nicsim.fabric.pcap import check_pcap
 from nicsim.fabric.pfc import parse_pfc
@@ -40,6 +39,7 @@ from nicsim.wire.packet import (
     IPV4_HLEN,
     UDP_HLEN,
 )
+from nicsim.workloads.bulk import incast, jain, open_stream
 from nicsim.world import World
 
 RATE = 100.0

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 
-from nicsim.fabric.bulk import incast, run_streams
 from nicsim.fabric.switch import PfcConfig, SwitchConfig
 from nicsim.fabric.topology import Shape, TopologySpec
 from nicsim.nic.cc import cc_from_dict
@@ -22,6 +21,7 @@ from nicsim.nic.cc.dcqcn import Dcqcn, DcqcnState
 from nicsim.nic.config import NicConfig
 from nicsim.nic.qp import QpCtx
 from nicsim.nic.scheduler import SendEngine
+from nicsim.workloads.bulk import incast, run_streams
 from nicsim.world import World
 from tests.test_switch import World as Tiny
 from tests.test_switch import small_cfg, write

@@ -60,7 +60,7 @@ def test_report_shows_the_fabric_and_time_series(tmp_path):
     sc = parse_scenario(INCAST)
     output.prepare(tmp_path / "out")
     r = Runner(sc, str(tmp_path / "x.pcap"), tmp_path / "out").run()
-    from nicsim.scenario.report import text_report
+    from nicsim.results.report import text_report
 
     text = text_report(r)
     assert "switch sw0: ECN-marked" in text and "congestion control: CNPs sent" in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import (
     CQ,
     MR,

@@ -7,14 +7,14 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.unsupported import MWBind, MWBindInfo
 from nicsim.driver.user.verbs import MR, MW, PD, SGE, RecvWR, SendWR
 from scapy.utils import RawPcapReader
 
-from nicsim.scenario.endpoint import Side
 from nicsim.wire import parse
 from nicsim.wire.opcodes import Opcode
+from nicsim.workloads.endpoint import Side
 from nicsim.world import World
 from tests.rdma import ALL_ACCESS, connect, make_side, settle, wait
 

@@ -8,7 +8,7 @@ import errno
 from pathlib import Path
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.verbs import (
     AH,

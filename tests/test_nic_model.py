@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, QPCap, RecvWR, SendWR
 
 from nicsim.hwif import PAGE_SIZE, UAR_BASE, DevFeature, Reg, UarReg
 from nicsim.nic.config import NicConfig
 from nicsim.nic.engines import Units, cycles_ns
-from nicsim.scenario.endpoint import connect, make_side
 from nicsim.scenario.schema import NicSpec
+from nicsim.workloads.endpoint import connect, make_side
 from nicsim.world import World
 
 from .rdma import pair, wait

@@ -4,7 +4,7 @@ other priorities go on, and no byte is lost."""
 
 from __future__ import annotations
 
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, SendWR
 
 from nicsim.fabric.pfc import pfc_frame, quanta_ns

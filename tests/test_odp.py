@@ -9,7 +9,7 @@ import errno
 from collections.abc import Iterator
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.errors import PyverbsError, PyverbsRDMAError
 from nicsim.driver.user.memory import madvise
 from nicsim.driver.user.process import DeviceEntry, Process, attach

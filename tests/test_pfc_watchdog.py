@@ -18,14 +18,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, SendWR
 
 from nicsim.fabric.pfc import PfcStorm, PfcWatchdog
 from nicsim.fabric.switch import PfcConfig, SwitchConfig
 from nicsim.fabric.topology import Shape, TopologySpec
 from nicsim.nic.config import NicConfig
-from nicsim.scenario.endpoint import connect_qp
+from nicsim.workloads.endpoint import connect_qp
 from nicsim.world import World
 from tests.rdma import Side, make_side
 

@@ -8,15 +8,15 @@ import errno
 from pathlib import Path
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.errors import PyverbsRDMAError, PyverbsUserError
 from nicsim.driver.user.extended import QPEx
 from nicsim.driver.user.verbs import CQ, MR, PD, SGE, Context, QPCap, QPInitAttrEx
 from scapy.utils import RawPcapReader
 
-from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect, make_side
 from nicsim.wire import parse
 from nicsim.wire.opcodes import Opcode
+from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect, make_side
 from nicsim.world import World
 
 _OPS = (e.IBV_QP_EX_WITH_RDMA_WRITE | e.IBV_QP_EX_WITH_FLUSH

@@ -136,7 +136,7 @@ def test_profiles_command_shows_sources(capsys):
 def test_doorbell_decode_delays_the_work_by_exactly_its_time():
     """doorbell_ns is the time from the doorbell reaching the NIC to the scheduler seeing
     the new WQE: a lone WRITE completes later by exactly the difference."""
-    from nicsim.driver.user import enums as e
+    from nicsim.driver import enums as e
     from nicsim.driver.user.verbs import SGE, SendWR
 
     from tests.rdma import pair, wait

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import MR, PD, SGE, RecvWR, SendWR
 
 from nicsim.world import World
@@ -140,7 +140,7 @@ def test_modify_qp_to_a_state_that_does_not_exist_is_bad_param():
     RTL's command processor answers), it does not crash the device."""
     import errno
 
-    from nicsim.driver.kernel.hw.nsnic import HwError
+    from nicsim.driver.kernel.hw.objects import HwError
 
     from nicsim.hwif import QpAttrMask, QpState
 

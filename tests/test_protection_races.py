@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import MR, PD, SGE, Context, RecvWR, SendWR
 
 from nicsim.fabric.faults import FaultConfig

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from nicsim.driver import enums as e
+from nicsim.driver.cm_enums import RAI_PASSIVE, rdma_port_space
+from nicsim.driver.cm_enums import rdma_cm_event_type as EV
 from nicsim.driver.kernel.cm import mad as m
-from nicsim.driver.user import enums as e
-from nicsim.driver.user.cm_enums import RAI_PASSIVE, rdma_port_space
-from nicsim.driver.user.cm_enums import rdma_cm_event_type as EV
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.process import Process, attach
 from nicsim.driver.user.rdma_addrinfo import AddrInfo

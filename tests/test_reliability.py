@@ -6,7 +6,7 @@ import struct
 import zlib
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
 from nicsim.fabric.faults import FaultConfig

@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.unsupported import SrqAttr
 from nicsim.driver.user.verbs import SGE, SendWR

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, QPCap, RecvWR, SendWR
 
 from nicsim.cli import main
@@ -18,13 +18,13 @@ from nicsim.fabric.link import LinkConfig
 from nicsim.host.host import CpuCosts
 from nicsim.host.pcie import PcieConfig
 from nicsim.nic.config import NicConfig
-from nicsim.results.collect import FLOW_COLUMNS
-from nicsim.results.ideal import Ideal, IdealConfig
-from nicsim.results.stats import BUCKETS, Quantiles, bucket_of
 from nicsim.scenario.build import Hop
-from nicsim.scenario.endpoint import connect, make_side
+from nicsim.scenario.collect import FLOW_COLUMNS
+from nicsim.scenario.ideal import Ideal, IdealConfig
 from nicsim.scenario.runner import Runner
 from nicsim.scenario.schema import OpKind, parse_scenario
+from nicsim.trace.stats import BUCKETS, Quantiles, bucket_of
+from nicsim.workloads.endpoint import connect, make_side
 from nicsim.world import World
 
 WORKLOAD = """

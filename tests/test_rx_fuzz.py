@@ -7,7 +7,7 @@ import random
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 
 from nicsim.wire import ParseError
 from tests.fuzz_frames import builder_to, fuzz_frame, revive, still_works, victims

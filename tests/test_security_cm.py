@@ -22,12 +22,12 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from nicsim.driver import enums as e
+from nicsim.driver.cm_enums import RAI_PASSIVE, rdma_port_space
+from nicsim.driver.cm_enums import rdma_cm_event_type as EV
 from nicsim.driver.kernel.cm import mad as m
 from nicsim.driver.kernel.cm.cma import CmKernel, CmState, cm_of
 from nicsim.driver.kernel.cm.gsi import ip_gid
-from nicsim.driver.user import enums as e
-from nicsim.driver.user.cm_enums import RAI_PASSIVE, rdma_port_space
-from nicsim.driver.user.cm_enums import rdma_cm_event_type as EV
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.process import Process, attach
 from nicsim.driver.user.rdma_addrinfo import AddrInfo

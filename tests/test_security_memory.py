@@ -17,8 +17,8 @@ import errno
 from functools import partial
 
 import pytest
-from nicsim.driver.kernel.uverbs import UverbsError
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
+from nicsim.driver.abi import UverbsError
 from nicsim.driver.user.verbs import (
     MR,
     SGE,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.verbs import CQ, MR, PD, SGE, Context
 

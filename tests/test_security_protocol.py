@@ -12,7 +12,7 @@ import ipaddress
 import struct
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import MR, SGE, QPAttr, RecvWR, SendWR
 
 from nicsim.wire import FrameBuilder, Opcode, aeth, atomic_eth, compute_icrc, parse, reth

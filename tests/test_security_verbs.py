@@ -8,7 +8,7 @@ import dataclasses
 import errno
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import (
     MR,
     SGE,

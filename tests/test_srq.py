@@ -8,8 +8,8 @@ import errno
 from pathlib import Path
 
 import pytest
-from nicsim.driver.kernel.uverbs import Cmd, UverbsError
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
+from nicsim.driver.abi import Cmd, UverbsError
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.unsupported import SrqAttr, SrqInitAttr
 from nicsim.driver.user.verbs import (
@@ -28,9 +28,9 @@ from nicsim.driver.user.verbs import (
 from scapy.utils import RawPcapReader
 
 from nicsim.nic.aeth import Syndrome
-from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect, make_side
 from nicsim.wire import parse
 from nicsim.wire.opcodes import Opcode
+from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect, make_side
 from nicsim.world import World
 from tests.rdma import wait
 

@@ -13,12 +13,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from nicsim.apps import patterns
-from nicsim.apps.cdf import BUILTIN, CdfError, load_cdf, parse_cdf
-from nicsim.apps.flows import poisson_flows
 from nicsim.scenario.build import host_names
 from nicsim.scenario.runner import Runner
 from nicsim.scenario.schema import ScenarioError, parse_scenario
+from nicsim.workloads import patterns
+from nicsim.workloads.cdf import BUILTIN, CdfError, load_cdf, parse_cdf
+from nicsim.workloads.flows import poisson_flows
 
 HOSTS16 = [f"h{i}" for i in range(16)]
 

@@ -9,7 +9,7 @@ import errno
 from pathlib import Path
 
 import pytest
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.unsupported import SrqAttr, SrqInitAttr
 from nicsim.driver.user.verbs import (
@@ -31,7 +31,7 @@ from nicsim.driver.user.verbs import (
 from scapy.utils import RawPcapReader
 
 from nicsim.hwif import VendorErr
-from nicsim.scenario.endpoint import ALL_ACCESS
+from nicsim.workloads.endpoint import ALL_ACCESS
 from nicsim.world import World
 from tests.rdma import Side, connect, drain, make_side, settle, wait
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import errno
 
 import pytest
-from nicsim.driver.kernel.uverbs import Cmd, UverbsError
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
+from nicsim.driver.abi import Cmd, UverbsError
 from nicsim.driver.user.verbs import (
     CQ,
     MR,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 import struct
 
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
 from nicsim.fabric.faults import FaultConfig

@@ -15,8 +15,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nicsim.driver.kernel import sched
-from nicsim.driver.kernel.hw.nsnic import HwEq, HwError, NsnicDriver
+from nicsim.driver import sched
+from nicsim.driver.kernel.hw.nsnic import NsnicDriver
+from nicsim.driver.kernel.hw.objects import HwEq, HwError
 
 from nicsim.hwif import EqeType
 

@@ -16,15 +16,8 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum, IntFlag
 
 from nicsim.driver.kernel.events import CompChannel, EventError, EventQueue
-from nicsim.driver.kernel.hw.nsnic import (
-    HwCq,
-    HwError,
-    HwMr,
-    HwQp,
-    HwSrq,
-    NsnicDriver,
-    RingPool,
-)
+from nicsim.driver.kernel.hw.nsnic import NsnicDriver, RingPool
+from nicsim.driver.kernel.hw.objects import HwCq, HwError, HwMr, HwQp, HwSrq
 from nicsim.driver.kernel.hw.odp import Advice
 from nicsim.driver.kernel.query import (
     PKEY_DEFAULT,

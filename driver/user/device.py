@@ -10,8 +10,8 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass, fields
 
+from nicsim.driver import enums as e
 from nicsim.driver.kernel.query import DeviceAttrs, PortAttrs
-from nicsim.driver.user import enums as e
 from nicsim.driver.user.base import PyverbsObject
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.process import NoDevicesError, current

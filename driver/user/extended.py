@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import errno
 
-from nicsim.driver.user import errors
-from nicsim.driver.user.enums import (
+from nicsim.driver.enums import (
     IBV_WC_STANDARD_FLAGS,
     ibv_cq_init_attr_mask,
     ibv_create_cq_attr_flags,
@@ -27,6 +26,7 @@ from nicsim.driver.user.enums import (
     ibv_send_flags,
     ibv_wr_opcode,
 )
+from nicsim.driver.user import errors
 from nicsim.driver.user.errors import PyverbsRDMAError, PyverbsUserError
 from nicsim.driver.user.verbs import CQ, QP, SGE, WC, Context, SendWR
 

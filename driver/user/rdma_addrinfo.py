@@ -10,10 +10,10 @@ from __future__ import annotations
 import errno
 import ipaddress
 
+from nicsim.driver.cm_enums import RAI_PASSIVE, rdma_port_space
+from nicsim.driver.enums import ibv_qp_type
 from nicsim.driver.user import errors
 from nicsim.driver.user.base import PyverbsObject
-from nicsim.driver.user.cm_enums import RAI_PASSIVE, rdma_port_space
-from nicsim.driver.user.enums import ibv_qp_type
 from nicsim.driver.user.errors import PyverbsRDMAError
 
 _QP_TYPE = {rdma_port_space.RDMA_PS_TCP: ibv_qp_type.IBV_QPT_RC,

@@ -16,7 +16,7 @@ on QP1; this library does what librdmacm does in user space around it:
 Waiting (CMEvent, the sync calls, get_*_comp) runs the simulated world until the event is
 there, taking the MADs that arrived on every QP1 of the world as it goes (the kernel's MAD
 handler). When the world is idle and no other side of the program can still act
-(nicsim.driver.kernel.sched), no event can come: the wait fails with ETIMEDOUT instead of
+(nicsim.driver.sched), no event can come: the wait fails with ETIMEDOUT instead of
 hanging, as CompChannel.get_cq_event does.
 
 Each flow of control (a thread that `nicsim exec` runs in place of a forked process) opens the
@@ -31,7 +31,16 @@ import ipaddress
 import threading
 from collections.abc import Callable
 
-from nicsim.driver.kernel import sched
+from nicsim.driver import sched
+from nicsim.driver.cm_enums import (
+    RAI_PASSIVE,
+    RDMA_OPTION_ID_ACK_TIMEOUT,
+    rdma_cm_event_type,
+    rdma_cm_join_mc_attr_mask,
+    rdma_cm_mc_join_flags,
+    rdma_port_space,
+)
+from nicsim.driver.enums import ibv_access_flags, ibv_qp_type, ibv_send_flags, ibv_wr_opcode
 from nicsim.driver.kernel.cm.cma import (
     RDMA_UDP_QKEY,
     CmEvent,
@@ -45,15 +54,6 @@ from nicsim.driver.kernel.cm.cma import (
 from nicsim.driver.kernel.cm.gsi import ip_gid
 from nicsim.driver.kernel.ib_core import IbDevice, KernelError
 from nicsim.driver.user.base import PyverbsCM, PyverbsObject
-from nicsim.driver.user.cm_enums import (
-    RAI_PASSIVE,
-    RDMA_OPTION_ID_ACK_TIMEOUT,
-    rdma_cm_event_type,
-    rdma_cm_join_mc_attr_mask,
-    rdma_cm_mc_join_flags,
-    rdma_port_space,
-)
-from nicsim.driver.user.enums import ibv_access_flags, ibv_qp_type, ibv_send_flags, ibv_wr_opcode
 from nicsim.driver.user.errors import PyverbsError, PyverbsRDMAError, PyverbsUserError
 from nicsim.driver.user.process import current as current_process
 from nicsim.driver.user.rdma_addrinfo import AddrInfo, fail

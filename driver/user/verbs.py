@@ -17,19 +17,8 @@ import errno
 import ipaddress
 from dataclasses import dataclass, field
 
-from nicsim.driver.kernel.query import DeviceCapEx
-from nicsim.driver.kernel.uverbs import Cmd, UverbsError, UverbsFile, open_device
-from nicsim.driver.user import errors, process
-from nicsim.driver.user.base import PyverbsCM, PyverbsObject, inc_rkey
-from nicsim.driver.user.device import (
-    AsyncEvent,
-    DeviceAttr,
-    DeviceAttrEx,
-    GIDEntry,
-    ODPCaps,
-    PortAttr,
-)
-from nicsim.driver.user.enums import (
+from nicsim.driver.abi import Cmd, UverbsError
+from nicsim.driver.enums import (
     ibv_qp_attr_mask,
     ibv_qp_create_send_ops_flags,
     ibv_qp_init_attr_mask,
@@ -44,10 +33,22 @@ from nicsim.driver.user.enums import (
     ibv_wc_flags,
     ibv_wr_opcode,
 )
+from nicsim.driver.kernel.query import DeviceCapEx
+from nicsim.driver.kernel.uverbs import UverbsFile, open_device
+from nicsim.driver.rings import ProviderCq, ProviderError, ProviderQp, ProviderSrq
+from nicsim.driver.user import errors, process
+from nicsim.driver.user.base import PyverbsCM, PyverbsObject, inc_rkey
+from nicsim.driver.user.device import (
+    AsyncEvent,
+    DeviceAttr,
+    DeviceAttrEx,
+    GIDEntry,
+    ODPCaps,
+    PortAttr,
+)
 from nicsim.driver.user.errors import PyverbsError, PyverbsRDMAError, PyverbsUserError
 from nicsim.driver.user.process import NoDevicesError
 from nicsim.driver.user.process import current as current_process
-from nicsim.driver.user.provider import ProviderCq, ProviderError, ProviderQp, ProviderSrq
 from nicsim.driver.user.unsupported import SrqAttr
 
 from nicsim.host.host import Host

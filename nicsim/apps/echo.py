@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 import simpy
 
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, QPCap, RecvWR, SendWR
 from nicsim.host.cpus import Cpus
-from nicsim.scenario.endpoint import ALL_ACCESS, Side, connect_qp, make_side
+from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect_qp, make_side
 from nicsim.world import World
 
 MSS = 1448  # a 1500-byte MTU less IPv4, TCP and the timestamp option

@@ -20,30 +20,9 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import asdict, dataclass
 
 from nicsim.driver.kernel.query import guid_from_mac
-
-SHIM_DIR_ENV = "NICSIM_SHIM_DIR"  # where the shims are, so `ip` can find the real one
-WORLD_FILE = "world.json"
-
-
-@dataclass(frozen=True)
-class Netdev:
-    """One device's Ethernet side, as `ip` and `rdma link` show it."""
-
-    device: str  # the RDMA device
-    name: str  # the netdev
-    ifindex: int
-    mac: str
-    ip: str
-    mtu: int
-    up: bool
-
-
-def save(nds: list[Netdev], where: str) -> None:
-    with open(os.path.join(where, WORLD_FILE), "w") as f:
-        json.dump([asdict(n) for n in nds], f)
+from nicsim.exec.spec import SHIM_DIR_ENV, WORLD_FILE, Netdev
 
 
 def _guid(mac: str) -> str:

@@ -13,8 +13,7 @@ import tempfile
 from pathlib import Path
 
 import nicsim.driver
-from nicsim.exec.answers import SHIM_DIR_ENV, save
-from nicsim.exec.spec import ENV, SpecError, from_env
+from nicsim.exec.spec import ENV, SHIM_DIR_ENV, SpecError, from_env, save
 from nicsim.exec.world import build, netdevs
 
 

@@ -10,8 +10,9 @@ over the cable. More hosts hang off one switch (a star); one host has an unconne
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 ENV = "NICSIM_WORLD"
 
@@ -75,3 +76,25 @@ class WorldSpec:
 def from_env(environ: dict[str, str] | None = None) -> WorldSpec:
     env = os.environ if environ is None else environ
     return WorldSpec().with_text(env.get(ENV, ""))
+
+
+SHIM_DIR_ENV = "NICSIM_SHIM_DIR"  # where the shims are, so `ip` can find the real one
+WORLD_FILE = "world.json"
+
+
+@dataclass(frozen=True)
+class Netdev:
+    """One device's Ethernet side, as `ip` and `rdma link` show it."""
+
+    device: str  # the RDMA device
+    name: str  # the netdev
+    ifindex: int
+    mac: str
+    ip: str
+    mtu: int
+    up: bool
+
+
+def save(nds: list[Netdev], where: str) -> None:
+    with open(os.path.join(where, WORLD_FILE), "w") as f:
+        json.dump([asdict(n) for n in nds], f)

@@ -15,7 +15,7 @@ from real processes, and it is meant to be:
   stderr, as multiprocessing does), -15 when `terminate()` stopped it;
 - `terminate()` cannot kill a thread: the child stops (SystemExit) the next time it waits on
   the world or on another side, which is where a stuck child is;
-- only one thread runs at a time (nicsim.driver.kernel.sched's world lock): a child that
+- only one thread runs at a time (nicsim.driver.sched's world lock): a child that
   waits (a Barrier, a Queue, an empty CQ poll, a CM event) lets the others run, and simulated
   time passes only when every side waits on the world.
 
@@ -33,7 +33,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from nicsim.driver.kernel import sched
+from nicsim.driver import sched
 
 _real_get_context = multiprocessing.get_context
 

@@ -14,8 +14,7 @@ import os
 from pathlib import Path
 
 from nicsim.driver.user.process import DeviceEntry, Process, attach, set_factory
-from nicsim.exec.answers import Netdev
-from nicsim.exec.spec import WorldSpec, from_env
+from nicsim.exec.spec import Netdev, WorldSpec, from_env
 from nicsim.fabric.link import LinkConfig
 from nicsim.fabric.topology import Shape, TopologySpec, host_ip, host_mac
 from nicsim.hwif import PortState

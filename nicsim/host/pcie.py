@@ -15,19 +15,22 @@ from dataclasses import dataclass
 
 import simpy
 
+from nicsim.knobs import knob
+
 _GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}
 _ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130}
 
 
 @dataclass(frozen=True)
 class PcieConfig:
-    gen: int = 3
-    lanes: int = 16
-    mps: int = 256  # max payload size of a TLP
-    mrrs: int = 512  # max read request size
-    tlp_overhead: int = 24  # framing 2 + sequence 2 + 4DW header 16 + LCRC 4
-    latency_ns: float = 200.0  # one-way, device <-> root complex
-    host_mem_ns: float = 80.0  # root complex to memory and back, for reads
+    gen: int = knob(3, "PCIe generation (1..5)", ge=1, le=5)
+    lanes: int = knob(16, "lanes", ge=1, le=32)
+    mps: int = knob(256, "max payload size of a TLP, bytes", ge=128, le=4096)
+    mrrs: int = knob(512, "max read request size, bytes", ge=128, le=4096)
+    tlp_overhead: int = knob(24, "bytes per TLP: framing 2 + sequence 2 + 4DW header 16 + "
+                             "LCRC 4", ge=0, le=64)
+    latency_ns: float = knob(200.0, "one-way latency, device <-> root complex", ge=0)
+    host_mem_ns: float = knob(80.0, "root complex to memory and back, for reads", ge=0)
 
     @property
     def bytes_per_ns(self) -> float:

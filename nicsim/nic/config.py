@@ -7,78 +7,88 @@ from dataclasses import dataclass, field
 from nicsim.fabric.pfc import PfcWatchdog
 from nicsim.host.pcie import PcieConfig
 from nicsim.hwif import MAX_UAR, ODP_EQN
+from nicsim.knobs import knob
 from nicsim.nic.cc.config import CcConfig
 
 
 @dataclass(frozen=True)
 class NicConfig:
+    """One NIC. Every knob (nicsim.knobs) is a field of the scenario's `nic:` section and of
+    a profile's (nicsim.profiles.sections makes their schema from these fields); the
+    addresses, PCIe (`pcie:`), congestion control (`cc:`), the PFC priorities (from the
+    fabric) and the PFC watchdog (its own section) are set apart."""
+
     mac: str = "02:00:00:00:00:01"
     ip: str = "10.0.0.1"
     pcie: PcieConfig = field(default_factory=PcieConfig)
-    max_qp: int = 1 << 16
-    max_cq: int = 1 << 16
-    log_mpt_entries: int = 16
-    log_mtt_entries: int = 20
-    max_qp_wr: int = 32768
-    max_sge: int = 16
-    max_cqe: int = 1 << 20
-    max_qp_rd_atom: int = 16
-    max_inline: int = 256
+    # Capacities the device reports.
+    max_qp: int = knob(1 << 16, "QP numbers", ge=2, le=1 << 24)
+    max_cq: int = knob(1 << 16, "CQ numbers", ge=1, le=1 << 24)
+    log_mpt_entries: int = knob(16, "log2 of the MPT entries (keys)", ge=4, le=24)
+    log_mtt_entries: int = knob(20, "log2 of the MTT entries (pages)", ge=4, le=30)
+    max_qp_wr: int = knob(32768, "WRs a queue holds", ge=1, le=32768)
+    max_sge: int = knob(16, "SGEs per WR", ge=1, le=32)
+    max_cqe: int = knob(1 << 20, "CQEs a CQ holds", ge=1, le=1 << 22)
+    max_qp_rd_atom: int = knob(16, "READs and atomics a QP may have outstanding", ge=1,
+                               le=255)
+    max_inline: int = knob(256, "bytes of inline data per WQE", ge=0, le=1024)
     max_uar: int = MAX_UAR  # doorbell pages: one per process that opens the device
     # Latencies of fixed-function stages, in ns.
-    firmware_ns: float = 2000.0  # command processor per command
-    doorbell_ns: float = 20.0  # doorbell decode to scheduler
-    wqe_decode_ns: float = 10.0
-    tx_pipeline_ns: float = 40.0  # payload in NIC to first bit on the wire (framing, ICRC)
-    loopback_ns: float = 100.0  # a frame to our own MAC: its last bit out to its last bit in
-    rx_pipeline_ns: float = 60.0  # last bit in to the packet being acted on (parse, ICRC)
-    # Transmit read-ahead: payload DMA reads in flight ahead of the wire (like read tags).
-    tx_readahead: int = 32
-    # Packets a QP sends per turn while other QPs wait (packet-level round robin).
-    tx_quantum: int = 1
+    firmware_ns: float = knob(2000.0, "command processor, per command", ge=0)
+    doorbell_ns: float = knob(20.0, "doorbell decode to scheduler", ge=0)
+    wqe_decode_ns: float = knob(10.0, "WQE decode", ge=0)
+    tx_pipeline_ns: float = knob(40.0, "payload in the NIC to first bit on the wire (framing, "
+                                 "ICRC)", ge=0)
+    loopback_ns: float = knob(100.0, "a frame to our own MAC: its last bit out to its last "
+                              "bit in", ge=0)
+    rx_pipeline_ns: float = knob(60.0, "last bit in to the packet being acted on (parse, "
+                                 "ICRC)", ge=0)
+    tx_readahead: int = knob(32, "payload DMA reads in flight ahead of the wire (read tags)",
+                             ge=1, le=256)
+    tx_quantum: int = knob(1, "packets a QP sends per turn while other QPs wait", ge=1,
+                           le=1024)
     # Send WQEs fetched by one DMA read, and the most a QP holds fetched ahead of execution:
     # the NIC prefetches at the doorbell and again when a QP's fetched WQEs run low, so the
     # payload stream never waits for a descriptor read (nicsim.nic.wqe_fetch).
-    max_wqe_prefetch: int = 8
-    # Receive WQEs a QP holds in the NIC, prefetched at the RQ doorbell: an incoming SEND
-    # finds its receive WQE on chip instead of reading it from host memory.
-    rwqe_cache: int = 8
-    # Descriptor DMA reads (send and receive WQEs) in flight at once: the read tags the
-    # descriptor fetcher has (payload reads have tx_readahead).
-    dma_read_tags: int = 16
+    max_wqe_prefetch: int = knob(8, "send WQEs a QP holds fetched ahead", ge=1, le=64)
+    rwqe_cache: int = knob(8, "receive WQEs a QP holds in the NIC, prefetched at the RQ "
+                           "doorbell", ge=1, le=1024)
+    dma_read_tags: int = knob(16, "descriptor DMA reads in flight at once", ge=1, le=1024)
     # The NIC clock and what each stage occupies one of its units for, in cycles (the
     # stage's initiation interval; its latency is the *_ns pipeline delay above), and how
     # many units each stage has (nicsim.nic.engines). An ASIC: a fast clock, many units; an
     # FPGA NIC: a slow clock, one or two.
-    clock_mhz: float = 500.0
-    doorbell_cycles: int = 4  # doorbell decode, per doorbell (one decoder)
-    sched_cycles: int = 16  # scheduler pick, per WQE started
-    wqe_parse_cycles: int = 32  # WQE parse and local key check, per WQE started
-    header_cycles: int = 12  # header build (BTH, RETH, ICRC set-up), per packet sent
-    rx_parse_cycles: int = 4  # receive parse, per packet received (one parser)
-    resp_cycles: int = 12  # responder decision (PSN, rkey, placement), per request packet
-    cqe_cycles: int = 8  # CQE build, per completion (one CQE builder)
-    send_engines: int = 24  # QP schedulers: a QP is served by one at a time
-    responder_units: int = 4
-    # BlueFlame: bytes of a UAR page's WQE-by-MMIO buffer (hwif.BF_OFFSET; 0: none). A post
-    # of one small WQE writes it with the doorbell and the NIC skips the WQE fetch.
-    bf_size: int = 256
-    # On-demand paging (nicsim.nic.odp): the NIC raises page faults for regions registered
-    # without pinning. False: a device without it (DevCap.ODP clear: its commands are
-    # BAD_OPCODE).
-    odp: bool = True
-    # Optional command sets (hwif.device_commands): event queues (0: none, so no completion
-    # or asynchronous events), SRQ numbers (0: no SRQs) and UD multicast groups. A device
-    # without one reports it in QUERY_DEVICE / FEATURES and answers its commands BAD_OPCODE.
-    max_eq: int = 64
-    max_srq: int = 1 << 16
-    multicast: bool = True
-    # Address translation cache.
-    mpt_cache_entries: int = 512
-    mtt_cache_entries: int = 4096
-    # Responder ACK coalescing: an ACK every N packets, and on every packet with AckReq.
-    ack_coalesce: int = 16
-    ecn_capable: bool = True
+    clock_mhz: float = knob(500.0, "the NIC's clock", gt=0, le=10000)
+    doorbell_cycles: int = knob(4, "doorbell decode, per doorbell (one decoder)", ge=0,
+                                le=1 << 20)
+    sched_cycles: int = knob(16, "scheduler pick, per WQE started", ge=0, le=1 << 20)
+    wqe_parse_cycles: int = knob(32, "WQE parse and local key check, per WQE started", ge=0,
+                                 le=1 << 20)
+    header_cycles: int = knob(12, "header build (BTH, RETH, ICRC set-up), per packet sent",
+                              ge=0, le=1 << 20)
+    rx_parse_cycles: int = knob(4, "receive parse, per packet received (one parser)", ge=0,
+                                le=1 << 20)
+    resp_cycles: int = knob(12, "responder decision (PSN, rkey, placement), per request "
+                            "packet", ge=0, le=1 << 20)
+    cqe_cycles: int = knob(8, "CQE build, per completion (one CQE builder)", ge=0, le=1 << 20)
+    send_engines: int = knob(24, "QP schedulers: a QP is served by one at a time", ge=1,
+                             le=1024)
+    responder_units: int = knob(4, "responder units", ge=1, le=1024)
+    bf_size: int = knob(256, "BlueFlame: bytes of a UAR page's WQE-by-MMIO buffer: 0 (none), "
+                        "64, 128 or 256")
+    mpt_cache_entries: int = knob(512, "MPT entries the translation cache holds", ge=1)
+    mtt_cache_entries: int = knob(4096, "MTT entries the translation cache holds", ge=1)
+    ack_coalesce: int = knob(16, "responder ACKs: one every N packets, and on every packet "
+                             "with AckReq", ge=1, le=1024)
+    ecn_capable: bool = knob(True, "send ECT(0) (RFC 3168)")
+    odp: bool = knob(True, "on-demand paging: page faults for MRs registered with "
+                     "IBV_ACCESS_ON_DEMAND (false: a device without it, DevCap.ODP clear)")
+    # Optional command sets (hwif.device_commands): a device without one reports it in
+    # QUERY_DEVICE / FEATURES and answers its commands BAD_OPCODE.
+    max_eq: int = knob(64, "event queues (0: none, so no completion channels or "
+                       "asynchronous events)", ge=0, le=64)
+    max_srq: int = knob(1 << 16, "SRQ numbers 1..max_srq-1 (0: no SRQs)", ge=0, le=1 << 24)
+    multicast: bool = knob(True, "UD multicast groups")
     # Priorities (802.1p, from DSCP >> 3) on which the port honours PFC pauses (none: PFC
     # frames are counted and ignored, and the port needs no event per frame).
     pfc_classes: tuple[int, ...] = ()
@@ -89,6 +99,12 @@ class NicConfig:
 
     def __post_init__(self) -> None:
         check_odp_eqs(self.odp, self.max_eq)
+        if self.bf_size not in BF_SIZES:
+            raise ValueError(f"bf_size must be 0 (no BlueFlame), 64, 128 or 256, not "
+                             f"{self.bf_size}")
+
+
+BF_SIZES = (0, 64, 128, 256)  # BlueFlame buffer sizes a device may have (hwif.BF_MAX)
 
 
 def check_odp_eqs(odp: bool, max_eq: int) -> None:

@@ -2,7 +2,7 @@
 
 A profile is a YAML file (the shipped ones are in this package, `NAME.yaml`; a user's own is
 any path) with the sections a scenario has for the same things, `link`, `pcie`, `nic` and
-`cpu`, validated by the same models (nicsim.scenario.schema), so a field means the same in
+`cpu`, validated by the same models (nicsim.profiles.sections), so a field means the same in
 both. A value is given plain or with its source next to it:
 
     nic:
@@ -64,7 +64,7 @@ class Profile:
 
 
 def _model(section: str) -> type[BaseModel]:
-    from nicsim.scenario.schema import CpuSpec, NicSpec, PcieSpec, ProfileLinkSpec
+    from nicsim.profiles.sections import CpuSpec, NicSpec, PcieSpec, ProfileLinkSpec
 
     return {"link": ProfileLinkSpec, "pcie": PcieSpec, "nic": NicSpec, "cpu": CpuSpec}[section]
 

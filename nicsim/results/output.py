@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from nicsim.results import html, plots
-from nicsim.results.collect import FLOW_COLUMNS, FLOW_UNITS
 from nicsim.results.summary import summary
+from nicsim.scenario.collect import FLOW_COLUMNS, FLOW_UNITS
 
 
 class OutputError(Exception):

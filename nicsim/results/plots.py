@@ -12,8 +12,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from nicsim.results.stats import plot_bin_size
-from nicsim.results.timeseries import Probe
+from nicsim.trace.stats import plot_bin_size
+from nicsim.trace.timeseries import Probe
 
 MAX_SERIES = 8  # lines in one time-series plot; the busiest are drawn, the rest named
 

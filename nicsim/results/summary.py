@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nicsim.results.collect import status_name
-from nicsim.results.stats import BUCKETS, Quantiles, bucket_label
+from nicsim.scenario.collect import status_name
+from nicsim.trace.stats import BUCKETS, Quantiles, bucket_label
 
 LATENCY_QS = (0.5, 0.99, 0.999)
 SLOWDOWN_QS = (0.5, 0.95, 0.99)

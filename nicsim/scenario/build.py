@@ -31,8 +31,8 @@ from nicsim.host.host import CpuCosts
 from nicsim.host.pcie import PcieConfig
 from nicsim.nic.cc import cc_from_dict
 from nicsim.nic.config import NicConfig
-from nicsim.results.timeseries import Probe
 from nicsim.scenario.schema import FaultSpec, LinkSpec, Scenario, ScenarioError, WatchdogSpec
+from nicsim.trace.timeseries import Probe
 from nicsim.world import World
 
 
@@ -121,9 +121,8 @@ def watchdog(w: WatchdogSpec) -> PfcWatchdog:
 
 
 def nic_config(sc: Scenario) -> NicConfig:
-    knobs = sc.nic.model_dump(exclude={"pfc_watchdog"})
     return NicConfig(pcie=PcieConfig(**sc.pcie.model_dump()), cc=cc_from_dict(sc.cc),
-                     pfc_watchdog=watchdog(sc.nic.pfc_watchdog), **knobs)
+                     pfc_watchdog=watchdog(sc.nic.pfc_watchdog), **sc.nic.config())
 
 
 def start_pfc_storms(sc: Scenario, w: World, t0: float) -> list[PfcStorm]:

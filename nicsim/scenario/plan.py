@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nicsim.apps.cdf import Cdf, CdfError, load_cdf
 from nicsim.hwif import recv_wqe_stride, send_wqe_stride
 from nicsim.scenario.buffers import PAGE, ceil_page
 from nicsim.scenario.build import check, host_names
 from nicsim.scenario.schema import PatternKind, Scenario, ScenarioError
+from nicsim.workloads.cdf import Cdf, CdfError, load_cdf
 
 SLOTS = 256  # buffers of a closed loop beyond its depth: WRs completed, waiting to be checked
 MAX_REGISTERED = 4 << 30  # what the NIC's 2^20 MTT entries of 4 KiB pages map

@@ -25,16 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, QPCap, RecvWR, SendWR
 from nicsim.nic.requester import transport_timeout_ns
-from nicsim.results.breakdown import Tracer
-from nicsim.results.collect import KEEP_WRS, Collector, FlowWriter
-from nicsim.results.ideal import Ideal, IdealConfig
-from nicsim.results.timeseries import Probe, Sampler
 from nicsim.scenario import build
 from nicsim.scenario.buffers import POOL, Arena, DataPool
-from nicsim.scenario.endpoint import Process, connect_qp, open_process
+from nicsim.scenario.collect import KEEP_WRS, Collector, FlowWriter
+from nicsim.scenario.ideal import Ideal, IdealConfig
 from nicsim.scenario.plan import KERNEL_MEM, MAX_REGISTERED, SLOTS, Plan, cq_size, plan
 from nicsim.scenario.progress import Progress
 from nicsim.scenario.schema import ATOMICS, OpKind, Scenario, ScenarioError
@@ -49,7 +46,10 @@ from nicsim.scenario.traffic import (
     Wr,
     _Ids,
 )
-from nicsim.scenario.wait import CqWatch, Waiter
+from nicsim.trace.breakdown import Tracer
+from nicsim.trace.timeseries import Probe, Sampler
+from nicsim.workloads.endpoint import Process, connect_qp, open_process
+from nicsim.workloads.wait import CqWatch, Waiter
 from nicsim.world import World
 
 __all__ = ["KEEP_WRS", "KERNEL_MEM", "MAX_REGISTERED", "SLOTS", "RunResult", "Runner"]
@@ -335,7 +335,7 @@ class Runner:
             breakdown=tracer.summary() if tracer is not None else None)
 
     def _tracer(self, world: World) -> Tracer:
-        """Stamps of every WR the first host sends to the second (nicsim.results.breakdown);
+        """Stamps of every WR the first host sends to the second (nicsim.trace.breakdown);
         only a two-host scenario has one cable for it to tap."""
         hosts = list(world.hosts)
         if len(hosts) != 2 or world.switches:

@@ -19,15 +19,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from nicsim.nic.cc import cc_from_dict
 from nicsim.nic.cc.config import CcConfigError
-from nicsim.nic.config import check_odp_eqs
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+from nicsim.profiles.sections import (
+    CpuSpec,
+    NicSpec,
+    PcieSpec,
+    ProfileLinkSpec,
+    Strict,
+    WatchdogSpec,
+)
 
 
 class OpKind(StrEnum):
@@ -59,121 +62,8 @@ class FaultSpec(Strict):
     reorder_ns: Annotated[float, Field(ge=0)] = 2000.0
 
 
-class ProfileLinkSpec(Strict):
-    """What a NIC profile says of its link (nicsim.profiles)."""
-
-    rate_gbps: Annotated[float, Field(gt=0, le=1600)] = 100.0
-    prop_ns: Annotated[float, Field(ge=0)] = 50.0
-
-
 class LinkSpec(ProfileLinkSpec):
     faults: FaultSpec = FaultSpec()
-
-
-class PcieSpec(Strict):
-    gen: Annotated[int, Field(ge=1, le=5)] = 3
-    lanes: Annotated[int, Field(ge=1, le=32)] = 16
-    mps: Annotated[int, Field(ge=128, le=4096)] = 256
-    mrrs: Annotated[int, Field(ge=128, le=4096)] = 512
-    tlp_overhead: Annotated[int, Field(ge=0, le=64)] = 24
-    latency_ns: Annotated[float, Field(ge=0)] = 200.0
-    host_mem_ns: Annotated[float, Field(ge=0)] = 80.0
-
-
-NsFloat = Annotated[float, Field(ge=0)]
-BF_SIZES = (0, 64, 128, 256)  # BlueFlame buffer sizes a device may have (hwif.BF_MAX)
-
-
-class WatchdogSpec(Strict):
-    """A PFC watchdog (nicsim.fabric.pfc.PfcWatchdog): a lossless queue paused with frames
-    waiting and none leaving for `detect_ms` is stormed (pauses ignored; a switch drops its
-    frames) until no pause has come for `restore_ms`."""
-
-    enabled: bool = True
-    detect_ms: Annotated[float, Field(gt=0, le=60_000)] = 200.0
-    restore_ms: Annotated[float, Field(gt=0, le=60_000)] = 200.0
-
-
-class NicSpec(Strict):
-    """Every knob of nicsim.nic.config.NicConfig but the addresses, PCIe (`pcie`) and
-    congestion control (`cc`): capacities the device reports, fixed-function latencies and
-    the sizes of its queues and caches."""
-
-    max_qp: Annotated[int, Field(ge=2, le=1 << 24)] = 1 << 16
-    max_cq: Annotated[int, Field(ge=1, le=1 << 24)] = 1 << 16
-    log_mpt_entries: Annotated[int, Field(ge=4, le=24)] = 16
-    log_mtt_entries: Annotated[int, Field(ge=4, le=30)] = 20
-    max_qp_wr: Annotated[int, Field(ge=1, le=32768)] = 32768
-    max_sge: Annotated[int, Field(ge=1, le=32)] = 16
-    max_cqe: Annotated[int, Field(ge=1, le=1 << 22)] = 1 << 20
-    max_qp_rd_atom: Annotated[int, Field(ge=1, le=255)] = 16
-    max_inline: Annotated[int, Field(ge=0, le=1024)] = 256
-    firmware_ns: NsFloat = 2000.0
-    doorbell_ns: NsFloat = 20.0
-    wqe_decode_ns: NsFloat = 10.0
-    tx_pipeline_ns: NsFloat = 40.0
-    loopback_ns: NsFloat = 100.0
-    rx_pipeline_ns: NsFloat = 60.0
-    tx_readahead: Annotated[int, Field(ge=1, le=256)] = 32
-    tx_quantum: Annotated[int, Field(ge=1, le=1024)] = 1
-    max_wqe_prefetch: Annotated[int, Field(ge=1, le=64)] = 8
-    rwqe_cache: Annotated[int, Field(ge=1, le=1024)] = 8
-    dma_read_tags: Annotated[int, Field(ge=1, le=1024)] = 16
-    clock_mhz: Annotated[float, Field(gt=0, le=10000)] = 500.0
-    doorbell_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 4
-    sched_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 16
-    wqe_parse_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 32
-    header_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 12
-    rx_parse_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 4
-    resp_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 12
-    cqe_cycles: Annotated[int, Field(ge=0, le=1 << 20)] = 8
-    send_engines: Annotated[int, Field(ge=1, le=1024)] = 24
-    responder_units: Annotated[int, Field(ge=1, le=1024)] = 4
-    bf_size: Annotated[int, Field(description="0 (none), 64, 128 or 256")] = 256
-    mpt_cache_entries: Annotated[int, Field(ge=1)] = 512
-    mtt_cache_entries: Annotated[int, Field(ge=1)] = 4096
-    ack_coalesce: Annotated[int, Field(ge=1, le=1024)] = 16
-    ecn_capable: bool = True
-    odp: Annotated[bool, Field(description="on-demand paging: page faults for MRs registered "
-                               "with IBV_ACCESS_ON_DEMAND")] = True
-    max_eq: Annotated[int, Field(ge=0, le=64, description="event queues (0: none, so no "
-                                 "completion channels or asynchronous events)")] = 64
-    max_srq: Annotated[int, Field(ge=0, le=1 << 24, description="SRQ numbers 1..max_srq-1 "
-                                  "(0: no SRQs)")] = 1 << 16
-    multicast: Annotated[bool, Field(description="UD multicast groups")] = True
-    pfc_watchdog: WatchdogSpec = WatchdogSpec()  # of the NIC's transmit queues
-
-    @model_validator(mode="after")
-    def _bf(self) -> NicSpec:
-        if self.bf_size not in BF_SIZES:
-            raise ValueError(f"bf_size must be 0 (no BlueFlame), 64, 128 or 256, not "
-                             f"{self.bf_size}")
-        check_odp_eqs(self.odp, self.max_eq)
-        return self
-
-
-class CpuSpec(Strict):
-    """The host CPU's time for verbs calls (nicsim.host.host.CpuCosts), in ns."""
-
-    post_send_ns: NsFloat = 80.0
-    post_recv_ns: NsFloat = 30.0
-    poll_empty_ns: NsFloat = 20.0
-    poll_cqe_ns: NsFloat = 40.0
-    syscall_ns: NsFloat = 700.0
-    mmio_write_ns: NsFloat = 20.0
-    odp_fault_ns: NsFloat = 4000.0  # the driver's page-fault handler, per fault
-    odp_page_ns: NsFloat = 300.0  # ... and per page it makes present
-    spread: Annotated[float, Field(ge=0, le=10, description="each CPU cost varies in "
-                                   "[c, c*(1+spread)], seeded")] = 0.0
-    # The socket path's cost model (nicsim.apps.echo): what a send() and a receive cost the
-    # host beyond the wire. Assumed orders of magnitude for a current x86 server kernel, not
-    # fitted to a measurement: a profile that knows better sets them.
-    sock_syscall_ns: NsFloat = 300.0  # send()/recv() entry and exit
-    sock_copy_gbps: Annotated[float, Field(gt=0)] = 80.0  # copy in/out of the kernel, ~10 GB/s
-    tcp_tx_seg_ns: NsFloat = 700.0  # tcp_sendmsg .. driver xmit, per segment
-    tcp_rx_seg_ns: NsFloat = 900.0  # NAPI poll, IP and TCP receive, socket queue, per segment
-    irq_ns: NsFloat = 1000.0  # interrupt delivery, handler, softirq raise, per burst
-    wakeup_ns: NsFloat = 2500.0  # waking the blocked reader: scheduler and context switch
 
 
 class HostSpec(Strict):

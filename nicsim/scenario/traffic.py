@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nicsim.apps import patterns
-from nicsim.apps.cdf import Cdf
-from nicsim.apps.flows import poisson_flows
 from nicsim.scenario.schema import OpKind, OpSpec, PatternKind, PatternSpec, StreamSpec
+from nicsim.workloads import patterns
+from nicsim.workloads.cdf import Cdf
+from nicsim.workloads.flows import poisson_flows
 
 NOT_POSTED = -3
 UNKNOWN = -2  # unsignaled, and no later completion on its QP said how it ended

@@ -11,12 +11,12 @@ DEFAULT_DIR = "sweeps"  # results go to sweeps/<name> unless --out says otherwis
 
 
 def sweep_main(args: argparse.Namespace) -> int:
-    from nicsim.cli import UsageError
     from nicsim.results.output import OutputError, prepare
     from nicsim.scenario.schema import ScenarioError
     from nicsim.sweep import combine
     from nicsim.sweep.run import run
     from nicsim.sweep.spec import load_sweep
+    from nicsim.usage import UsageError
 
     sw = load_sweep(args.sweep)
     if not sw.base.is_file():
@@ -35,7 +35,7 @@ def sweep_main(args: argparse.Namespace) -> int:
     except OutputError as e:
         raise UsageError(str(e).replace("--out", "sweep --out")) from None
     # Check the base scenario with the first point's overrides before starting anything.
-    from nicsim.cli import load
+    from nicsim.scenario.load import load
 
     try:
         load(str(sw.base), [(f"--set {o}", o) for o in sw.points[0].overrides(sw.spec.set)])

@@ -46,8 +46,8 @@ def run_point(base: str, overrides: list[str], out: str, pcap: bool,
               row: dict[str, Any]) -> dict[str, Any]:
     """Run one point into `out` (cleared first: an unfinished earlier attempt leaves no
     files behind); returns `row` with the point's status and metrics."""
-    from nicsim.cli import load
     from nicsim.results import output
+    from nicsim.scenario.load import load
     from nicsim.scenario.runner import Runner
 
     t = time.perf_counter()

@@ -1,7 +1,7 @@
 """pyverbs.fork: ibv_fork_init. The simulated process's memory is not shared with a forked
 child's (a child gets its own copy of the world), so fork support is always on."""
 
-from nicsim.driver.user import enums as _e
+from nicsim.driver import enums as _e
 
 
 def fork_init() -> None:

@@ -1,5 +1,5 @@
 """pyverbs.librdmacm_enums: librdmacm's enumerations, and each member by name."""
 
-from nicsim.driver.user import cm_enums as _e
+from nicsim.driver import cm_enums as _e
 
 globals().update({k: v for k, v in vars(_e).items() if k.startswith(("RDMA", "rdma", "RAI"))})

@@ -1,7 +1,7 @@
 """pyverbs.qp. QPAttr here starts from zeros, as pyverbs' does (nicsim's own starts from a
 working RC connection's values)."""
 
-from nicsim.driver.user import enums as _e
+from nicsim.driver import enums as _e
 from nicsim.driver.user import verbs as _v
 from nicsim.driver.user.extended import QPEx
 from nicsim.driver.user.unsupported import (

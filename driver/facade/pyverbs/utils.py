@@ -1,6 +1,6 @@
 """pyverbs.utils: names of values."""
 
-from nicsim.driver.user import enums as _e
+from nicsim.driver import enums as _e
 from nicsim.driver.user.errors import PyverbsUserError
 
 

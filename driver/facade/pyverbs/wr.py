@@ -1,6 +1,6 @@
 """pyverbs.wr."""
 
-from nicsim.driver.user import enums as _e
+from nicsim.driver import enums as _e
 from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
 

@@ -35,10 +35,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
+from nicsim.driver.cm_enums import rdma_cm_event_type as EV
 from nicsim.driver.kernel.cm import mad as m
 from nicsim.driver.kernel.cm.gsi import Gsi, ip_gid
 from nicsim.driver.kernel.ib_core import IbDevice, Kernel, KernelError
-from nicsim.driver.user.cm_enums import rdma_cm_event_type as EV
 
 from nicsim.hwif import Access, QpAttrMask, QpState
 

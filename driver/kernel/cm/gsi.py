@@ -6,7 +6,7 @@ QP (the QPC says UD; QPN 1 is one of the numbers the driver keeps back from user
 10.2.4) whose Q_Key is the GSI's well-known 0x80010000: the NIC needs nothing special to
 deliver a MAD, and the driver reaches it only through the hwif (commands, WQEs, doorbells,
 CQEs), like any QP. The kernel posts its sends and receives with the nsnic WQE/CQE codec
-(nicsim.driver.user.provider: one definition of the ring formats for user and kernel
+(nicsim.driver.rings: one definition of the ring formats for user and kernel
 consumers, as mlx5's formats are shared by the kernel driver and its user provider).
 
 A MAD goes out as a UD SEND to QP 1 of the destination, Q_Key 0x80010000, and comes in with a
@@ -19,11 +19,12 @@ import errno
 import ipaddress
 from dataclasses import dataclass
 
+from nicsim.driver.abi import DoorbellPage
+from nicsim.driver.enums import ibv_qp_state, ibv_wc_opcode, ibv_wc_status, ibv_wr_opcode
 from nicsim.driver.kernel.cm.mad import GSI_QKEY, GSI_QPN, MAD_SIZE
 from nicsim.driver.kernel.ib_core import IbDevice, KernelError
-from nicsim.driver.kernel.uverbs import DoorbellPage, cq_resp, qp_resp
-from nicsim.driver.user.enums import ibv_qp_state, ibv_wc_opcode, ibv_wc_status, ibv_wr_opcode
-from nicsim.driver.user.provider import ProviderCq, ProviderError, ProviderQp
+from nicsim.driver.kernel.uverbs import cq_resp, qp_resp
+from nicsim.driver.rings import ProviderCq, ProviderError, ProviderQp
 
 from nicsim.hwif import (
     CQE_OWNER_OFFSET,

@@ -14,6 +14,16 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 
 import simpy
+from nicsim.driver.kernel.hw.objects import (
+    MTT_PER_CMD,
+    HwCq,
+    HwEq,
+    HwError,
+    HwMr,
+    HwQp,
+    HwSrq,
+)
+from nicsim.driver.kernel.hw.odp import OdpHandler
 from nicsim.driver.kernel.query import FIRST_QPN, GID_TABLE_LEN
 
 from nicsim.host.host import Host, PciFunction
@@ -64,16 +74,9 @@ _CMD_ERRNO = {
     CmdStatus.EXCEED_LIM: errno.ENOMEM,
 }
 DBREC_SIZE = 64  # a CQ's doorbell record: a u32, on its own cache line
-_MTT_PER_CMD = 4096  # page addresses per WRITE_MTT (its input block is 64 KiB)
 # Freed QPNs and MPT indices wait in quarantine before reuse, so a packet or rkey still in
 # flight for the old object can never reach a new one.
 QUARANTINE = 64
-
-
-class HwError(Exception):
-    def __init__(self, msg: str, errno_: int) -> None:
-        super().__init__(msg)
-        self.errno = errno_
 
 
 def _mem(fn):  # noqa: ANN001, ANN202
@@ -160,78 +163,6 @@ class RingPool:
             self.mem.free_contig(page, PAGE_SIZE)
 
 
-@dataclass
-class HwMr:
-    key: int
-    index: int
-    mtt_start: int
-    npages: int
-    va: int
-    length: int
-    pages: list[int]  # the pinned physical pages handed to the NIC (none: ODP)
-    aspace: AddressSpace
-    odp: bool = False  # on-demand paging: nothing pinned, pages mapped as the NIC faults
-    # ODP: the pages mapped for the device, by page number from the region's first page
-    present: dict[int, int] = field(default_factory=dict)
-    seq: int = 0  # ODP: advanced by every invalidation (mmu_interval_notifier's sequence)
-    dead: bool = False  # deregistered: a fault being resolved for it is abandoned
-
-    @property
-    def first_va(self) -> int:
-        return self.va & ~(PAGE_SIZE - 1)
-
-
-@dataclass
-class HwCq:
-    cqn: int
-    log_size: int
-    ring_pa: int
-    ring_bytes: int
-    dbrec_pa: int
-    # A ring being resized to (pa, bytes): the NIC writes it during RESIZE_CQ.
-    next_ring: tuple[int, int] | None = None
-
-
-@dataclass
-class HwQp:
-    qpn: int
-    sq_pa: int
-    sq_bytes: int
-    sq_log_size: int
-    sq_log_stride: int
-    rq_pa: int
-    rq_bytes: int
-    rq_log_size: int
-    rq_log_stride: int
-    qpc: Qpc | None = None
-
-
-@dataclass
-class HwSrq:
-    srqn: int
-    ring_pa: int
-    ring_bytes: int
-    log_size: int
-    log_stride: int
-    max_sge: int
-    next_ring: tuple[int, int] | None = None  # as HwCq's, during RESIZE_SRQ
-
-
-@dataclass
-class HwEq:
-    """An event queue: its ring, and the word its MSI-X message writes (the interrupt)."""
-
-    eqn: int
-    log_size: int
-    ring_pa: int
-    msi_pa: int
-    ci: int = 0  # EQEs taken by the interrupt handler (not wrapped)
-
-    @property
-    def size(self) -> int:
-        return 1 << self.log_size
-
-
 EQ_LOG_SIZE = 10  # 1024 EQEs: a CQ has at most one completion event outstanding
 # Interrupt moderation: at most one interrupt per EQ per this many ns (mlx5's default EQ
 # period is a few microseconds).
@@ -293,8 +224,6 @@ class NsnicDriver:
         self.srqs: dict[int, HwSrq] = {}
         self.mws: set[int] = set()  # MPT indices of memory windows
         self.srqns = Allocator(1, self.caps.max_srq)
-        from nicsim.driver.kernel.hw.odp import OdpHandler  # (it builds on this module)
-
         self.odp = OdpHandler(self)
 
     # -- command mailbox --------------------------------------------------------------------
@@ -391,8 +320,8 @@ class NsnicDriver:
 
     def _write_mr(self, key: int, idx: int, mtt_start: int, pages: list[int], va: int,
                   length: int, access: int, pd: int, flags: MptFlags = MptFlags.VALID) -> None:
-        for i in range(0, len(pages), _MTT_PER_CMD):
-            chunk = pages[i:i + _MTT_PER_CMD]
+        for i in range(0, len(pages), MTT_PER_CMD):
+            chunk = pages[i:i + MTT_PER_CMD]
             self.cmd(CmdOpcode.WRITE_MTT, pack_mtt(chunk), mod=mtt_start + i)
         mpt = Mpt(key, pd, va, length, mtt_start, access, flags, PAGE_SHIFT)
         self.cmd(CmdOpcode.WRITE_MPT, mpt.sw_part(), mod=idx)

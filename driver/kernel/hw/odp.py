@@ -32,7 +32,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING
 
 import simpy
-from nicsim.driver.kernel.hw.nsnic import _MTT_PER_CMD, HwError, HwMr
+from nicsim.driver.kernel.hw.objects import MTT_PER_CMD, HwError, HwMr
 
 from nicsim.host.memory import AddressSpace, MemoryError_
 from nicsim.hwif import (
@@ -53,7 +53,8 @@ from nicsim.hwif import (
 )
 
 if TYPE_CHECKING:
-    from nicsim.driver.kernel.hw.nsnic import HwEq, NsnicDriver
+    from nicsim.driver.kernel.hw.nsnic import NsnicDriver
+    from nicsim.driver.kernel.hw.objects import HwEq
 
 
 class Advice(IntEnum):
@@ -244,9 +245,9 @@ class OdpHandler:
                 for start, pas in runs:
                     # Mapped for the device from the moment its MTT entries may be written.
                     mr.present.update(zip(range(start, start + len(pas)), pas, strict=True))
-                    for i in range(0, len(pas), _MTT_PER_CMD):
+                    for i in range(0, len(pas), MTT_PER_CMD):
                         yield from hw.cmd_in_process(CmdOpcode.WRITE_MTT,
-                                                     pack_mtt(pas[i:i + _MTT_PER_CMD]),
+                                                     pack_mtt(pas[i:i + MTT_PER_CMD]),
                                                      mr.mtt_start + start + i)
                 self.counters["pages_mapped" if resume else "pages_prefetched"] += mapped
                 if resume:

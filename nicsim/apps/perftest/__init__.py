@@ -144,7 +144,7 @@ def run(p: Params, stdout: TextIO, stderr: TextIO) -> dict[str, Any]:
     extra: dict[str, Any] = {"profile": p.profile, "seed": p.seed,
                              "simulated_ns": w.env.now}
     if bench.tracer is not None:
-        from nicsim.results import breakdown
+        from nicsim.trace import breakdown
 
         summary = bench.tracer.summary()
         extra["breakdown"] = summary

@@ -19,7 +19,7 @@ import numpy as np
 
 from nicsim.apps.perftest.params import Conn, Params, PerftestError, TestKind, Verb
 from nicsim.apps.perftest.report import Dest, Setup
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import (
     AH,
     CQ,
@@ -37,7 +37,7 @@ from nicsim.driver.user.verbs import (
     SendWR,
 )
 from nicsim.host.cpus import Cpus
-from nicsim.results.breakdown import Tracer
+from nicsim.trace.breakdown import Tracer
 from nicsim.world import World
 
 DEVICE = "nsnic0"

@@ -3,6 +3,7 @@ reaction point (a per-QP rate the send engine keeps), behind one small interface
 (nicsim.nic.cc.control.RateControl) so other algorithms can be added without touching the
 send engine."""
 
+from nicsim.nic.cc.algorithms import make_rate_control
 from nicsim.nic.cc.config import (
     PRESETS,
     AlphaUpdate,
@@ -12,7 +13,7 @@ from nicsim.nic.cc.config import (
     DcqcnParams,
     cc_from_dict,
 )
-from nicsim.nic.cc.control import RateControl, make_rate_control
+from nicsim.nic.cc.control import RateControl
 from nicsim.nic.cc.notify import NotificationPoint
 
 __all__ = ["PRESETS", "AlphaUpdate", "CcAlgorithm", "CcConfig", "CnpConfig", "DcqcnParams",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import simpy
 
-from nicsim.nic.cc.config import CcAlgorithm, CcConfig
+from nicsim.nic.cc.config import CcConfig
 from nicsim.nic.counters import new_counters
 from nicsim.nic.qp import QpCtx
 
@@ -54,12 +54,3 @@ class RateControl(ABC):
         if self.cfg.trace:
             rate = self.line_gbps if qp.rate is None else qp.rate
             self.series.setdefault(qp.qpn, []).append((self.env.now, rate, alpha))
-
-
-def make_rate_control(env: simpy.Environment, cfg: CcConfig, line_gbps: Callable[[], float],
-                      rate_changed: Callable[[QpCtx], None]) -> RateControl | None:
-    if cfg.algorithm is CcAlgorithm.NONE:
-        return None
-    from nicsim.nic.cc.dcqcn import Dcqcn
-
-    return Dcqcn(env, cfg, line_gbps, rate_changed)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nicsim.driver.user import enums as e
+from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import (
     CQ,
     MR,
@@ -25,8 +25,8 @@ from nicsim.driver.user.verbs import (
     QPInitAttr,
     SendWR,
 )
-from nicsim.scenario.endpoint import connect_qp
-from nicsim.scenario.wait import CqWatch, Waiter
+from nicsim.workloads.endpoint import connect_qp
+from nicsim.workloads.wait import CqWatch, Waiter
 from nicsim.world import World
 
 ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nicsim.results.collect import status_name
 from nicsim.results.summary import fct_table, goodput, pfc_watchdog, summary, wr_rows
 from nicsim.scenario import build
+from nicsim.scenario.collect import status_name
 from nicsim.scenario.runner import NO_PROGRESS, TIME_LIMIT, RunResult
 
 # The counters worth a line in the report, per NIC; the JSON has all of them.
@@ -126,7 +126,7 @@ def text_report(r: RunResult) -> str:
         out.append(f"integrity: FAILED at WR {w.index} ({w.msg.op.value}, {w.nbytes} "
                    f"bytes): {w.integrity}")
     if r.breakdown is not None:
-        from nicsim.results.breakdown import text
+        from nicsim.trace.breakdown import text
 
         out += ["", *text(r.breakdown)]
     if r.out is not None:

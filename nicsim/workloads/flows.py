@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nicsim.apps.cdf import Cdf
+from nicsim.workloads.cdf import Cdf
 
 
 @dataclass(frozen=True, slots=True)

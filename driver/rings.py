@@ -13,9 +13,9 @@ import os
 import struct
 from dataclasses import dataclass, field, replace
 
-from nicsim.driver.kernel import sched
-from nicsim.driver.kernel.uverbs import CreateCqResp, CreateQpResp, CreateSrqResp, DoorbellPage
-from nicsim.driver.user.enums import ibv_qp_state, ibv_send_flags, ibv_wc_flags, ibv_wr_opcode
+from nicsim.driver import sched
+from nicsim.driver.abi import CreateCqResp, CreateQpResp, CreateSrqResp, DoorbellPage
+from nicsim.driver.enums import ibv_qp_state, ibv_send_flags, ibv_wc_flags, ibv_wr_opcode
 
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace

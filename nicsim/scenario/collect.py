@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from nicsim.driver.user.enums import ibv_wc_status
-from nicsim.results.stats import BUCKETS, Quantiles, bucket_of, plot_bin
+from nicsim.driver.enums import ibv_wc_status
 from nicsim.scenario.schema import ATOMICS, OpKind
 from nicsim.scenario.traffic import NOT_POSTED, OUTSTANDING, UNKNOWN, Wr
+from nicsim.trace.stats import BUCKETS, Quantiles, bucket_of, plot_bin
 
 KEEP_WRS = 10_000  # runs with more WRs keep summaries, not every WR
 FLOW_COLUMNS = ("id", "group", "src", "dst", "qpn", "op", "size_bytes", "start_us",
@@ -27,7 +27,7 @@ FLOW_UNITS = {
                 "traffic started",
     "finish_us": "when its completion was polled, us (empty: not completed)",
     "fct_us": "finish - start, us",
-    "ideal_fct_us": "the same message alone on an idle path, us (nicsim.results.ideal)",
+    "ideal_fct_us": "the same message alone on an idle path, us (nicsim.scenario.ideal)",
     "slowdown": "fct / ideal",
     "status": "the completion status, or outstanding (no completion when the run stopped), "
               "or unknown (unsignaled, no later completion on its QP)",

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nicsim.driver.user.provider import prefer_bf
+from nicsim.driver.rings import prefer_bf
 from nicsim.host.host import CpuCosts
 from nicsim.host.pcie import PcieConfig
 from nicsim.hwif import (
