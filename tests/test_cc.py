@@ -137,7 +137,7 @@ def test_cnp_from_a_stranger_or_with_cc_none_is_ignored():
     # A CNP whose IP source is not the QP's peer does not slow it down.
     w, a, b = cc_pair(PRESETS["dcqcn_paper"])
     qp_a = w.nics["a"].qps[a.qp.qp_num]
-    path = w.nics["b"].builder_for(w.nics["b"].qps[b.qp.qp_num], 48).path
+    path = w.nics["b"].framing.builder_for(w.nics["b"].qps[b.qp.qp_num], 48).path
     forged = FrameBuilder(replace(path, sip=bytes([10, 9, 9, 9]))).build(
         Opcode.CNP, qp_a.qpn, 0, bytes(16), becn=True, migreq=False)
     w.nics["a"].receive(forged)

@@ -13,11 +13,11 @@ is still on its way into that memory.
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Generator
 
 import simpy
 
+from nicsim.host.pcie import Pcie
 from nicsim.hwif import (
     CMD_BUSY,
     CQC_SIZE,
@@ -32,6 +32,7 @@ from nicsim.hwif import (
     Cqc,
     CqState,
     DevCap,
+    DevFeature,
     DeviceCaps,
     Eqc,
     HcaInit,
@@ -53,14 +54,25 @@ from nicsim.hwif import (
     device_commands,
     unpack_mtt,
 )
+from nicsim.nic.cc.control import RateControl
+from nicsim.nic.completer import Completer
+from nicsim.nic.config import NicConfig
 from nicsim.nic.counters import bump, new_counters
-from nicsim.nic.cq import CqCtx
-from nicsim.nic.multicast import McastError
+from nicsim.nic.cq import CqCtx, CqWriter
+from nicsim.nic.dma import Dma
+from nicsim.nic.eq import EventQueues
+from nicsim.nic.framing import Framing
+from nicsim.nic.interfaces import Trace
+from nicsim.nic.multicast import McastError, Multicast
+from nicsim.nic.odp import PageFaults
+from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx, RespCtx
-from nicsim.nic.srq import SrqCtx
-
-if TYPE_CHECKING:
-    from nicsim.nic.nic import Nic
+from nicsim.nic.scheduler import SendEngine
+from nicsim.nic.srq import SharedReceiveQueues, SrqCtx
+from nicsim.nic.translation import TranslationCache
+from nicsim.nic.windows import MemoryWindows
+from nicsim.nic.wqe_fetch import WqeFetch
+from nicsim.sim import Sim
 
 _IN_SIZE = {
     CmdOpcode.INIT_HCA: HcaInit.size(),
@@ -77,7 +89,6 @@ _IN_SIZE = {
     CmdOpcode.ATTACH_MCAST: MCAST_GID_SIZE,
     CmdOpcode.DETACH_MCAST: MCAST_GID_SIZE,
 }
-_ODP_COMMANDS = (CmdOpcode.QUERY_ODP, CmdOpcode.RESUME_PAGE_FAULT, CmdOpcode.ODP_INVALIDATE)
 # What an ODP region may be used for: every RC operation the NIC has, and UD sends and
 # receives (the set rxe reports since Linux 6.13, without FLUSH and ATOMIC_WRITE).
 _RC_ODP = (OdpTransport.SEND | OdpTransport.RECV | OdpTransport.WRITE | OdpTransport.READ
@@ -90,8 +101,6 @@ _FENCED = (CmdOpcode.INVALIDATE_MPT, CmdOpcode.ODP_INVALIDATE, CmdOpcode.DESTROY
            CmdOpcode.DESTROY_CQ,
            CmdOpcode.DESTROY_EQ, CmdOpcode.DESTROY_SRQ, CmdOpcode.RESIZE_CQ,
            CmdOpcode.RESIZE_SRQ)
-_SRQ_COMMANDS = (CmdOpcode.CREATE_SRQ, CmdOpcode.MODIFY_SRQ, CmdOpcode.QUERY_SRQ,
-                 CmdOpcode.DESTROY_SRQ, CmdOpcode.RESIZE_SRQ)
 
 # Transitions the hardware accepts (IBA 10.3.1, figure 124); the kernel checks attributes.
 _LEGAL = {
@@ -108,18 +117,30 @@ class CommandError(Exception):
 
 
 class CommandProcessor:
-    def __init__(self, nic: Nic) -> None:
-        self.nic = nic
-        self.env: simpy.Environment = nic.env
+    """The firmware. It owns the tables the commands write (QPs, and through their blocks the
+    CQs, EQs, SRQs, multicast groups, MPT and MTT) and tells the engines of what changed."""
+
+    def __init__(self, env: Sim, cfg: NicConfig, features: DevFeature, *, dma: Dma,
+                 pcie: Pcie, xlate: TranslationCache, qps: dict[int, QpCtx], cq: CqWriter,
+                 eq: EventQueues, srq: SharedReceiveQueues, mcast: Multicast,
+                 windows: MemoryWindows, faults: PageFaults, fetch: WqeFetch,
+                 engine: SendEngine, completer: Completer, cc: RateControl | None,
+                 port: Port, framing: Framing, trace: Trace) -> None:
+        self.env = env
+        self.cfg = cfg
+        self.dma, self.pcie, self.xlate, self.qps = dma, pcie, xlate, qps
+        self.cq, self.eq, self.srq, self.mcast = cq, eq, srq, mcast
+        self.windows, self.faults, self.fetch, self.engine = windows, faults, fetch, engine
+        self.completer, self.cc, self.port, self.framing = completer, cc, port, framing
+        self.trace = trace
         self.status = 0
         self.counters = new_counters("commands", "command_errors")
-        cfg = nic.cfg
         self.caps = DeviceCaps(cfg.max_qp, cfg.max_cq, 1 << cfg.log_mpt_entries,
                                1 << cfg.log_mtt_entries, cfg.max_qp_wr, cfg.max_sge,
                                cfg.max_cqe, cfg.max_qp_rd_atom, cfg.max_inline, cfg.max_uar,
                                cfg.max_eq, cfg.max_srq, DevCap.ODP if cfg.odp else DevCap(0))
         # What this configuration executes; the rest is BAD_OPCODE (nothing is read).
-        self.known = device_commands(self.caps, nic.features)
+        self.known = device_commands(self.caps, features)
 
     def go(self, opcode: int, pa_in: int, pa_out: int, mod: int) -> None:
         if self.status & CMD_BUSY:
@@ -129,33 +150,32 @@ class CommandProcessor:
 
     def _run(self, opcode: int, pa_in: int, pa_out: int,
              mod: int) -> Generator[simpy.Event, None, None]:
-        nic = self.nic
         env = self.env
         self.counters["commands"] += 1
         op = CmdOpcode(opcode) if opcode in CmdOpcode._value2member_map_ else None
         if op not in self.known:
-            yield env.timeout(nic.cfg.firmware_ns)
+            yield env.timeout(self.cfg.firmware_ns)
             self._done(CmdStatus.BAD_OPCODE)
             return
         n_in = _IN_SIZE.get(op, 0)
         if op is CmdOpcode.WRITE_MTT:
-            n_in = 8 + 8 * int.from_bytes(nic.dma.mem.read(pa_in, 4), "little")
+            n_in = 8 + 8 * int.from_bytes(self.dma.mem.read(pa_in, 4), "little")
         raw = b""
         if n_in:
-            raw, t = nic.dma.read(pa_in, n_in)
+            raw, t = self.dma.read(pa_in, n_in)
             yield env.timeout(t - env.now)
-        yield env.timeout(nic.cfg.firmware_ns)
+        yield env.timeout(self.cfg.firmware_ns)
         try:
-            out = self._execute(op, raw, mod)
+            out = _HANDLERS[op](self, raw, mod)
         except CommandError as e:
             self.counters["command_errors"] += 1
             self._done(e.status)
             return
         if out:
-            t = nic.dma.write(pa_out, out)
+            t = self.dma.write(pa_out, out)
             yield env.timeout(t - env.now)
         if op in _FENCED:
-            t = nic.pcie.writes_landed_by()
+            t = self.pcie.writes_landed_by()
             if t > env.now:
                 bump(self.counters, "fence_waits")
                 yield env.timeout(t - env.now)
@@ -163,152 +183,146 @@ class CommandProcessor:
 
     def _done(self, status: CmdStatus) -> None:
         self.status = int(status)
-        self.nic.trace("command_done", status=status.name)
+        self.trace("command_done", status=status.name)
 
     def read_status(self) -> int:
         return self.status
 
-    # -- commands ---------------------------------------------------------------------------
+    # -- commands (one handler each: _HANDLERS) ---------------------------------------------
 
-    def _execute(self, op: CmdOpcode, raw: bytes, mod: int) -> bytes:
-        nic = self.nic
-        cfg = nic.cfg
-        if op is CmdOpcode.QUERY_DEVICE:
-            return self.caps.pack()
-        if op is CmdOpcode.QUERY_PORT:
-            if mod != 1:  # one port, numbered from 1 (IBA 14.2.5.6)
-                raise CommandError(CmdStatus.BAD_PARAM)
-            link = nic.port.link
-            if link is None:
-                return PortInfo(PortState.DOWN, PortPhysState.POLLING, PathMtu.MTU_4096,
-                                0).pack()
-            return PortInfo(PortState.ACTIVE, PortPhysState.LINK_UP, PathMtu.MTU_4096,
-                            round(link.cfg.rate_gbps * 1000)).pack()
-        if op is CmdOpcode.INIT_HCA:
-            h = HcaInit.unpack(raw)
-            if h.log_mpt_entries > cfg.log_mpt_entries or h.log_mtt_entries > cfg.log_mtt_entries:
-                raise CommandError(CmdStatus.EXCEED_LIM)
-            x = nic.xlate
-            x.mpt_base, x.mtt_base = h.mpt_base, h.mtt_base
-            nic.mpt_entries, nic.mtt_entries = 1 << h.log_mpt_entries, 1 << h.log_mtt_entries
-            x.mpt_entries, x.mtt_entries = nic.mpt_entries, nic.mtt_entries
-            return b""
-        if op is CmdOpcode.WRITE_MPT or op is CmdOpcode.INVALIDATE_MPT:
-            self._check_index(mod, nic.mpt_entries)
-            # An MR that memory windows are bound to is neither rewritten nor invalidated
-            # (nicsim.nic.windows); a bound window rewritten or invalidated stops being bound.
-            if nic.windows.busy(mod):
-                raise CommandError(CmdStatus.BUSY)
-            nic.windows.forget(mod)
-            e = Mpt.from_sw(raw) if op is CmdOpcode.WRITE_MPT else None
-            nic.dma.write(nic.xlate.mpt_base + mod * MPT_SIZE,
-                          bytes(MPT_SIZE) if e is None else e.pack())
-            nic.xlate.invalidate_mpt(mod)
-            nic.odp.forget(mod)
-            return b""
-        if op in _ODP_COMMANDS:
-            return self._odp_command(op, raw, mod)
-        if op is CmdOpcode.WRITE_MTT:
-            pas = unpack_mtt(raw)
-            if mod + len(pas) > nic.mtt_entries:
-                raise CommandError(CmdStatus.EXCEED_LIM)
-            nic.dma.write(nic.xlate.mtt_base + mod * MTT_ENTRY_SIZE, raw[8:])
-            nic.xlate.invalidate_mtt(mod, len(pas))
-            return b""
-        if op is CmdOpcode.CREATE_CQ:
-            c = Cqc.unpack(raw)
-            if c.cqn in nic.cq.cqs or c.cqn >= cfg.max_cq or not 0 < c.uar <= cfg.max_uar:
-                raise CommandError(CmdStatus.BAD_PARAM)
-            if (1 << c.log_size) > cfg.max_cqe:
-                raise CommandError(CmdStatus.EXCEED_LIM)
-            nic.cq.cqs[c.cqn] = CqCtx(c.cqn, c.log_size, c.base, c.dbrec, c.eqn, uar=c.uar)
-            return b""
-        if op is CmdOpcode.QUERY_CQ:
-            cq = nic.cq.cqs.get(mod)
-            if cq is None:
-                raise CommandError(CmdStatus.BAD_RESOURCE)
-            return Cqc(cq.cqn, cq.log_size, CqState.OVERRUN if cq.overrun else CqState.OK,
-                       cq.base, cq.dbrec, cq.eqn, cq.uar).pack()
-        if op is CmdOpcode.RESIZE_CQ:
-            cq = nic.cq.cqs.get(mod)
-            if cq is None:
-                raise CommandError(CmdStatus.BAD_RESOURCE)
-            c = Cqc.unpack(raw)
-            if (1 << c.log_size) > cfg.max_cqe:
-                raise CommandError(CmdStatus.EXCEED_LIM)
-            if not nic.cq.resize(cq, c.base, c.log_size):
-                raise CommandError(CmdStatus.BAD_PARAM)
-            return b""
-        if op is CmdOpcode.DESTROY_CQ:
-            cq = nic.cq.cqs.get(mod)
-            if cq is None:
-                raise CommandError(CmdStatus.BAD_RESOURCE)
-            if cq.refs:
-                raise CommandError(CmdStatus.BUSY)
-            del nic.cq.cqs[mod]
-            return b""
-        if op is CmdOpcode.CREATE_EQ:
-            e = Eqc.unpack(raw)
-            if e.eqn in nic.eq.eqs or e.eqn >= cfg.max_eq or not 0 < e.log_size <= 16:
-                raise CommandError(CmdStatus.BAD_PARAM)
-            nic.eq.create(e)
-            return b""
-        if op is CmdOpcode.DESTROY_EQ:
-            if nic.eq.eqs.pop(mod, None) is None:
-                raise CommandError(CmdStatus.BAD_RESOURCE)
-            return b""
-        if op in _SRQ_COMMANDS:
-            return self._srq_command(op, raw, mod)
-        if op is CmdOpcode.CREATE_QP:
-            return self._create_qp(Qpc.unpack(raw), mod)
-        if op is CmdOpcode.MODIFY_QP:
-            return self._modify_qp(Qpc.unpack(raw))
-        if op is CmdOpcode.QUERY_QP:
-            qp = nic.qps.get(mod)
-            if qp is None:
-                raise CommandError(CmdStatus.BAD_RESOURCE)
-            return self._qpc_of(qp).pack()
-        if op is CmdOpcode.ATTACH_MCAST or op is CmdOpcode.DETACH_MCAST:
-            try:
-                (nic.mcast.attach if op is CmdOpcode.ATTACH_MCAST else nic.mcast.detach)(
-                    mod, bytes(raw))
-            except McastError as e:
-                raise CommandError(e.status) from None
-            return b""
-        if op is CmdOpcode.DESTROY_QP:
-            qp = nic.qps.pop(mod, None)
-            if qp is None:
-                raise CommandError(CmdStatus.BAD_RESOURCE)
-            nic.mcast.forget_qp(mod)
-            nic.windows.forget_qp(mod)  # its type 2 windows go with it
-            for cqn in (qp.send_cqn, qp.recv_cqn):
-                if cqn in nic.cq.cqs:
-                    nic.cq.cqs[cqn].refs -= 1
-            if qp.srq is not None:
-                qp.srq.refs -= 1
-            # Every engine checks the state before it touches the QP's memory again.
-            self._reset(qp)
-            return b""
-        raise CommandError(CmdStatus.BAD_OPCODE)
+    def _query_device(self, _raw: bytes, _mod: int) -> bytes:
+        return self.caps.pack()
 
-    def _odp_command(self, op: CmdOpcode, raw: bytes, mod: int) -> bytes:
-        nic = self.nic
+    def _query_port(self, _raw: bytes, mod: int) -> bytes:
+        if mod != 1:  # one port, numbered from 1 (IBA 14.2.5.6)
+            raise CommandError(CmdStatus.BAD_PARAM)
+        link = self.port.link
+        if link is None:
+            return PortInfo(PortState.DOWN, PortPhysState.POLLING, PathMtu.MTU_4096, 0).pack()
+        return PortInfo(PortState.ACTIVE, PortPhysState.LINK_UP, PathMtu.MTU_4096,
+                        round(link.cfg.rate_gbps * 1000)).pack()
+
+    def _init_hca(self, raw: bytes, _mod: int) -> bytes:
+        h = HcaInit.unpack(raw)
+        cfg = self.cfg
+        if h.log_mpt_entries > cfg.log_mpt_entries or h.log_mtt_entries > cfg.log_mtt_entries:
+            raise CommandError(CmdStatus.EXCEED_LIM)
+        x = self.xlate
+        x.mpt_base, x.mtt_base = h.mpt_base, h.mtt_base
+        x.mpt_entries, x.mtt_entries = 1 << h.log_mpt_entries, 1 << h.log_mtt_entries
+        return b""
+
+    def _write_mpt(self, raw: bytes, mod: int) -> bytes:
+        """WRITE_MPT, and INVALIDATE_MPT (no input: the entry is zeroed)."""
+        x = self.xlate
+        self._check_index(mod, x.mpt_entries)
+        # An MR that memory windows are bound to is neither rewritten nor invalidated
+        # (nicsim.nic.windows); a bound window rewritten or invalidated stops being bound.
+        if self.windows.busy(mod):
+            raise CommandError(CmdStatus.BUSY)
+        self.windows.forget(mod)
+        self.dma.write(x.mpt_base + mod * MPT_SIZE,
+                       Mpt.from_sw(raw).pack() if raw else bytes(MPT_SIZE))
+        x.invalidate_mpt(mod)
+        self.faults.forget(mod)
+        return b""
+
+    def _write_mtt(self, raw: bytes, mod: int) -> bytes:
+        pas = unpack_mtt(raw)
+        x = self.xlate
+        if mod + len(pas) > x.mtt_entries:
+            raise CommandError(CmdStatus.EXCEED_LIM)
+        self.dma.write(x.mtt_base + mod * MTT_ENTRY_SIZE, raw[8:])
+        x.invalidate_mtt(mod, len(pas))
+        return b""
+
+    def _cq(self, mod: int) -> CqCtx:
+        cq = self.cq.cqs.get(mod)
+        if cq is None:
+            raise CommandError(CmdStatus.BAD_RESOURCE)
+        return cq
+
+    def _create_cq(self, raw: bytes, _mod: int) -> bytes:
+        c = Cqc.unpack(raw)
+        cfg = self.cfg
+        if c.cqn in self.cq.cqs or c.cqn >= cfg.max_cq or not 0 < c.uar <= cfg.max_uar:
+            raise CommandError(CmdStatus.BAD_PARAM)
+        if (1 << c.log_size) > cfg.max_cqe:
+            raise CommandError(CmdStatus.EXCEED_LIM)
+        self.cq.cqs[c.cqn] = CqCtx(c.cqn, c.log_size, c.base, c.dbrec, c.eqn, uar=c.uar)
+        return b""
+
+    def _query_cq(self, _raw: bytes, mod: int) -> bytes:
+        cq = self._cq(mod)
+        return Cqc(cq.cqn, cq.log_size, CqState.OVERRUN if cq.overrun else CqState.OK,
+                   cq.base, cq.dbrec, cq.eqn, cq.uar).pack()
+
+    def _resize_cq(self, raw: bytes, mod: int) -> bytes:
+        cq = self._cq(mod)
+        c = Cqc.unpack(raw)
+        if (1 << c.log_size) > self.cfg.max_cqe:
+            raise CommandError(CmdStatus.EXCEED_LIM)
+        if not self.cq.resize(cq, c.base, c.log_size):
+            raise CommandError(CmdStatus.BAD_PARAM)
+        return b""
+
+    def _destroy_cq(self, _raw: bytes, mod: int) -> bytes:
+        if self._cq(mod).refs:
+            raise CommandError(CmdStatus.BUSY)
+        del self.cq.cqs[mod]
+        return b""
+
+    def _create_eq(self, raw: bytes, _mod: int) -> bytes:
+        e = Eqc.unpack(raw)
+        if e.eqn in self.eq.eqs or e.eqn >= self.cfg.max_eq or not 0 < e.log_size <= 16:
+            raise CommandError(CmdStatus.BAD_PARAM)
+        self.eq.create(e)
+        return b""
+
+    def _destroy_eq(self, _raw: bytes, mod: int) -> bytes:
+        if self.eq.eqs.pop(mod, None) is None:
+            raise CommandError(CmdStatus.BAD_RESOURCE)
+        return b""
+
+    def _query_qp(self, _raw: bytes, mod: int) -> bytes:
+        qp = self.qps.get(mod)
+        if qp is None:
+            raise CommandError(CmdStatus.BAD_RESOURCE)
+        return self._qpc_of(qp).pack()
+
+    def _destroy_qp(self, _raw: bytes, mod: int) -> bytes:
+        qp = self.qps.pop(mod, None)
+        if qp is None:
+            raise CommandError(CmdStatus.BAD_RESOURCE)
+        self.mcast.forget_qp(mod)
+        self.windows.forget_qp(mod)  # its type 2 windows go with it
+        for cqn in (qp.send_cqn, qp.recv_cqn):
+            if cqn in self.cq.cqs:
+                self.cq.cqs[cqn].refs -= 1
+        if qp.srq is not None:
+            qp.srq.refs -= 1
+        # Every engine checks the state before it touches the QP's memory again.
+        self._reset(qp)
+        return b""
+
+    def _odp(self, op: CmdOpcode, raw: bytes, mod: int) -> bytes:
+        """QUERY_ODP, RESUME_PAGE_FAULT and ODP_INVALIDATE."""
         if op is CmdOpcode.QUERY_ODP:
             return OdpCaps(OdpGeneral.SUPPORT, _RC_ODP, 0, _UD_ODP).pack()
+        x = self.xlate
         idx = mod & ~RESUME_FAILED
-        self._check_index(idx, nic.mpt_entries)
+        self._check_index(idx, x.mpt_entries)
         if op is CmdOpcode.RESUME_PAGE_FAULT:
-            nic.odp.resume(idx, bool(mod & RESUME_FAILED))
+            self.faults.resume(idx, bool(mod & RESUME_FAILED))
             return b""
         # ODP_INVALIDATE: the entries become not present, and what was translated through
         # the region is revoked before the driver lets the pages go (fenced).
         r = OdpRange.unpack(raw)
-        if r.first + r.count > nic.mtt_entries:
+        if r.first + r.count > x.mtt_entries:
             raise CommandError(CmdStatus.EXCEED_LIM)
-        nic.dma.write(nic.xlate.mtt_base + r.first * MTT_ENTRY_SIZE,
-                      bytes(r.count * MTT_ENTRY_SIZE))
-        nic.xlate.invalidate_mtt(r.first, r.count)
-        nic.xlate.invalidate_mpt(idx)
+        self.dma.write(x.mtt_base + r.first * MTT_ENTRY_SIZE, bytes(r.count * MTT_ENTRY_SIZE))
+        x.invalidate_mtt(r.first, r.count)
+        x.invalidate_mpt(idx)
         return b""
 
     @staticmethod
@@ -316,49 +330,59 @@ class CommandProcessor:
         if not 0 <= i < n:
             raise CommandError(CmdStatus.EXCEED_LIM)
 
-    def _srq_command(self, op: CmdOpcode, raw: bytes, mod: int) -> bytes:
-        srqs = self.nic.srq.srqs
-        if op is CmdOpcode.CREATE_SRQ:
-            c = Srqc.unpack(raw)
-            if c.srqn in srqs or not 0 < c.srqn < self.nic.cfg.max_srq or \
-                    not 0 < c.uar <= self.nic.cfg.max_uar:
-                raise CommandError(CmdStatus.BAD_PARAM)
-            if (1 << c.log_size) > self.nic.cfg.max_qp_wr:
-                raise CommandError(CmdStatus.EXCEED_LIM)
-            srqs[c.srqn] = SrqCtx(c.srqn, c.pd, c.base, c.log_size, c.log_stride, c.limit,
-                                  c.uar)
-            return b""
-        srq = srqs.get(mod)
+    def _srq_of(self, mod: int) -> SrqCtx:
+        srq = self.srq.srqs.get(mod)
         if srq is None:
             raise CommandError(CmdStatus.BAD_RESOURCE)
-        if op is CmdOpcode.MODIFY_SRQ:
-            c = Srqc.unpack(raw)
-            if c.limit > srq.wqes + (1 << srq.rq_log_size):
-                raise CommandError(CmdStatus.BAD_PARAM)
-            srq.limit = c.limit
-            return b""
-        if op is CmdOpcode.RESIZE_SRQ:
-            c = Srqc.unpack(raw)
-            if (1 << c.log_size) > self.nic.cfg.max_qp_wr:
-                raise CommandError(CmdStatus.EXCEED_LIM)
-            if c.log_stride != srq.rq_log_stride or \
-                    not self.nic.srq.resize(srq, self.nic.dma, c.base, c.log_size):
-                raise CommandError(CmdStatus.BAD_PARAM)
-            return b""
-        if op is CmdOpcode.QUERY_SRQ:
-            return Srqc(srq.srqn, srq.pd, srq.rq_base, srq.rq_log_size, srq.rq_log_stride,
-                        srq.limit, srq.uar, srq.wqes).pack()
-        if srq.refs:  # DESTROY_SRQ of an SRQ that QPs still receive from
-            raise CommandError(CmdStatus.BUSY)
-        del srqs[mod]
+        return srq
+
+    def _create_srq(self, raw: bytes, _mod: int) -> bytes:
+        c = Srqc.unpack(raw)
+        cfg = self.cfg
+        if c.srqn in self.srq.srqs or not 0 < c.srqn < cfg.max_srq or \
+                not 0 < c.uar <= cfg.max_uar:
+            raise CommandError(CmdStatus.BAD_PARAM)
+        if (1 << c.log_size) > cfg.max_qp_wr:
+            raise CommandError(CmdStatus.EXCEED_LIM)
+        self.srq.srqs[c.srqn] = SrqCtx(c.srqn, c.pd, c.base, c.log_size, c.log_stride,
+                                       c.limit, c.uar)
         return b""
 
-    def _create_qp(self, c: Qpc, srqn: int = 0) -> bytes:
-        nic = self.nic
-        if c.qpn in nic.qps or not 0 < c.qpn < nic.cfg.max_qp or \
-                not 0 < c.uar <= nic.cfg.max_uar:
+    def _modify_srq(self, raw: bytes, mod: int) -> bytes:
+        srq = self._srq_of(mod)
+        c = Srqc.unpack(raw)
+        if c.limit > srq.wqes + (1 << srq.rq_log_size):
             raise CommandError(CmdStatus.BAD_PARAM)
-        srq = nic.srq.srqs.get(srqn) if srqn else None
+        srq.limit = c.limit
+        return b""
+
+    def _resize_srq(self, raw: bytes, mod: int) -> bytes:
+        srq = self._srq_of(mod)
+        c = Srqc.unpack(raw)
+        if (1 << c.log_size) > self.cfg.max_qp_wr:
+            raise CommandError(CmdStatus.EXCEED_LIM)
+        if c.log_stride != srq.rq_log_stride or \
+                not self.srq.resize(srq, self.dma, c.base, c.log_size):
+            raise CommandError(CmdStatus.BAD_PARAM)
+        return b""
+
+    def _query_srq(self, _raw: bytes, mod: int) -> bytes:
+        srq = self._srq_of(mod)
+        return Srqc(srq.srqn, srq.pd, srq.rq_base, srq.rq_log_size, srq.rq_log_stride,
+                    srq.limit, srq.uar, srq.wqes).pack()
+
+    def _destroy_srq(self, _raw: bytes, mod: int) -> bytes:
+        if self._srq_of(mod).refs:  # an SRQ that QPs still receive from
+            raise CommandError(CmdStatus.BUSY)
+        del self.srq.srqs[mod]
+        return b""
+
+    def _create_qp(self, raw: bytes, srqn: int) -> bytes:
+        c = Qpc.unpack(raw)
+        cfg = self.cfg
+        if c.qpn in self.qps or not 0 < c.qpn < cfg.max_qp or not 0 < c.uar <= cfg.max_uar:
+            raise CommandError(CmdStatus.BAD_PARAM)
+        srq = self.srq.srqs.get(srqn) if srqn else None
         if srqn and srq is None:
             raise CommandError(CmdStatus.BAD_RESOURCE)
         try:
@@ -366,11 +390,11 @@ class CommandProcessor:
         except ValueError:
             raise CommandError(CmdStatus.BAD_PARAM) from None
         for cqn in (c.send_cqn, c.recv_cqn):
-            if cqn not in nic.cq.cqs:
+            if cqn not in self.cq.cqs:
                 raise CommandError(CmdStatus.BAD_RESOURCE)
         for cqn in (c.send_cqn, c.recv_cqn):
-            nic.cq.cqs[cqn].refs += 1
-        nic.qps[c.qpn] = q = QpCtx(c.qpn, qtype, c.pd, c.send_cqn, c.recv_cqn, c.sq_base,
+            self.cq.cqs[cqn].refs += 1
+        self.qps[c.qpn] = q = QpCtx(c.qpn, qtype, c.pd, c.send_cqn, c.recv_cqn, c.sq_base,
                                    c.sq_log_size, c.sq_log_stride, c.rq_base, c.rq_log_size,
                                    c.rq_log_stride, uar=c.uar, srq=srq)
         if srq is not None:
@@ -379,9 +403,9 @@ class CommandProcessor:
             q.mtu = PathMtu.MTU_4096.bytes  # a datagram is one packet of up to the port's MTU
         return b""
 
-    def _modify_qp(self, c: Qpc) -> bytes:
-        nic = self.nic
-        qp = nic.qps.get(c.qpn)
+    def _modify_qp(self, raw: bytes, _mod: int) -> bytes:
+        c = Qpc.unpack(raw)
+        qp = self.qps.get(c.qpn)
         if qp is None:
             raise CommandError(CmdStatus.BAD_RESOURCE)
         m = QpAttrMask(c.attr_mask)
@@ -393,22 +417,22 @@ class CommandProcessor:
         if new is QpState.RESET:
             self._reset(qp)
         elif new is QpState.ERR:
-            nic.completer.qp_error(qp)
+            self.completer.qp_error(qp)
         elif (old, new) not in _LEGAL:
             raise CommandError(CmdStatus.BAD_STATE)
         if new not in (QpState.RESET, QpState.ERR):
             self._apply(qp, c, m)
             qp.state = new
             if new is QpState.RTS and (qp.sq_pending or qp.fetched):
-                nic.engine.kick(qp)
+                self.engine.kick(qp)
         if old is not new:
-            nic.trace("qp_state", qpn=qp.qpn, old=old.name, new=new.name)
+            self.trace("qp_state", qpn=qp.qpn, old=old.name, new=new.name)
         return b""
 
     def _reset(self, qp: QpCtx) -> None:
         qp.state = QpState.RESET
         qp.sq_pi = qp.sq_fetch = qp.rq_pi = qp.rq_ci = 0
-        self.nic.fetch.reset(qp)
+        self.fetch.reset(qp)
         qp.outstanding.clear()
         qp.cur = None
         qp.redo.clear()
@@ -417,13 +441,13 @@ class CommandProcessor:
         qp.resp = RespCtx()
         qp.builder = None
         qp.rx_addrs = None
-        if self.nic.cc is not None:
-            self.nic.cc.forget(qp)
+        if self.cc is not None:
+            self.cc.forget(qp)
         qp.next_tx = qp.last_tx = 0.0
         qp.held = False
         qp.pace_gen += 1
         qp.cnp_at = float("-inf")
-        self.nic.odp.drop(qp)  # a send WQE waiting for a page fault is gone with the rest
+        self.faults.drop(qp)  # a send WQE waiting for a page fault is gone with the rest
 
     def _apply(self, qp: QpCtx, c: Qpc, m: QpAttrMask) -> None:
         M = QpAttrMask
@@ -432,7 +456,7 @@ class CommandProcessor:
                 # Takes effect at once, inside a message too (the responder checks the QP's
                 # rights on every packet, as rxe's check_op_valid does): messages in flight
                 # re-validate at their next packet.
-                self.nic.xlate.bump()
+                self.xlate.bump()
             qp.access = c.access
         if m & M.PATH_MTU:
             qp.mtu = 128 << c.path_mtu
@@ -460,7 +484,7 @@ class CommandProcessor:
             qp.dmac, qp.smac, qp.sgid, qp.dgid = c.dmac, c.smac, c.sgid, c.dgid
             qp.traffic_class = c.traffic_class
         if m & (M.AV | M.DEST_QPN) and qp.dest_qpn and any(qp.dgid):
-            qp.builder = self.nic.builder_for(qp)
+            qp.builder = self.framing.builder_for(qp)
             path = qp.builder.path
             qp.rx_addrs = path.dip + path.sip  # a frame from the peer: its IP, then ours
 
@@ -480,3 +504,43 @@ class CommandProcessor:
         c.max_dest_rd_atomic, c.traffic_class = qp.max_dest_rd_atomic, qp.traffic_class
         c.uar = qp.uar
         return c
+
+
+Handler = Callable[[CommandProcessor, bytes, int], bytes]
+
+
+def _mcast(attach: bool) -> Handler:
+    def handler(cp: CommandProcessor, raw: bytes, mod: int) -> bytes:
+        try:
+            (cp.mcast.attach if attach else cp.mcast.detach)(mod, bytes(raw))
+        except McastError as e:
+            raise CommandError(e.status) from None
+        return b""
+    return handler
+
+
+def _odp(op: CmdOpcode) -> Handler:
+    def handler(cp: CommandProcessor, raw: bytes, mod: int) -> bytes:
+        return cp._odp(op, raw, mod)
+    return handler
+
+
+C = CommandProcessor
+# The handler of each command (what `device_commands` leaves out is BAD_OPCODE first).
+_HANDLERS: dict[CmdOpcode | None, Handler] = {
+    CmdOpcode.QUERY_DEVICE: C._query_device, CmdOpcode.QUERY_PORT: C._query_port,
+    CmdOpcode.INIT_HCA: C._init_hca, CmdOpcode.WRITE_MPT: C._write_mpt,
+    CmdOpcode.INVALIDATE_MPT: C._write_mpt, CmdOpcode.WRITE_MTT: C._write_mtt,
+    CmdOpcode.CREATE_CQ: C._create_cq, CmdOpcode.QUERY_CQ: C._query_cq,
+    CmdOpcode.RESIZE_CQ: C._resize_cq, CmdOpcode.DESTROY_CQ: C._destroy_cq,
+    CmdOpcode.CREATE_EQ: C._create_eq, CmdOpcode.DESTROY_EQ: C._destroy_eq,
+    CmdOpcode.CREATE_SRQ: C._create_srq, CmdOpcode.MODIFY_SRQ: C._modify_srq,
+    CmdOpcode.RESIZE_SRQ: C._resize_srq, CmdOpcode.QUERY_SRQ: C._query_srq,
+    CmdOpcode.DESTROY_SRQ: C._destroy_srq, CmdOpcode.CREATE_QP: C._create_qp,
+    CmdOpcode.MODIFY_QP: C._modify_qp, CmdOpcode.QUERY_QP: C._query_qp,
+    CmdOpcode.DESTROY_QP: C._destroy_qp,
+    CmdOpcode.ATTACH_MCAST: _mcast(True), CmdOpcode.DETACH_MCAST: _mcast(False),
+    CmdOpcode.QUERY_ODP: _odp(CmdOpcode.QUERY_ODP),
+    CmdOpcode.RESUME_PAGE_FAULT: _odp(CmdOpcode.RESUME_PAGE_FAULT),
+    CmdOpcode.ODP_INVALIDATE: _odp(CmdOpcode.ODP_INVALIDATE),
+}

@@ -12,21 +12,23 @@ ERR, after which every WQE still on the SQ or RQ completes with WR_FLUSH_ERR (IB
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
 from nicsim.hwif import WQE_INDEX_MASK, CqeOpcode, CqeStatus, QpState, VendorErr, WqeOpcode
 from nicsim.nic.aeth import CREDITS, rnr_timer_ns
+from nicsim.nic.config import NicConfig
 from nicsim.nic.counters import bump, new_counters
-from nicsim.nic.dma import position
+from nicsim.nic.cq import CqWriter
+from nicsim.nic.dma import Dma, position
 from nicsim.nic.engines import Units, cycles_ns
+from nicsim.nic.interfaces import Requests, Trace
+from nicsim.nic.mmu import Mmu
 from nicsim.nic.qp import PLACEMENT_OPS, PSN_MASK, QpCtx, RespState, SendOp, psn_diff
+from nicsim.nic.scheduler import SendEngine
+from nicsim.sim import Sim
 from nicsim.wire import Kind, Packet
 from nicsim.wire.opcodes import Opcode
 
-if TYPE_CHECKING:
-    from nicsim.nic.nic import Nic
-
-_CQE_OPCODE = {
+CQE_OPCODE = {
     WqeOpcode.RDMA_WRITE: CqeOpcode.RDMA_WRITE,
     WqeOpcode.RDMA_WRITE_WITH_IMM: CqeOpcode.RDMA_WRITE,
     WqeOpcode.SEND: CqeOpcode.SEND,
@@ -55,13 +57,23 @@ _K_ACK, _K_READ_RESP, _K_ATOMIC_ACK = Kind.ACK, Kind.READ_RESP, Kind.ATOMIC_ACK
 
 
 class Completer:
-    def __init__(self, nic: Nic) -> None:
-        self.nic = nic
+    """`requests`: the requester, told of progress (the NIC wires it in after building it)."""
+
+    requests: Requests
+
+    def __init__(self, env: Sim, cfg: NicConfig, cq: CqWriter, engine: SendEngine, dma: Dma,
+                 mmu: Mmu, trace: Trace) -> None:
+        self.env = env
+        self.cq = cq
+        self.engine = engine
+        self.dma = dma
+        self.mmu = mmu
+        self.trace = trace
         # Response packets that carry data (READ responses, atomic ACKs) occupy the
         # requester's receive parser (one unit, nicsim.nic.engines) for rx_parse_cycles.
         self.parser = Units(1)
-        self._parse = cycles_ns(nic.cfg.rx_parse_cycles, nic.cfg.clock_mhz)
-        self._rx_lag = nic.cfg.rx_pipeline_ns  # (per response packet: hoisted)
+        self._parse = cycles_ns(cfg.rx_parse_cycles, cfg.clock_mhz)
+        self._rx_lag = cfg.rx_pipeline_ns  # (per response packet: hoisted)
         self.counters = new_counters("acks", "naks", "rnr_naks", "read_response_packets",
                                      "atomic_acks", "send_completions", "error_completions",
                                      "flush_completions", "unexpected_responses",
@@ -82,7 +94,7 @@ class Completer:
 
     def _post_send(self, qp: QpCtx, op: SendOp, status: CqeStatus,
                    vendor: VendorErr = VendorErr.NONE, t: float = 0.0) -> None:
-        self.nic.cq.post(qp.send_cqn, qp.qpn, op.wqe_index, _CQE_OPCODE[op.opcode], status,
+        self.cq.post(qp.send_cqn, qp.qpn, op.wqe_index, CQE_OPCODE[op.opcode], status,
                          op.length, vendor_err=vendor, not_before=t)
         if status is CqeStatus.SUCCESS:
             self.counters["send_completions"] += 1
@@ -92,7 +104,7 @@ class Completer:
     def post_recv(self, qp: QpCtx, index: int, opcode: CqeOpcode, status: CqeStatus,
                   byte_len: int, flags: int, imm: int, t: float,
                   solicited: bool = False) -> None:
-        self.nic.cq.post(qp.recv_cqn, qp.qpn, index, opcode, status, byte_len, imm,
+        self.cq.post(qp.recv_cqn, qp.qpn, index, opcode, status, byte_len, imm,
                          flags=flags, not_before=t, solicited=solicited)
 
     def local_error(self, qp: QpCtx, index: int, op: WqeOpcode, status: CqeStatus,
@@ -103,7 +115,7 @@ class Completer:
         come in the order it was posted (IBA 10.8.6)."""
         while qp.outstanding:
             self.flush_send(qp, self._pop(qp).wqe_index)
-        self.nic.cq.post(qp.send_cqn, qp.qpn, index, _CQE_OPCODE[op], status,
+        self.cq.post(qp.send_cqn, qp.qpn, index, CQE_OPCODE[op], status,
                          vendor_err=vendor)
         self.counters["error_completions"] += 1
         self.qp_error(qp)
@@ -127,7 +139,7 @@ class Completer:
             self._post_send(qp, sop, CqeStatus.SUCCESS, t=t)
 
     def flush_send(self, qp: QpCtx, index: int) -> None:
-        self.nic.cq.post(qp.send_cqn, qp.qpn, index, CqeOpcode.SEND, CqeStatus.WR_FLUSH_ERR,
+        self.cq.post(qp.send_cqn, qp.qpn, index, CqeOpcode.SEND, CqeStatus.WR_FLUSH_ERR,
                          vendor_err=VendorErr.FLUSHED)
         self.counters["flush_completions"] += 1
 
@@ -137,12 +149,12 @@ class Completer:
         if qp.srq is not None:
             held, qp.resp.held_wqe = qp.resp.held_wqe, None
             if held is not None:  # (UC) taken by a message that was dropped: the QP's
-                self.nic.cq.post(qp.recv_cqn, qp.qpn, held[0], CqeOpcode.RECV,
+                self.cq.post(qp.recv_cqn, qp.qpn, held[0], CqeOpcode.RECV,
                                  CqeStatus.WR_FLUSH_ERR, vendor_err=VendorErr.FLUSHED)
                 self.counters["flush_completions"] += 1
             return
         while qp.rq_ci != qp.rq_pi:
-            self.nic.cq.post(qp.recv_cqn, qp.qpn, qp.rq_ci, CqeOpcode.RECV,
+            self.cq.post(qp.recv_cqn, qp.qpn, qp.rq_ci, CqeOpcode.RECV,
                              CqeStatus.WR_FLUSH_ERR, vendor_err=VendorErr.FLUSHED)
             self.counters["flush_completions"] += 1
             qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
@@ -151,7 +163,7 @@ class Completer:
         """Move the QP to ERR and flush everything outstanding on it."""
         if qp.state is not QpState.ERR:
             self.counters["qp_errors"] += 1
-            self.nic.trace("qp_state", qpn=qp.qpn, old=qp.state.name, new="ERR")
+            self.trace("qp_state", qpn=qp.qpn, old=qp.state.name, new="ERR")
         qp.state = QpState.ERR
         qp.resp.state = RespState.IDLE
         qp.timer_deadline = None
@@ -162,7 +174,7 @@ class Completer:
             op = self._pop(qp)
             self.flush_send(qp, op.wqe_index)
         self.flush_recv(qp)
-        self.nic.engine.kick(qp)  # the send engine flushes fetched and posted WQEs
+        self.engine.kick(qp)  # the send engine flushes fetched and posted WQEs
 
     # -- responses --------------------------------------------------------------------------
 
@@ -226,9 +238,9 @@ class Completer:
         may have been waiting for a READ slot, a fence or credits)."""
         qp.retry_left = qp.retry_cnt
         qp.rnr_left = qp.rnr_retry
-        self.nic.requester.restart_timer(qp)
+        self.requests.restart_timer(qp)
         if qp.fetched or qp.sq_pending:
-            self.nic.engine.kick(qp)
+            self.engine.kick(qp)
 
     def _complete_through(self, qp: QpCtx, psn: int, progress_only: bool = False) -> None:
         """Complete, in order, every WQE whose last PSN is at or before `psn`. A READ or
@@ -248,7 +260,7 @@ class Completer:
                 if not progress_only and qp.resend_psn is None and not op.gap:
                     op.gap = True
                     self.counters["implicit_naks"] += 1
-                    self.retry(qp, self.nic.requester.first_unacked(qp),
+                    self.retry(qp, self.requests.first_unacked(qp),
                                CqeStatus.RETRY_EXC_ERR, VendorErr.RETRY_EXCEEDED)
                 break
             self._pop(qp)
@@ -263,7 +275,7 @@ class Completer:
         if not qp.outstanding:
             return
         if qp.retry_left <= 0:
-            self._fail_at(qp, self.nic.requester.first_unacked(qp), status, vendor)
+            self._fail_at(qp, self.requests.first_unacked(qp), status, vendor)
             return
         qp.retry_left -= 1
         self._rewind(qp, psn)
@@ -271,8 +283,8 @@ class Completer:
     def _rewind(self, qp: QpCtx, psn: int) -> None:
         if qp.resend_psn is None or psn_diff(psn, qp.resend_psn) < 0:
             qp.resend_psn = psn
-        self.nic.requester.restart_timer(qp)
-        self.nic.engine.kick(qp)
+        self.requests.restart_timer(qp)
+        self.engine.kick(qp)
 
     def _rnr(self, qp: QpCtx, psn: int, timer: int) -> None:
         """RNR NAK: the responder had no receive WQE. Wait the RNR timer, then send again
@@ -285,13 +297,13 @@ class Completer:
                 self._fail_at(qp, psn, CqeStatus.RNR_RETRY_EXC_ERR, VendorErr.RNR_EXCEEDED)
                 return
             qp.rnr_left -= 1
-        env = self.nic.env
+        env = self.env
         wait = rnr_timer_ns(timer)
         qp.rnr_until = env.now + wait
         if qp.resend_psn is None or psn_diff(psn, qp.resend_psn) < 0:
             qp.resend_psn = psn
         qp.timer_deadline = None  # the RNR wait replaces the transport timer
-        env.timeout(wait).callbacks.append(lambda _e, q=qp: self.nic.engine.kick(q))
+        env.timeout(wait).callbacks.append(lambda _e, q=qp: self.engine.kick(q))
 
     def _complete_before(self, qp: QpCtx, psn: int) -> None:
         """A NAK or a response for `psn` acknowledges the SENDs and WRITEs before it (IBA
@@ -348,15 +360,15 @@ class Completer:
         if p.pad != -n & 3:
             self._fail_at(qp, p.psn, CqeStatus.BAD_RESP_ERR, VendorErr.REMOTE_NAK)
             return
-        t = self.parser.take(self.nic.env.now + self._rx_lag, self._parse)
+        t = self.parser.take(self.env.now + self._rx_lag, self._parse)
         if n:
             if not self._dest_valid(qp, op):
                 return
             w = op.walk
             assert w is not None
             if w.covered < op.read_done + n:
-                t = self.nic.walk(w, op.read_done + n, t)
-            t, _ = self.nic.dma.place(w.segs, position(w.segs, op.read_done), p.payload, t)
+                t = self.mmu.walk(w, op.read_done + n, t)
+            t, _ = self.dma.place(w.segs, position(w.segs, op.read_done), p.payload, t)
             op.read_done += n
         qp.acked_psn = p.psn
         if last:
@@ -378,14 +390,14 @@ class Completer:
         self._pop(qp)
         qp.acked_psn = p.psn
         if op.signaled:
-            t = self.parser.take(self.nic.env.now + self._rx_lag, self._parse)
+            t = self.parser.take(self.env.now + self._rx_lag, self._parse)
             self._post_send(qp, op, CqeStatus.SUCCESS, t=t)
         self._progress(qp)
 
     def _dest_valid(self, qp: QpCtx, op: SendOp) -> bool:
         """Before response data is placed: the READ's or atomic's local buffer is still
         registered (else LOC_PROT_ERR, as rxe's do_read reports a failed copy)."""
-        if self.nic.requester.still_valid(op):
+        if self.requests.still_valid(op):
             return True
         self.fail_local(qp, op, CqeStatus.LOC_PROT_ERR, VendorErr.BAD_LKEY)
         return False
@@ -401,11 +413,11 @@ class Completer:
         if not self._dest_valid(qp, op):
             return
         self._pop(qp)
-        t = self.parser.take(self.nic.env.now + self._rx_lag, self._parse)
+        t = self.parser.take(self.env.now + self._rx_lag, self._parse)
         w = op.walk
         assert w is not None
-        t = self.nic.walk(w, 8, t)
-        t, _ = self.nic.dma.place(w.segs, (0, 0), _Q.pack(p.atomic_orig), t)
+        t = self.mmu.walk(w, 8, t)
+        t, _ = self.dma.place(w.segs, (0, 0), _Q.pack(p.atomic_orig), t)
         qp.acked_psn = p.psn
         if op.signaled:
             self._post_send(qp, op, CqeStatus.SUCCESS, t=t)

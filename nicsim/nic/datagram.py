@@ -15,10 +15,10 @@ buffer completes the WQE with LOC_LEN_ERR and puts the QP in error, as rxe does.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import TYPE_CHECKING
 
 import simpy
 
+from nicsim.host.pcie import Pcie
 from nicsim.hwif import (
     WQE_INDEX_MASK,
     Access,
@@ -32,15 +32,22 @@ from nicsim.hwif import (
     WqeOpcode,
     XlateStatus,
 )
+from nicsim.nic.completer import Completer
+from nicsim.nic.config import NicConfig
 from nicsim.nic.counters import bump, new_counters
+from nicsim.nic.cq import CqWriter
+from nicsim.nic.dma import Dma
+from nicsim.nic.interfaces import Stalls
+from nicsim.nic.mmu import Mmu
+from nicsim.nic.port import Port
 from nicsim.nic.qp import PSN_MASK, QpCtx
-from nicsim.nic.requester import _XLATE_VENDOR
+from nicsim.nic.scheduler import SendEngine
+from nicsim.nic.srq import SharedReceiveQueues
+from nicsim.nic.translation import XLATE_VENDOR
+from nicsim.nic.wqe_fetch import SendWqe, WqeFetch
+from nicsim.sim import Sim
 from nicsim.wire import Ecn, FrameBuilder, Packet, Path, deth, immdt, roce_udp_sport
 from nicsim.wire.opcodes import Opcode
-
-if TYPE_CHECKING:
-    from nicsim.nic.nic import Nic
-    from nicsim.nic.wqe_fetch import SendWqe
 
 GRH_LEN = 40  # the GRH a UD receive buffer starts with (IBA 11.4.1.1)
 QKEY_USE_QP = 0x80000000  # a WR Q_Key with this bit set means the QP's own (IBA 10.2.5)
@@ -54,9 +61,29 @@ def _ip(gid: bytes) -> bytes:
 
 
 class Datagram:
-    def __init__(self, nic: Nic) -> None:
-        self.nic = nic
-        self.env: simpy.Environment = nic.env
+    """`requester`: where a send WQE whose page is not present goes back to wait (the NIC
+    wires it in)."""
+
+    requester: Stalls
+
+    def __init__(self, env: Sim, cfg: NicConfig, mac: bytes, ip: bytes, engine: SendEngine,
+                 fetch: WqeFetch, mmu: Mmu, dma: Dma, pcie: Pcie, cq: CqWriter,
+                 completer: Completer, srq: SharedReceiveQueues, port: Port) -> None:
+        self.env = env
+        self.mac = mac
+        self.ip = ip  # this NIC's address, packed (4 or 16 bytes)
+        self.engine = engine
+        self.fetch = fetch
+        self.mmu = mmu
+        self.dma = dma
+        self.pcie = pcie
+        self.cq = cq
+        self.completer = completer
+        self.srq = srq
+        self.port = port
+        self._tx_lag = cfg.tx_pipeline_ns
+        self._rx_lag = cfg.rx_pipeline_ns
+        self._ecn = Ecn.ECT0 if cfg.ecn_capable else Ecn.NOT_ECT
         # Counted when they happen (an RC-only world reports none of them).
         self.counters = new_counters()
         self._builders: dict[tuple[int, bytes], FrameBuilder] = {}
@@ -65,12 +92,11 @@ class Datagram:
 
     def turn(self, qp: QpCtx) -> Generator[simpy.Event, None, bool]:
         """Send the UD QP's next WQE; returns whether it has more to send now."""
-        nic = self.nic
         if not qp.fetched:
             if not qp.sq_pending:
                 return False
-            nic.fetch.prefetch_sq(qp)
-        engine = nic.engine
+            self.fetch.prefetch_sq(qp)
+        engine = self.engine
         due = engine.due(qp, qp.fetched[0])
         if due > self.env.now:  # (see Requester.turn)
             if engine.ready or engine.jobs:
@@ -82,7 +108,7 @@ class Datagram:
         engine.counters["schedules"] += 1
         wqe = qp.fetched.popleft()
         if qp.sq_pending:
-            nic.fetch.prefetch_sq(qp)
+            self.fetch.prefetch_sq(qp)
         yield from self._send(qp, wqe)
         return bool(qp.fetched or qp.sq_pending) and qp.state is QpState.RTS
 
@@ -90,25 +116,22 @@ class Datagram:
         key = (qp.qpn, av.pack())
         b = self._builders.get(key)
         if b is None:
-            nic = self.nic
-            sip, dip = nic.ip.packed, _ip(av.dgid)
+            sip, dip = self.ip, _ip(av.dgid)
             if len(sip) != len(dip):  # one side IPv6: both as IPv6 (IPv4-mapped)
                 sip = sip if len(sip) == 16 else bytes(10) + b"\xff\xff" + sip
                 dip = dip if len(dip) == 16 else bytes(10) + b"\xff\xff" + dip
-            ecn = Ecn.ECT0 if nic.cfg.ecn_capable else Ecn.NOT_ECT
             if len(self._builders) > 4096:
                 self._builders.clear()
             b = self._builders[key] = FrameBuilder(Path(
-                nic.mac, av.dmac, sip, dip, roce_udp_sport(qp.qpn, 0), av.traffic_class >> 2,
-                ecn, av.hop_limit or 64))
+                self.mac, av.dmac, sip, dip, roce_udp_sport(qp.qpn, 0),
+                av.traffic_class >> 2, self._ecn, av.hop_limit or 64))
         return b
 
     def _send(self, qp: QpCtx, wqe: SendWqe) -> Generator[simpy.Event, None, None]:
-        nic = self.nic
         env = self.env
         c = self.counters
         ctrl = wqe.ctrl
-        comp = nic.completer
+        comp = self.completer
         opc = _SEND_OPS.get(ctrl.opcode)
         if opc is None or wqe.av is None:
             bump(c, "local_errors")
@@ -117,7 +140,7 @@ class Datagram:
             comp.local_error(qp, wqe.index, op, CqeStatus.LOC_QP_OP_ERR, VendorErr.BAD_OPCODE)
             return
         # Parse and header build on the QP's send engine, once the WQE is in the NIC.
-        eng = nic.engine
+        eng = self.engine
         t = env.now
         if wqe.ready > t:
             t = wqe.ready
@@ -133,19 +156,19 @@ class Datagram:
             payload: bytes | memoryview = wqe.inline
         else:
             pieces = [(lkey, addr, length) for addr, length, lkey in wqe.sges if length]
-            st, walk, t = nic.check_walk(pieces, qp.pd, 0, t)
+            st, walk, t = self.mmu.check_walk(pieces, qp.pd, 0, t)
             if st is XlateStatus.PAGE_FAULT:
-                nic.requester.stall(qp, wqe)
+                self.requester.stall(qp, wqe)
                 return
             if st is not XlateStatus.OK:
                 bump(c, "local_errors")
                 comp.local_error(qp, wqe.index, WqeOpcode(ctrl.opcode), CqeStatus.LOC_PROT_ERR,
-                                 _XLATE_VENDOR[st])
+                                 XLATE_VENDOR[st])
                 return
             payload = b""
             if walk.total and walk.total <= qp.mtu:
-                t = nic.walk(walk, walk.total, t)
-                payload, t, _ = nic.dma.read_at(walk.segs, (0, 0), walk.total, t)
+                t = self.mmu.walk(walk, walk.total, t)
+                payload, t, _ = self.dma.read_at(walk.segs, (0, 0), walk.total, t)
             elif walk.total:
                 payload = bytes(walk.total)  # too long: only its length matters below
         if len(payload) > qp.mtu:
@@ -164,18 +187,17 @@ class Datagram:
         qp.sq_psn = (qp.sq_psn + 1) & PSN_MASK
         bump(c, "sent")
         bump(c, "sent_bytes", len(payload))
-        ready = t + nic.cfg.tx_pipeline_ns
-        wait = nic.engine.emit(frame, ready)
+        ready = t + self._tx_lag
+        wait = self.engine.emit(frame, ready)
         if ctrl.flags & WqeFlags.SIGNALED:
-            nic.cq.post(qp.send_cqn, qp.qpn, wqe.index, CqeOpcode.SEND, CqeStatus.SUCCESS,
+            self.cq.post(qp.send_cqn, qp.qpn, wqe.index, CqeOpcode.SEND, CqeStatus.SUCCESS,
                         len(payload), not_before=ready)
-        if wait > env.now or nic.port.queued:
-            yield from nic.engine.window(wait)
+        if wait > env.now or self.port.queued:
+            yield from self.engine.window(wait)
 
     # -- receive ----------------------------------------------------------------------------
 
     def receive(self, qp: QpCtx, p: Packet) -> None:
-        nic = self.nic
         c = self.counters
         if qp.state not in _RECEIVING:
             bump(c, "drop_qp_state")
@@ -187,48 +209,48 @@ class Datagram:
         if rq.rq_ci == rq.rq_pi:
             bump(c, "drop_no_recv_wqe")  # no receive WQE: dropped (UD has no RNR)
             return
-        t = self.env.now + nic.cfg.rx_pipeline_ns
-        sges, ready = nic.fetch.fetch_rq(rq, t)
+        t = self.env.now + self._rx_lag
+        sges, ready = self.fetch.fetch_rq(rq, t)
         index = rq.rq_ci
         pieces = [(lkey, addr, length) for addr, length, lkey in sges if length]
-        st, walk, ready = nic.check_walk(pieces, rq.pd, int(Access.LOCAL_WRITE), ready)
+        st, walk, ready = self.mmu.check_walk(pieces, rq.pd, int(Access.LOCAL_WRITE), ready)
         if st is XlateStatus.PAGE_FAULT:
             # The receive buffer's page is not present: the datagram is dropped, its WQE
             # kept for the next one (no RNR for UD, o10-5.2.1); the fault is raised.
-            nic.odp.counters["ud_drops"] += 1
+            self.mmu.faults.counters["ud_drops"] += 1
             bump(c, "drop_page_fault")
             return
         if qp.srq is not None:
-            nic.srq.took(qp.srq)
+            self.srq.took(qp.srq)
         else:
             qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
-            nic.fetch.consumed_rq(qp)
+            self.fetch.consumed_rq(qp)
         n = GRH_LEN + p.payload_len
         fail = None
         if st is not XlateStatus.OK:
-            fail = CqeStatus.LOC_PROT_ERR, _XLATE_VENDOR[st]
+            fail = CqeStatus.LOC_PROT_ERR, XLATE_VENDOR[st]
         elif n > walk.total:
             fail = CqeStatus.LOC_LEN_ERR, VendorErr.RECV_TOO_SMALL
         if fail is not None:
             status, vendor = fail
             bump(c, "recv_errors")
-            nic.cq.post(qp.recv_cqn, qp.qpn, index, CqeOpcode.RECV, status,
+            self.cq.post(qp.recv_cqn, qp.qpn, index, CqeOpcode.RECV, status,
                         vendor_err=vendor, not_before=ready)
-            nic.completer.qp_error(qp)
+            self.completer.qp_error(qp)
             return
         frame = p.frame
         l3 = p.l3_off
         grh = frame[l3:l3 + 40] if p.ipv6 else bytes(20) + frame[l3:l3 + 20]
-        ready = nic.walk(walk, n, ready)
-        nic.dma.place(walk.segs, (0, 0), grh + bytes(p.payload), ready)
+        ready = self.mmu.walk(walk, n, ready)
+        self.dma.place(walk.segs, (0, 0), grh + bytes(p.payload), ready)
         # The CQE follows the data's write in PCIe's posted-write order (PCIe base spec
         # 2.4.1), so it is issued once that write is, as the RC responder does.
-        posted = nic.pcie.last_write_start
+        posted = self.pcie.last_write_start
         flags = int(CqeFlags.GRH)
         if p.imm is not None:
             flags |= CqeFlags.WITH_IMM
         bump(c, "received")
         bump(c, "received_bytes", p.payload_len)
-        nic.cq.post(qp.recv_cqn, qp.qpn, index, CqeOpcode.RECV, CqeStatus.SUCCESS, n,
+        self.cq.post(qp.recv_cqn, qp.qpn, index, CqeOpcode.RECV, CqeStatus.SUCCESS, n,
                     p.imm or 0, src_qp=p.deth_src_qp or 0, flags=flags, not_before=posted,
                     solicited=p.solicited)

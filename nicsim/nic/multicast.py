@@ -13,14 +13,12 @@ does not offer).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from nicsim.hwif import MCAST_MAX_GROUPS, MCAST_MAX_QP_ATTACH, CmdStatus, QpType
-from nicsim.nic.counters import bump, new_counters
+from nicsim.nic.counters import Counters, bump, new_counters
+from nicsim.nic.datagram import Datagram
+from nicsim.nic.port import Port
+from nicsim.nic.qp import QpCtx
 from nicsim.wire import MCAST_QPN, Packet, Transport, is_multicast_ip, multicast_mac
-
-if TYPE_CHECKING:
-    from nicsim.nic.nic import Nic
 
 
 class McastError(Exception):
@@ -34,8 +32,12 @@ def _ip(gid: bytes) -> bytes:
 
 
 class Multicast:
-    def __init__(self, nic: Nic) -> None:
-        self.nic = nic
+    def __init__(self, qps: dict[int, QpCtx], port: Port, rx: Counters,
+                 datagram: Datagram) -> None:
+        self.qps = qps
+        self.port = port
+        self.rx = rx  # the NIC's receive counters
+        self.datagram = datagram
         # Destination IP (4 or 16 bytes, as the packet carries it) -> attached QPNs in
         # attach order.
         self.groups: dict[bytes, list[int]] = {}
@@ -44,7 +46,7 @@ class Multicast:
     # -- commands ---------------------------------------------------------------------------
 
     def attach(self, qpn: int, gid: bytes) -> None:
-        qp = self.nic.qps.get(qpn)
+        qp = self.qps.get(qpn)
         if qp is None:
             raise McastError(CmdStatus.BAD_RESOURCE)
         if qp.type is not QpType.UD or not is_multicast_ip(gid):
@@ -55,7 +57,7 @@ class Multicast:
             if len(self.groups) >= MCAST_MAX_GROUPS:
                 raise McastError(CmdStatus.EXCEED_LIM)
             members = self.groups[ip] = []
-            self.nic.port.mcast_macs.add(multicast_mac(ip))
+            self.port.mcast_macs.add(multicast_mac(ip))
         if qpn in members:
             return  # attaching twice is attaching once
         if len(members) >= MCAST_MAX_QP_ATTACH:
@@ -83,14 +85,13 @@ class Multicast:
         del self.groups[ip]
         mac = multicast_mac(ip)
         if not any(multicast_mac(other) == mac for other in self.groups):
-            self.nic.port.mcast_macs.discard(mac)
+            self.port.mcast_macs.discard(mac)
 
     # -- receive ----------------------------------------------------------------------------
 
     def receive(self, p: Packet) -> None:
         """A packet to an Ethernet group address: every attached UD QP gets a copy."""
         c = self.counters
-        nic = self.nic
         members = self.groups.get(p.dip)
         if members is None or p.frame[0:6] != multicast_mac(p.dip):
             bump(c, "drop_not_joined")
@@ -100,11 +101,11 @@ class Multicast:
             return
         bump(c, "received")
         for qpn in members:
-            qp = nic.qps.get(qpn)
+            qp = self.qps.get(qpn)
             if qp is None:
                 continue
             if p.pkey != qp.pkey:
-                nic.rx["bad_pkey"] += 1
+                self.rx["bad_pkey"] += 1
                 continue
             bump(c, "delivered")
-            nic.datagram.receive(qp, p)
+            self.datagram.receive(qp, p)

@@ -43,6 +43,8 @@ from nicsim.nic.datagram import Datagram
 from nicsim.nic.dma import Dma
 from nicsim.nic.engines import Units, cycles_ns
 from nicsim.nic.eq import EventQueues
+from nicsim.nic.framing import Framing
+from nicsim.nic.mmu import Mmu
 from nicsim.nic.multicast import Multicast
 from nicsim.nic.odp import PageFaults
 from nicsim.nic.port import Port
@@ -51,19 +53,16 @@ from nicsim.nic.requester import Requester
 from nicsim.nic.responder import Responder
 from nicsim.nic.scheduler import SendEngine
 from nicsim.nic.srq import SharedReceiveQueues
-from nicsim.nic.translation import TranslationCache, Walk
+from nicsim.nic.translation import TranslationCache
 from nicsim.nic.windows import MemoryWindows
 from nicsim.nic.wqe_fetch import WqeFetch
 from nicsim.wire import (
     Ecn,
-    FrameBuilder,
     Kind,
-    Path,
     Transport,
     WireError,
     mac_bytes,
     parse,
-    roce_udp_sport,
 )
 from nicsim.wire.opcodes import Opcode
 from nicsim.wire.packet import L3_CACHE, PKEY_DEFAULT, Unbuilt, aeth_syndrome
@@ -81,13 +80,6 @@ _BF, _SQ_DB, _RQ_DB, _CQ_ARM, _SRQ_DB = UarReg.BF, UarReg.SQ_DB, UarReg.RQ_DB, U
 _ERR, _RESET, _RTS = QpState.ERR, QpState.RESET, QpState.RTS
 # Accesses that write the region (a page fault for them needs writable pages).
 _WRITES = int(Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_ATOMIC)
-
-
-def gid_to_ip(gid: bytes) -> bytes:
-    """The IP address a RoCEv2 GID stands for: IPv4-mapped GIDs give 4 bytes."""
-    if gid[:12] == b"\0" * 10 + b"\xff\xff":
-        return gid[12:]
-    return gid
 
 
 class Nic(MmioDevice):
@@ -109,14 +101,13 @@ class Nic(MmioDevice):
         # zeroes): a stale entry must not be fetched back into the cache.
         self.xlate = TranslationCache(self.dma.peek, cfg.mpt_cache_entries,
                                       cfg.mtt_cache_entries)
-        self.mpt_entries = 0
-        self.mtt_entries = 0
         self.qps: dict[int, QpCtx] = {}
         self.eq = EventQueues(self.dma)
         self.cq = CqWriter(self.dma, self.eq, cycles_ns(cfg.cqe_cycles, cfg.clock_mhz))
         self.srq = SharedReceiveQueues(self.eq)
         self.odp = PageFaults(self.eq, lambda qp: self.engine.kick(qp))
         self.cq.on_overrun = self._cq_overrun
+        self.framing = Framing(self.mac, self.ip, cfg.ecn_capable)
         self.engine = SendEngine(env, self.port, cfg.tx_readahead, cfg.tx_quantum,
                                  cfg.cc.pacing_jitter, crc32(name.encode()))
         self.fetch = WqeFetch(env, cfg, self.dma)
@@ -127,22 +118,39 @@ class Nic(MmioDevice):
         eng.pkt_cost = cycles_ns(cfg.header_cycles, cfg.clock_mhz)
         self._db_unit = Units(1)
         self._db_cost = cycles_ns(cfg.doorbell_cycles, cfg.clock_mhz)
-        self.requester = Requester(self)
-        self.responder = Responder(self)
-        self.completer = Completer(self)
-        self.windows = MemoryWindows(self.dma, self.xlate, self.requester.counters)
-        self.datagram = Datagram(self)
-        self.mcast = Multicast(self)
-        self.commands = CommandProcessor(self)
-        self.engine.start(self.requester, self.fetch)
+        # The blocks, each given what it uses; the three calls against the grain of their
+        # order (nicsim.nic.interfaces) are wired in after.
+        self.mmu = Mmu(self.xlate, self.pcie, self.odp)
+        self.windows = MemoryWindows(self.dma, self.xlate)
+        self.completer = Completer(env, cfg, self.cq, self.engine, self.dma, self.mmu,
+                                   self.trace)
         # Congestion control: the reaction point (None: cc none) and the notification point.
         self.cc = make_rate_control(env, cfg.cc, lambda: self.port.rate_gbps,
                                     self.engine.rate_changed)
-        self.np = NotificationPoint(env, cfg.cc.cnp, self.builder_for, self.port.send)
-        self.regs: dict[int, int] = {}
+        self.datagram = Datagram(env, cfg, self.mac, self.ip.packed, self.engine, self.fetch,
+                                 self.mmu, self.dma, self.pcie, self.cq, self.completer,
+                                 self.srq, self.port)
+        self.requester = Requester(env, cfg, self.engine, self.fetch, self.mmu, self.dma,
+                                   self.cq, self.completer, self.windows, self.datagram,
+                                   self.cc, self.port)
+        self.completer.requests = self.requester
+        self.datagram.requester = self.requester
+        self.responder = Responder(env, cfg, self.engine, self.fetch, self.mmu, self.dma,
+                                   self.pcie, self.completer, self.windows, self.srq,
+                                   self.port)
         self.rx = new_counters("packets", "bytes", "roce_packets", "not_for_us", "unknown_qpn",
                                "qp_type_mismatch", "bad_pkey", "bad_src_ip", "bad_dst_ip",
                                "bad_padcount", "cnp", "cnp_ignored", "ce_marked")
+        self.mcast = Multicast(self.qps, self.port, self.rx, self.datagram)
+        self.commands = CommandProcessor(
+            env, cfg, self.features, dma=self.dma, pcie=self.pcie, xlate=self.xlate,
+            qps=self.qps, cq=self.cq, eq=self.eq, srq=self.srq, mcast=self.mcast,
+            windows=self.windows, faults=self.odp, fetch=self.fetch, engine=self.engine,
+            completer=self.completer, cc=self.cc, port=self.port, framing=self.framing,
+            trace=self.trace)
+        self.engine.start(self.requester, self.fetch)
+        self.np = NotificationPoint(env, cfg.cc.cnp, self.framing.builder_for, self.port.send)
+        self.regs: dict[int, int] = {}
         # Unbuilt packets the receive fast path took, per frame length: each one is a packet,
         # its bytes and a RoCE packet in `rx`, added when the counters are read.
         self._fast_rx: dict[int, int] = {}
@@ -248,72 +256,6 @@ class Nic(MmioDevice):
         for qp in list(self.qps.values()):
             if cq.cqn in (qp.send_cqn, qp.recv_cqn) and qp.state is not QpState.ERR:
                 self.completer.qp_error(qp)
-
-    # -- shared services --------------------------------------------------------------------
-
-    def translate(self, key: int, pd: int, access: int, va: int, length: int,
-                  t: float, qpn: int = 0) -> tuple[XlateStatus, list[tuple[int, int]], float]:
-        """Check and translate through the cache; each miss costs a DMA read after `t`.
-        A page of an on-demand paging region not present: PAGE_FAULT, the fault raised.
-        `qpn`: the QP a remote access arrived on (a type 2 window answers on its own)."""
-        st, segs, misses = self.xlate.translate(key, pd, access, va, length, qpn)
-        pcie = self.pcie
-        for _ in range(misses):
-            t = pcie.dma_read(64, t)  # an MPT entry or a line of MTT entries
-        if st is XlateStatus.PAGE_FAULT:
-            st = self._page_fault(access, t)
-        return st, segs, t
-
-    def _page_fault(self, access: int, t: float) -> XlateStatus:
-        """Translation met a page not present (xlate.fault says where): raise the fault, or
-        ODP_ERROR if the driver could not resolve the region's last one."""
-        fault = self.xlate.fault
-        assert fault is not None
-        if fault[0] in self.odp.failed:
-            return XlateStatus.ODP_ERROR
-        self.odp.fault(fault, bool(access & _WRITES), t)
-        return XlateStatus.PAGE_FAULT
-
-    def check_walk(self, pieces: list[tuple[int, int, int]], pd: int, access: int, t: float,
-                   qpn: int = 0) -> tuple[XlateStatus, Walk, float]:
-        """Check every (key, va, length) piece of a buffer (MPT misses cost DMA reads after
-        `t`); the Walk then translates it as it is used (see `walk`). `qpn`: as translate's."""
-        xlate, pcie = self.xlate, self.pcie
-        checked = []
-        for key, va, length in pieces:
-            st, mpt, misses = xlate.check_key(key, pd, access, va, length, qpn)
-            for _ in range(misses):
-                t = pcie.dma_read(64, t)  # an MPT entry (ODP: and MTT lines)
-            if st is not _OK:
-                if st is XlateStatus.PAGE_FAULT:
-                    st = self._page_fault(access, t)
-                return st, Walk(), t
-            checked.append((mpt, va, length))
-        return _OK, Walk(checked), t
-
-    def walk(self, w: Walk, upto: int, t: float) -> float:
-        """Translate w on to `upto` bytes; each MTT line missed costs a DMA read after `t`.
-        Returns when the segments are known."""
-        for _ in range(self.xlate.walk(w, upto)):
-            t = self.pcie.dma_read(64, t)
-        return t
-
-    def builder_for(self, qp: QpCtx, dscp: int | None = None) -> FrameBuilder:
-        """Frames of `qp`'s path; `dscp` overrides the QP's traffic class (CNPs)."""
-        tc = qp.traffic_class
-        if dscp is None:
-            dscp = (tc & 0xFF) >> 2
-        ecn = Ecn.ECT0 if self.cfg.ecn_capable else Ecn.NOT_ECT
-        sip = self.ip.packed
-        dip = gid_to_ip(qp.dgid)
-        if len(dip) != len(sip):
-            dip = ipaddress.IPv6Address(bytes(10) + b"\xff\xff" + dip).packed \
-                if len(dip) == 4 else dip
-            sip = ipaddress.IPv6Address(bytes(10) + b"\xff\xff" + sip).packed \
-                if len(sip) == 4 else sip
-        return FrameBuilder(Path(self.mac, qp.dmac, sip, dip,
-                                 roce_udp_sport(qp.qpn, qp.dest_qpn), dscp, ecn,
-                                 (tc >> 8) or 64))
 
     # -- receive ----------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Generator
-from typing import TYPE_CHECKING
 
 import simpy
 
@@ -29,12 +28,21 @@ from nicsim.hwif import (
     WqeOpcode,
     XlateStatus,
 )
-from nicsim.nic.completer import _CQE_OPCODE
+from nicsim.nic.cc.control import RateControl
+from nicsim.nic.completer import CQE_OPCODE, Completer
+from nicsim.nic.config import NicConfig
 from nicsim.nic.counters import bump, new_counters
-from nicsim.nic.dma import position
+from nicsim.nic.cq import CqWriter
+from nicsim.nic.datagram import Datagram
+from nicsim.nic.dma import Dma, position
+from nicsim.nic.mmu import Mmu
+from nicsim.nic.port import Port
 from nicsim.nic.qp import PLACEMENT_OPS, PSN_MASK, QpCtx, SendOp, psn_diff
-from nicsim.nic.translation import Walk
-from nicsim.nic.wqe_fetch import SendWqe
+from nicsim.nic.scheduler import SendEngine
+from nicsim.nic.translation import XLATE_VENDOR, Walk
+from nicsim.nic.windows import MemoryWindows
+from nicsim.nic.wqe_fetch import SendWqe, WqeFetch
+from nicsim.sim import Sim
 from nicsim.wire import (
     Kind,
     Pos,
@@ -48,9 +56,6 @@ from nicsim.wire import (
 )
 from nicsim.wire.opcodes import Opcode
 
-if TYPE_CHECKING:
-    from nicsim.nic.nic import Nic
-
 # Enum members the per-WQE path compares with, bound once: see nicsim.nic.nic's _RC.
 _OK, _PAGE_FAULT = XlateStatus.OK, XlateStatus.PAGE_FAULT
 _SUCCESS, _NO_VERR = CqeStatus.SUCCESS, VendorErr.NONE
@@ -58,16 +63,6 @@ _ERR, _RTS, _UD = QpState.ERR, QpState.RTS, QpType.UD
 _SEND, _RDMA_READ, _FLUSH = WqeOpcode.SEND, WqeOpcode.RDMA_READ, WqeOpcode.FLUSH
 _ATOMIC_WRITE, _CMP_AND_SWP = WqeOpcode.ATOMIC_WRITE, WqeOpcode.ATOMIC_CMP_AND_SWP
 _LOCAL_WRITE = Access.LOCAL_WRITE
-
-_XLATE_VENDOR = {
-    XlateStatus.BAD_KEY: VendorErr.BAD_LKEY,
-    XlateStatus.PD_MISMATCH: VendorErr.LKEY_PD_MISMATCH,
-    XlateStatus.ACCESS: VendorErr.LKEY_ACCESS,
-    XlateStatus.BOUNDS: VendorErr.LKEY_BOUNDS,
-    XlateStatus.MTT_FAULT: VendorErr.MTT_FAULT,
-    XlateStatus.ODP_ERROR: VendorErr.ODP_FAULT,
-}
-
 
 def _ops(tr: Transport, kind: Kind, imm: bool = False, inv: bool = False
          ) -> tuple[int, int, int, int]:
@@ -114,9 +109,23 @@ def transport_timeout_ns(timeout: int) -> float | None:
 
 
 class Requester:
-    def __init__(self, nic: Nic) -> None:
-        self.nic = nic
-        self.env: simpy.Environment = nic.env
+    def __init__(self, env: Sim, cfg: NicConfig, engine: SendEngine, fetch: WqeFetch,
+                 mmu: Mmu, dma: Dma, cq: CqWriter, completer: Completer,
+                 windows: MemoryWindows, datagram: Datagram, cc: RateControl | None,
+                 port: Port) -> None:
+        self.env = env
+        self.engine = engine
+        self.fetch = fetch
+        self.mmu = mmu
+        self.xlate = mmu.xlate
+        self.dma = dma
+        self.cq = cq
+        self.completer = completer
+        self.windows = windows
+        self.datagram = datagram
+        self.cc = cc
+        self.port = port
+        self._lag = cfg.tx_pipeline_ns  # payload in the NIC to first bit on the wire
         self.counters = new_counters("wqes", "data_packets", "data_bytes", "read_requests",
                                      "atomic_requests", "local_errors", "flushed",
                                      "retransmitted_packets", "resends", "timeouts",
@@ -132,11 +141,11 @@ class Requester:
         returns status, vendor error, the walk, length, ready time and the lkeys. Status
         None: a page of an on-demand paging region is not present, the fault is raised."""
         pieces = [(lkey, addr, length) for addr, length, lkey in wqe.sges if length]
-        st, walk, t = self.nic.check_walk(pieces, qp.pd, access, t)
+        st, walk, t = self.mmu.check_walk(pieces, qp.pd, access, t)
         if st is _PAGE_FAULT:
             return None, _NO_VERR, None, 0, t, ()
         if st is not _OK:
-            return CqeStatus.LOC_PROT_ERR, _XLATE_VENDOR[st], None, 0, t, ()
+            return CqeStatus.LOC_PROT_ERR, XLATE_VENDOR[st], None, 0, t, ()
         if walk.total > MAX_MSG:
             return CqeStatus.LOC_LEN_ERR, _NO_VERR, None, 0, t, ()
         return (_SUCCESS, _NO_VERR, walk, walk.total, t,
@@ -192,7 +201,7 @@ class Requester:
             # page fault kick it.
             return False
         if qp.type is _UD:
-            return (yield from self.nic.datagram.turn(qp))
+            return (yield from self.datagram.turn(qp))
         if qp.resend_psn is not None:
             self._rewind(qp)
         if qp.cur is None:
@@ -204,11 +213,11 @@ class Requester:
                 if not fetched:
                     if not qp.sq_pending:
                         return False
-                    self.nic.fetch.prefetch_sq(qp)
+                    self.fetch.prefetch_sq(qp)
                 wqe = fetched[0]
                 if self.blocked(qp, wqe):
                     return False  # the completer kicks the QP when a response arrives
-                engine = self.nic.engine
+                engine = self.engine
                 due = engine.due(qp, wqe)
                 if due > env.now:
                     # Its WQE is still on its way, or no send engine can take it yet. The
@@ -227,7 +236,7 @@ class Requester:
                 engine.counters["schedules"] += 1
                 self._start(qp, fetched.popleft())
                 if qp.sq_pending:
-                    self.nic.fetch.prefetch_sq(qp)
+                    self.fetch.prefetch_sq(qp)
                 if qp.odp_wait:
                     return False  # its WQE waits for a page fault (nicsim.nic.odp)
                 if qp.cur is None:
@@ -267,12 +276,11 @@ class Requester:
         c = self.counters
         c["wqes"] += 1
         ctrl = wqe.ctrl
-        nic = self.nic
         # The WQE is parsed once it is in the NIC, on the QP's send engine.
         t = self.env.now
         if wqe.ready > t:
             t = wqe.ready
-        eng = nic.engine
+        eng = self.engine
         if qp.eng_free > t:
             t = qp.eng_free
         t = eng.units.take(t, eng.wqe_cost)
@@ -283,7 +291,7 @@ class Requester:
             return
         if op is None or op not in _WIRE_OPS[qp.transport]:
             c["local_errors"] += 1
-            nic.completer.local_error(qp, wqe.index, op or _SEND,
+            self.completer.local_error(qp, wqe.index, op or _SEND,
                                       CqeStatus.LOC_QP_OP_ERR, VendorErr.BAD_OPCODE)
             return
         keys: tuple[int, ...] = ()
@@ -309,7 +317,7 @@ class Requester:
             return
         if status is not _SUCCESS:
             c["local_errors"] += 1
-            nic.completer.local_error(qp, wqe.index, op, status, verr)
+            self.completer.local_error(qp, wqe.index, op, status, verr)
             return
         npkts = 1 if op in _SINGLE else max(1, -(-total // qp.mtu))
         psn = qp.sq_psn
@@ -317,7 +325,7 @@ class Requester:
         # Receive credits (IBA 9.7.7.2) are RC's: a UC message is never held back for them.
         sop = SendOp(wqe, op, bool(ctrl.flags & _SIGNALED), psn, (psn + npkts - 1) & PSN_MASK,
                      total, npkts, walk, consumes_recv=qp.reliable and op in _CONSUMES_RECV,
-                     keys=keys, epoch=nic.xlate.epoch)
+                     keys=keys, epoch=self.xlate.epoch)
         if sop.consumes_recv:
             qp.recv_msgs_sent += 1
             qp.recv_outstanding += 1
@@ -331,15 +339,15 @@ class Requester:
         and the QP waits for the fault's resolution (nicsim.nic.odp), as a NIC's requester
         holds a WQE whose local pages fault."""
         qp.fetched.appendleft(wqe)
-        fault = self.nic.xlate.fault
+        fault = self.xlate.fault
         assert fault is not None
-        self.nic.odp.wait(qp, fault[0])
+        self.mmu.faults.wait(qp, fault[0])
 
     def _local_op(self, qp: QpCtx, wqe: SendWqe, op: WqeOpcode) -> None:
         """BIND_MW or LOCAL_INV: done in the NIC, completed now (when signaled); a failure
         completes with MW_BIND_ERR and the QP goes to ERR, as any local error."""
         ctrl = wqe.ctrl
-        w = self.nic.windows
+        w = self.windows
         if op is WqeOpcode.BIND_MW:
             status = w.bind(qp.pd, qp.qpn, ctrl)
         else:
@@ -347,10 +355,10 @@ class Requester:
                 else CqeStatus.MW_BIND_ERR
         if status is not CqeStatus.SUCCESS:
             self.counters["local_errors"] += 1
-            self.nic.completer.local_error(qp, wqe.index, op, status, VendorErr.NONE)
+            self.completer.local_error(qp, wqe.index, op, status, VendorErr.NONE)
             return
         if ctrl.flags & _SIGNALED:
-            self.nic.cq.post(qp.send_cqn, qp.qpn, wqe.index, _CQE_OPCODE[op], status)
+            self.cq.post(qp.send_cqn, qp.qpn, wqe.index, CQE_OPCODE[op], status)
 
     def _send(self, qp: QpCtx, quantum: int) -> Generator[simpy.Event, None, None]:
         """Send packets from the cursor (see `turn`)."""
@@ -359,13 +367,12 @@ class Requester:
         if sop.opcode in _MSG:
             yield from self._message(qp, sop, quantum)
             return
-        nic = self.nic
         env = self.env
         ctrl = sop.wqe.ctrl  # type: ignore[attr-defined]
         b = qp.builder
         assert b is not None
         if qp.rate is not None and qp.next_tx > env.now:
-            nic.engine.hold(qp)  # its rate (congestion control) says not yet
+            self.engine.hold(qp)  # its rate (congestion control) says not yet
             return
         k = qp.cur_k
         if sop.opcode is _RDMA_READ:
@@ -400,24 +407,23 @@ class Requester:
         qp.cur = None
         self.arm_timer(qp)
         if qp.rate is not None:
-            nic.engine.paced(qp, len(frame))
-            nic.cc.on_sent(qp, len(frame))  # type: ignore[union-attr]
-        eng = nic.engine
+            self.engine.paced(qp, len(frame))
+            self.cc.on_sent(qp, len(frame))  # type: ignore[union-attr]
+        eng = self.engine
         t = qp.cur_t if qp.cur_t > qp.hdr_free else qp.hdr_free
         t = eng.hdr_units.take(t, eng.pkt_cost)  # the header build
         qp.hdr_free = t + eng.pkt_cost
-        wait = eng.emit(frame, t + nic.cfg.tx_pipeline_ns)
-        if wait > env.now or nic.port.queued:
-            yield from nic.engine.window(wait)
+        wait = eng.emit(frame, t + self._lag)
+        if wait > env.now or self.port.queued:
+            yield from self.engine.window(wait)
 
     def _message(self, qp: QpCtx, sop: SendOp, quantum: int
                  ) -> Generator[simpy.Event, None, None]:
         """SEND or RDMA WRITE: one packet per MTU of payload, from the cursor on."""
         (first_op, mid_op, last_op, only_op), is_write, has_imm, has_inv = \
             _MSG_BY_TRANSPORT[qp.transport][sop.opcode]
-        nic = self.nic
         env = self.env
-        engine = nic.engine
+        engine = self.engine
         wqe = sop.wqe
         ctrl = wqe.ctrl  # type: ignore[attr-defined]
         mtu = qp.mtu
@@ -429,15 +435,15 @@ class Requester:
         b = qp.builder
         assert b is not None
         emit = engine.emit
-        queued = nic.port.queued
-        read_at = nic.dma.read_at
+        queued = self.port.queued
+        read_at = self.dma.read_at
         take = engine.hdr_units.take
         pkt_cost = engine.pkt_cost
-        ready_lag = nic.cfg.tx_pipeline_ns
+        ready_lag = self._lag
         dqpn = qp.dest_qpn
         solicited = bool(ctrl.flags & _SOLICITED)
         inline = wqe.inline  # type: ignore[attr-defined]
-        xlate = nic.xlate
+        xlate = self.xlate
         c = self.counters
         again = qp.cur_again
         t = qp.cur_t
@@ -468,11 +474,11 @@ class Requester:
                     c["local_errors"] += 1
                     self._count(i0, i, total, mtu, again)
                     qp.cur = None
-                    nic.completer.fail_local(qp, sop, CqeStatus.LOC_PROT_ERR,
+                    self.completer.fail_local(qp, sop, CqeStatus.LOC_PROT_ERR,
                                              VendorErr.BAD_LKEY)
                     return
                 if walk.covered < i * mtu + n:  # type: ignore[union-attr]
-                    t = nic.walk(walk, i * mtu + n, t)  # type: ignore[arg-type]
+                    t = self.mmu.walk(walk, i * mtu + n, t)  # type: ignore[arg-type]
             # The header build occupies a header unit (no sooner than the QP's previous
             # packet's); the payload read is issued when it starts.
             s = t if t > qp.hdr_free else qp.hdr_free
@@ -497,7 +503,7 @@ class Requester:
             sent += 1
             if qp.rate is not None:
                 engine.paced(qp, len(frame))
-                nic.cc.on_sent(qp, len(frame))  # type: ignore[union-attr]
+                self.cc.on_sent(qp, len(frame))  # type: ignore[union-attr]
             wait = emit(frame, ready + ready_lag)
             if wait and wait > env.now or queued:
                 qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t
@@ -512,7 +518,7 @@ class Requester:
             if not reliable:
                 # UC: nothing will acknowledge it; the WQE is done when its last packet is
                 # sent (IBA 9.8.1; rxe completes it then too).
-                nic.completer.sent(qp, sop, ready + ready_lag)
+                self.completer.sent(qp, sop, ready + ready_lag)
         else:
             qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t
 
@@ -528,7 +534,7 @@ class Requester:
     def still_valid(self, sop: SendOp) -> bool:
         """Whether the lkeys a WQE's translation came from still stand (see
         nicsim.nic.translation)."""
-        if sop.epoch == self.nic.xlate.epoch or self.nic.xlate.recheck(sop):
+        if sop.epoch == self.xlate.epoch or self.xlate.recheck(sop):
             return True
         self.counters["revoked"] += 1
         return False
@@ -568,7 +574,7 @@ class Requester:
         self.counters["timeouts"] += 1
         qp.timer_deadline = None
         if qp.outstanding:
-            self.nic.completer.retry(qp, self.first_unacked(qp), CqeStatus.RETRY_EXC_ERR,
+            self.completer.retry(qp, self.first_unacked(qp), CqeStatus.RETRY_EXC_ERR,
                                      VendorErr.RETRY_EXCEEDED)
         elif qp.odp_wait:
             self.counters["timeouts"] -= 1  # waiting for a page fault, not for the wire
@@ -586,7 +592,7 @@ class Requester:
         if qp.retry_left > 0:
             qp.retry_left -= 1
             self.restart_timer(qp)
-            self.nic.engine.kick(qp)
+            self.engine.kick(qp)
             return
         if qp.fetched:
             wqe = qp.fetched.popleft()
@@ -594,7 +600,7 @@ class Requester:
         else:
             index, op = qp.sq_fetch, _SEND  # (an error completion's opcode is undefined)
             qp.sq_fetch = (qp.sq_fetch + 1) & WQE_INDEX_MASK
-        self.nic.completer.local_error(qp, index, op, CqeStatus.RETRY_EXC_ERR,
+        self.completer.local_error(qp, index, op, CqeStatus.RETRY_EXC_ERR,
                                        VendorErr.RETRY_EXCEEDED)
         self.flush_sq(qp)
 
@@ -613,7 +619,7 @@ class Requester:
 
     def flush_sq(self, qp: QpCtx) -> None:
         """QP in ERR: every WQE posted and not completed completes with WR_FLUSH_ERR."""
-        comp = self.nic.completer
+        comp = self.completer
         while qp.fetched:
             w = qp.fetched.popleft()
             comp.flush_send(qp, w.index)

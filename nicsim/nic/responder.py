@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Generator
-from typing import TYPE_CHECKING
 
 import simpy
 
+from nicsim.host.pcie import Pcie
 from nicsim.hwif import (
     WQE_INDEX_MASK,
     Access,
@@ -30,18 +30,24 @@ from nicsim.hwif import (
     XlateStatus,
 )
 from nicsim.nic.aeth import Syndrome, credit_code
+from nicsim.nic.completer import Completer
+from nicsim.nic.config import NicConfig
 from nicsim.nic.counters import bump, new_counters
+from nicsim.nic.dma import Dma
 from nicsim.nic.engines import Units, cycles_ns
+from nicsim.nic.mmu import Mmu
+from nicsim.nic.port import Port
 from nicsim.nic.qp import PSN_MASK, QpCtx, RdRes, RespCtx, RespState, psn_diff
+from nicsim.nic.scheduler import SendEngine
+from nicsim.nic.srq import SharedReceiveQueues
 from nicsim.nic.translation import Held, Walk
 from nicsim.nic.unreliable import UC_COUNTERS, UcReceive
+from nicsim.nic.windows import MemoryWindows
+from nicsim.nic.wqe_fetch import WqeFetch
+from nicsim.sim import Sim
 from nicsim.wire import Kind, Packet, aeth, atomic_ack_eth
 from nicsim.wire.opcodes import Opcode
 from nicsim.wire.packet import Unbuilt
-
-if TYPE_CHECKING:
-    from nicsim.nic.nic import Nic
-
 
 _Q = struct.Struct("<Q")
 _RECEIVING = (QpState.RTR, QpState.RTS, QpState.SQD)
@@ -68,19 +74,29 @@ _SEL_RANGE, _SEL_MR = 0, 1
 
 
 class Responder:
-    def __init__(self, nic: Nic) -> None:
-        self.nic = nic
-        self.env: simpy.Environment = nic.env
-        self._rx_lag = nic.cfg.rx_pipeline_ns
+    def __init__(self, env: Sim, cfg: NicConfig, engine: SendEngine, fetch: WqeFetch,
+                 mmu: Mmu, dma: Dma, pcie: Pcie, completer: Completer,
+                 windows: MemoryWindows, srq: SharedReceiveQueues, port: Port) -> None:
+        self.env = env
+        self.engine = engine
+        self.fetch = fetch
+        self.mmu = mmu
+        self.dma = dma
+        self.pcie = pcie
+        self.completer = completer
+        self.windows = windows
+        self.srq = srq
+        self.port = port
+        self._rx_lag = cfg.rx_pipeline_ns
+        self._tx_lag = cfg.tx_pipeline_ns
         # The responder units (nicsim.nic.engines): each request packet occupies one for its
         # receive parse and the responder's decision; a QP's packets take turns on them
         # (RespCtx.unit_free), so they stay in order.
-        cfg = nic.cfg
         self.units = Units(cfg.responder_units)
         self._take = self.units.take
         self._unit_cost = cycles_ns(cfg.rx_parse_cycles + cfg.resp_cycles, cfg.clock_mhz)
-        self._ack_every = nic.cfg.ack_coalesce
-        self._xlate = nic.xlate
+        self._ack_every = cfg.ack_coalesce
+        self._xlate = mmu.xlate
         # Packets the receive fast path took (middle), WRITE and SEND: each is a request and
         # a write or send packet in `counters`; and the payload bytes placed. Added to the
         # counters when they are read.
@@ -91,7 +107,7 @@ class Responder:
             "duplicates", "out_of_sequence", "recv_completions", "drop_qp_state",
             "length_errors", "revoked", "duplicate_read_dropped", "duplicate_atomic_dropped",
             "read_replays", "atomic_replays", *UC_COUNTERS)
-        self.uc = UcReceive(nic, self._c)
+        self.uc = UcReceive(completer, self._c)
 
     @property
     def counters(self) -> dict[str, int]:
@@ -142,7 +158,7 @@ class Responder:
         """The request's pages of an on-demand paging region are not present: the fault is
         raised (nicsim.nic.odp) and the request refused with an RNR NAK, which the requester
         retries after the RNR timer, rather than the responder holding the QP's packets."""
-        self.nic.odp.counters["rnr_naks"] += 1
+        self.mmu.faults.counters["rnr_naks"] += 1
         self._rnr_nak(qp, psn, t)
 
     def _fatal_nak(self, qp: QpCtx, psn: int, syndrome: int, t: float,
@@ -155,14 +171,14 @@ class Responder:
         self._send_ack(qp, psn, syndrome, t)
         r = qp.resp
         if recv_status is not None and r.recv_active:  # a receive WQE is being filled
-            self.nic.completer.post_recv(qp, r.rq_index, CqeOpcode.RECV, recv_status,
+            self.completer.post_recv(qp, r.rq_index, CqeOpcode.RECV, recv_status,
                                          r.msg_len, 0, 0, t)
             if qp.srq is None:  # an SRQ's WQE was taken when the message started
                 qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
         r.state = RespState.IDLE
         r.rq_cap = 0
         r.recv_active = False
-        self.nic.completer.qp_error(qp)
+        self.completer.qp_error(qp)
 
     # -- entry ------------------------------------------------------------------------------
 
@@ -291,12 +307,11 @@ class Responder:
             return t
         w = r.walk
         if w.covered < r.msg_len + n:  # translate the next chunk of the buffer
-            r.data_ready_at = self.nic.walk(w, r.msg_len + n, max(t, r.data_ready_at))
+            r.data_ready_at = self.mmu.walk(w, r.msg_len + n, max(t, r.data_ready_at))
         pa, ln = r.segs[r.seg_i]
         off = r.seg_off
         r.msg_len += n
         self._bytes_placed += n
-        nic = self.nic
         nb = t if t > r.data_ready_at else r.data_ready_at
         if off + n <= ln:  # the common case: inside one physical segment
             if off + n < ln:
@@ -304,14 +319,14 @@ class Responder:
             else:
                 r.seg_i += 1
                 r.seg_off = 0
-            done = nic.pcie.dma_write(n, nb)
-            nic.dma.mem.post1(done, pa + off, mv)
+            done = self.pcie.dma_write(n, nb)
+            self.dma.mem.post1(done, pa + off, mv)
         else:  # across segments: the general path
-            done, (r.seg_i, r.seg_off) = nic.dma.place(r.segs, (r.seg_i, off), mv, nb)
+            done, (r.seg_i, r.seg_off) = self.dma.place(r.segs, (r.seg_i, off), mv, nb)
         r.last_done_at = done
         # The pipeline is in order: nothing about this packet (its ACK) leaves before its
         # write is posted to PCIe, which orders it before anything the NIC writes later.
-        r.posted_at = nic.pcie.last_write_start
+        r.posted_at = self.pcie.last_write_start
         return done
 
     # -- held translations -----------------------------------------------------------------
@@ -349,7 +364,7 @@ class Responder:
             elif p.info.inv:
                 # The key names a bound type 2 window of the QP's PD, which is freed
                 # (IBA 10.6.7.2.6, 9.4.5); any other key is an invalid request (C10-106).
-                if not self.nic.windows.invalidate(qp.pd, p.ieth_rkey, qp.qpn):
+                if not self.windows.invalidate(qp.pd, p.ieth_rkey, qp.qpn):
                     self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t,
                                     CqeStatus.REM_INV_REQ_ERR)
                     return
@@ -370,17 +385,17 @@ class Responder:
             if rq.rq_ci == rq.rq_pi:
                 self._rnr_nak(qp, p.psn, t)
                 return False
-            sges, ready = self.nic.fetch.fetch_rq(rq, t)
+            sges, ready = self.fetch.fetch_rq(rq, t)
             index = rq.rq_ci
         pieces = [(lkey, addr, length) for addr, length, lkey in sges if length]
-        st, walk, ready = self.nic.check_walk(pieces, rq.pd, _LW, ready)
+        st, walk, ready = self.mmu.check_walk(pieces, rq.pd, _LW, ready)
         if st is XlateStatus.PAGE_FAULT:
             if held:
                 r.held_wqe = (index, sges)
             self._fault_rnr(qp, p.psn, t)  # the WQE stays for the retried request
             return False
         if not held and qp.srq is not None:  # taken now: other QPs take the next ones
-            self.nic.srq.took(qp.srq)
+            self.srq.took(qp.srq)
         r.wqe_sges = sges
         if st is not XlateStatus.OK:
             r.rq_index, r.rq_cap, r.msg_len, r.recv_active = index, 0, 0, True
@@ -404,12 +419,12 @@ class Responder:
         # The CQE follows the last payload write on the same PCIe direction: posted writes
         # stay in order (PCIe base spec 2.4.1), so it may be issued once that write is, and
         # software that sees the CQE sees the data.
-        self.nic.completer.post_recv(qp, r.rq_index, opcode, CqeStatus.SUCCESS, r.msg_len,
+        self.completer.post_recv(qp, r.rq_index, opcode, CqeStatus.SUCCESS, r.msg_len,
                                      flags, imm, max(t, r.posted_at), solicited)
         self._c["recv_completions"] += 1
         if qp.srq is None:
             qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
-            self.nic.fetch.consumed_rq(qp)
+            self.fetch.consumed_rq(qp)
         qp.msn = (qp.msn + 1) & 0xFFFFFF
         r.state = RespState.IDLE
         r.rq_cap = 0
@@ -446,7 +461,7 @@ class Responder:
             # A zero-length WRITE needs no valid R_Key or address (C9-88): nothing is checked
             # and nothing is placed.
             pieces = [(p.reth_rkey, p.reth_va, length)] if length else []
-            st, walk, ready = self.nic.check_walk(pieces, qp.pd, _RW, t, qp.qpn)
+            st, walk, ready = self.mmu.check_walk(pieces, qp.pd, _RW, t, qp.qpn)
             if self._refused(qp, p, st, t):
                 return
             self._start(r, walk, (p.reth_rkey,) if length else (), ready)
@@ -473,9 +488,9 @@ class Responder:
                     r.rq_index, r.held_wqe = r.held_wqe[0], None
                 else:
                     r.rq_index = rq.rq_ci
-                    self.nic.fetch.counters["rq_wqes"] += 1
+                    self.fetch.counters["rq_wqes"] += 1
                     if qp.srq is not None:
-                        self.nic.srq.took(qp.srq)
+                        self.srq.took(qp.srq)
                 self._complete_recv(qp, CqeOpcode.RECV_RDMA_WITH_IMM, CqeFlags.WITH_IMM, p.imm,
                                     t, p.solicited)
             else:
@@ -536,7 +551,7 @@ class Responder:
         length = p.reth_len
         # C9-88: a zero-length READ has no R_Key or address to check.
         pieces = [(p.reth_rkey, p.reth_va, length)] if length else []
-        st, walk, ready = self.nic.check_walk(pieces, qp.pd, _RR, t, qp.qpn)
+        st, walk, ready = self.mmu.check_walk(pieces, qp.pd, _RR, t, qp.qpn)
         if self._refused(qp, p, st, t):
             return None
         return walk, ready, (p.reth_rkey,) if length else ()
@@ -546,7 +561,7 @@ class Responder:
         walk, ready, keys = src
         psn, msn, length, epoch = p.psn, qp.msn, p.reth_len, self._xlate.epoch
         qp.resp.jobs_queued += 1
-        self.nic.engine.add_job(lambda: self._read_response(
+        self.engine.add_job(lambda: self._read_response(
             qp, psn, msn, walk, length, ready, keys, epoch, counted))
 
     def _read_response(self, qp: QpCtx, psn: int, msn: int, walk: Walk,
@@ -555,14 +570,13 @@ class Responder:
         """Send the READ RESPONSE packets, payload read from host memory (IBA 9.7.4.1.4).
         Each packet's read first checks that the R_Key still stands: a region deregistered
         under the stream ends it with a NAK remote access error at that packet's PSN."""
-        nic = self.nic
         env = self.env
         held = Held(keys, epoch)
         b = qp.builder
         mtu = qp.mtu
         npkts = max(1, -(-length // mtu))
         ack = aeth(Syndrome.ACK | Syndrome.CREDITS_UNLIMITED, msn)
-        pipeline = nic.cfg.tx_pipeline_ns
+        pipeline = self._tx_lag
         pos = (0, 0)
         try:
             for i in range(npkts):
@@ -575,8 +589,8 @@ class Responder:
                 n = min(mtu, length - i * mtu)
                 if n:
                     if walk.covered < i * mtu + n:
-                        ready = nic.walk(walk, i * mtu + n, ready)
-                    payload, t, pos = nic.dma.read_at(walk.segs, pos, n, ready)
+                        ready = self.mmu.walk(walk, i * mtu + n, ready)
+                    payload, t, pos = self.dma.read_at(walk.segs, pos, n, ready)
                 else:
                     payload, t = b"", max(ready, env.now)
                 if npkts == 1:
@@ -589,9 +603,9 @@ class Responder:
                     opc, ext = Opcode.RC_RDMA_READ_RESPONSE_MIDDLE, b""
                 frame = b.make(opc, qp.dest_qpn, (psn + i) & PSN_MASK, ext, payload)
                 self._c["read_response_packets"] += 1
-                wait = nic.engine.emit(frame, t + pipeline)
-                if wait > env.now or nic.port.queued:
-                    yield from nic.engine.window(wait)
+                wait = self.engine.emit(frame, t + pipeline)
+                if wait > env.now or self.port.queued:
+                    yield from self.engine.window(wait)
         finally:
             r = qp.resp  # (after a reset a fresh context: never below zero)
             r.jobs_queued = max(0, r.jobs_queued - 1)
@@ -611,11 +625,11 @@ class Responder:
         if not qp.access & _RA:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
-        st, segs, ready = self.nic.translate(p.atomic_rkey, qp.pd, _RA, va, 8, t, qp.qpn)
+        st, segs, ready = self.mmu.translate(p.atomic_rkey, qp.pd, _RA, va, 8, t, qp.qpn)
         if self._refused(qp, p, st, t):
             return
         pa = segs[0][0]
-        dma = self.nic.dma
+        dma = self.dma
         # The read-modify-write: a DMA read round trip, then the write, posted behind it. No
         # other access through this NIC interleaves (its own later reads see the posted
         # write, PCIe ordering).
@@ -657,11 +671,11 @@ class Responder:
             mpt, _ = self._xlate.mpt(p.reth_rkey)
             if mpt is not None:
                 va, length = mpt.start, mpt.length
-        st, _, ready = self.nic.check_walk([(p.reth_rkey, va, length)], qp.pd, need, t,
+        st, _, ready = self.mmu.check_walk([(p.reth_rkey, va, length)], qp.pd, need, t,
                                            qp.qpn)
         if self._refused(qp, p, st, t):
             return
-        landed = self.nic.pcie.writes_landed_by()
+        landed = self.pcie.writes_landed_by()
         self._placed(qp, p, max(ready, landed))
 
     def _atomic_write(self, qp: QpCtx, p: Packet, t: float) -> None:
@@ -678,13 +692,13 @@ class Responder:
             self._length_error(qp, p, t)
             return
         va = p.reth_va
-        st, segs, ready = self.nic.translate(p.reth_rkey, qp.pd, _RW, va, 8, t, qp.qpn)
+        st, segs, ready = self.mmu.translate(p.reth_rkey, qp.pd, _RW, va, 8, t, qp.qpn)
         if self._refused(qp, p, st, t):
             return
         if va & 7:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)
             return
-        done = self.nic.dma.write(segs[0][0], bytes(p.payload), ready)
+        done = self.dma.write(segs[0][0], bytes(p.payload), ready)
         self._c["bytes_placed"] += 8
         self._placed(qp, p, done)
 
@@ -727,10 +741,10 @@ class Responder:
         queued, in which case it waits behind them (responses go out in PSN order, C9-96)."""
         r = qp.resp
         if not r.jobs_queued:
-            self.nic.port.send(frame, t)
+            self.port.send(frame, t)
             return
         r.jobs_queued += 1
-        engine = self.nic.engine
+        engine = self.engine
         env = self.env
 
         def job() -> Generator[simpy.Event, None, None]:

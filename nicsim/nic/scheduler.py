@@ -14,21 +14,17 @@ import random
 from collections import deque
 from collections.abc import Callable, Generator
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING
 
 import simpy
 
 from nicsim.nic.counters import new_counters
 from nicsim.nic.engines import Units
+from nicsim.nic.interfaces import Turns
 from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
+from nicsim.nic.wqe_fetch import SendWqe, WqeFetch
 from nicsim.sim import Entry, Sim
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE
-
-if TYPE_CHECKING:
-    from nicsim.nic.requester import Requester
-    from nicsim.nic.wqe_fetch import SendWqe, WqeFetch
-
 
 _WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG
 
@@ -45,7 +41,7 @@ class SendEngine:
         self._inflight: deque[float] = deque()
         self._half = max(1, readahead // 2)
         self._wake: simpy.Event | None = None
-        self.requester: Requester
+        self.requester: Turns
         self.fetch: WqeFetch
         self.counters = new_counters("doorbells", "doorbell_bad_target", "schedules", "jobs",
                                      "bf_as_doorbell", "bf_bad_write", "wqe_waits")
@@ -66,7 +62,7 @@ class SendEngine:
         # generation, QP), and the sequence numbers of those with an entry in SimPy's queue.
         self._holds: dict[int, tuple[list[tuple[float, int, int, QpCtx]], set[int]]] = {}
 
-    def start(self, requester: Requester, fetch: WqeFetch) -> None:
+    def start(self, requester: Turns, fetch: WqeFetch) -> None:
         self.requester = requester
         self.fetch = fetch
         self.env.process(self._run())

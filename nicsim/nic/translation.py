@@ -37,6 +37,7 @@ from nicsim.hwif import (
     Access,
     Mpt,
     MptFlags,
+    VendorErr,
     XlateStatus,
     key_index,
 )
@@ -48,6 +49,15 @@ _MW_TYPE2 = int(MptFlags.MW_TYPE2)
 _ODP = int(MptFlags.ODP)
 _REMOTE = int(Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC)
 MTT_LINE = 8  # MTT entries fetched per miss: one 64-byte line
+# The vendor error of a local key check that failed, by what failed.
+XLATE_VENDOR = {
+    XlateStatus.BAD_KEY: VendorErr.BAD_LKEY,
+    XlateStatus.PD_MISMATCH: VendorErr.LKEY_PD_MISMATCH,
+    XlateStatus.ACCESS: VendorErr.LKEY_ACCESS,
+    XlateStatus.BOUNDS: VendorErr.LKEY_BOUNDS,
+    XlateStatus.MTT_FAULT: VendorErr.MTT_FAULT,
+    XlateStatus.ODP_ERROR: VendorErr.ODP_FAULT,
+}
 _MTT_LINE_FMT = struct.Struct(f"<{MTT_LINE}Q")
 
 

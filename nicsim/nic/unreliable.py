@@ -27,23 +27,19 @@ Counters (the responder's): `uc_msgs_dropped` (messages lost here, whatever the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from nicsim.hwif import WQE_INDEX_MASK, CqeOpcode, CqeStatus
 from nicsim.nic.aeth import Syndrome
+from nicsim.nic.completer import Completer
 from nicsim.nic.qp import QpCtx, RespState
 from nicsim.wire import Kind, Packet
-
-if TYPE_CHECKING:
-    from nicsim.nic.nic import Nic
 
 UC_COUNTERS = ("uc_msgs_dropped", "uc_pkts_dropped", "uc_resyncs")
 _CONTINUES = {RespState.IN_SEND: Kind.SEND, RespState.IN_WRITE: Kind.WRITE}
 
 
 class UcReceive:
-    def __init__(self, nic: Nic, counters: dict[str, int]) -> None:
-        self.nic = nic
+    def __init__(self, completer: Completer, counters: dict[str, int]) -> None:
+        self.completer = completer
         self.counters = counters  # the responder's (UC_COUNTERS among them)
 
     def accept(self, qp: QpCtx, p: Packet) -> bool:
@@ -75,7 +71,7 @@ class UcReceive:
         with `recv_status` and fails the QP; anything else drops the message."""
         r = qp.resp
         if syndrome == Syndrome.NAK_REM_OP and recv_status is not None and r.recv_active:
-            comp = self.nic.completer
+            comp = self.completer
             comp.post_recv(qp, r.rq_index, CqeOpcode.RECV, recv_status, r.msg_len, 0, 0, t)
             if qp.srq is None:
                 qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK

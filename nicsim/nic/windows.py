@@ -33,7 +33,7 @@ from nicsim.hwif import (
     SendWqeCtrl,
     key_index,
 )
-from nicsim.nic.counters import Counters, bump
+from nicsim.nic.counters import Counters, bump, new_counters
 from nicsim.nic.dma import Dma
 from nicsim.nic.translation import TranslationCache
 
@@ -44,10 +44,12 @@ _BOUND_TYPE2 = MptFlags.VALID | MptFlags.MW | MptFlags.MW_TYPE2
 
 
 class MemoryWindows:
-    def __init__(self, dma: Dma, xlate: TranslationCache, counters: Counters) -> None:
+    def __init__(self, dma: Dma, xlate: TranslationCache) -> None:
         self.dma = dma
         self.xlate = xlate
-        self.counters = counters  # the requester's (binds, bind errors, invalidations)
+        # Binds, bind errors, invalidations: counted when they happen (the NIC reports them
+        # with the requester's, whose WQEs they are).
+        self.counters: Counters = new_counters()
         # QPN -> MPT indices of the type 2 windows it has bound (for DESTROY_QP).
         self._by_qp: dict[int, set[int]] = {}
 
