@@ -743,9 +743,9 @@ def _rtl_host(tb: NicTB):  # noqa: ANN202
 
 def mtt_chunk() -> int:
     """MTT entries per WRITE_MTT command of the driver under test."""
-    from nicsim.driver.kernel.hw import nsnic
+    from nicsim.driver.kernel.hw.objects import MTT_PER_CMD
 
-    return int(getattr(nsnic, "_MTT_PER_CMD", 500))
+    return MTT_PER_CMD
 
 
 def compare(model: list, rtl: list, what: str) -> None:

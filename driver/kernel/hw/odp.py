@@ -29,10 +29,10 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable, Generator
 from enum import IntEnum
-from typing import TYPE_CHECKING
 
 import simpy
-from nicsim.driver.kernel.hw.objects import MTT_PER_CMD, HwError, HwMr
+from nicsim.driver.kernel.hw.device import NsnicDevice
+from nicsim.driver.kernel.hw.objects import MTT_PER_CMD, HwEq, HwError, HwMr
 
 from nicsim.host.memory import AddressSpace, MemoryError_
 from nicsim.hwif import (
@@ -52,10 +52,6 @@ from nicsim.hwif import (
     pack_mtt,
 )
 
-if TYPE_CHECKING:
-    from nicsim.driver.kernel.hw.nsnic import NsnicDriver
-    from nicsim.driver.kernel.hw.objects import HwEq
-
 
 class Advice(IntEnum):
     """ib_uverbs_advise_mr_advice."""
@@ -66,7 +62,7 @@ class Advice(IntEnum):
 
 
 class OdpHandler:
-    def __init__(self, hw: NsnicDriver) -> None:
+    def __init__(self, hw: NsnicDevice) -> None:
         self.hw = hw
         self.caps = OdpCaps(0, 0, 0, 0)
         if hw.caps.flags & DevCap.ODP:  # (a device without it has no QUERY_ODP either)
