@@ -15,14 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nicsim.apps.echo import SocketCosts, rdma_echo, tcp_echo  # noqa: E402
-from nicsim.scenario.build import build_world  # noqa: E402
-from nicsim.scenario.schema import Scenario, validate  # noqa: E402
-from nicsim.world import World  # noqa: E402
+from nicsim.apps.echo import SocketCosts, rdma_echo, tcp_echo
+from nicsim.scenario.build import build_world
+from nicsim.scenario.schema import Scenario, validate
+from nicsim.world import World
 
 SIZES = [32, 128, 512, 1024, 2048, 4096, 16384]
 COLUMNS = [("size", "size", 1), ("RDMA p50 us", "rdma_p50_us", 1), ("TCP p50 us", "tcp_p50_us", 1),

@@ -28,18 +28,13 @@ import resource
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sim_speed import minimal_pipeline  # noqa: E402
-
-from nicsim.fabric.topology import Shape, TopologySpec  # noqa: E402
-from nicsim.nic.cc import cc_from_dict  # noqa: E402
-from nicsim.nic.config import NicConfig  # noqa: E402
-from nicsim.workloads.bulk import run_streams  # noqa: E402
-from nicsim.world import World  # noqa: E402
+from nicsim.fabric.topology import Shape, TopologySpec
+from nicsim.nic.cc import cc_from_dict
+from nicsim.nic.config import NicConfig
+from nicsim.testing.yardsticks import minimal_pipeline
+from nicsim.workloads.bulk import run_streams
+from nicsim.world import World
 
 HOSTS, LEAVES, SPINES = 64, 8, 4
 MSG = 64 * 1024

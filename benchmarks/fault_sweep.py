@@ -12,12 +12,9 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nicsim.fabric.faults import FaultConfig  # noqa: E402
-from tests.workload import fault_world, run_mix  # noqa: E402
+from nicsim.fabric.faults import FaultConfig
+from nicsim.testing.traffic_mix import fault_world, run_mix
 
 RATES = (0.0, 0.01, 0.05, 0.10)
 

@@ -23,10 +23,8 @@ from typing import Any
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nicsim.apps.perftest import run  # noqa: E402
-from nicsim.apps.perftest.params import Params, PerftestError, TestKind, parse  # noqa: E402
+from nicsim.apps.perftest import run
+from nicsim.apps.perftest.params import Params, PerftestError, TestKind, parse
 
 TABLE = Path(__file__).with_name("fidelity_figures.yaml")
 TARGET = 0.10

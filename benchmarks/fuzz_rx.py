@@ -17,11 +17,8 @@ import json
 import random
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.fuzz_frames import (  # noqa: E402
+from nicsim.testing.fuzz_frames import (
     builder_to,
     damaged,
     random_valid,

@@ -15,17 +15,14 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nicsim.driver import enums as e
+from nicsim.driver.user.verbs import SGE, SendWR
 
-from nicsim.driver import enums as e  # noqa: E402
-from nicsim.driver.user.verbs import SGE, SendWR  # noqa: E402
-
-from nicsim.fabric.link import LinkConfig  # noqa: E402
-from nicsim.wire import Ext, packet_overhead  # noqa: E402
-from nicsim.workloads.endpoint import connect, make_side  # noqa: E402
-from nicsim.world import World  # noqa: E402
+from nicsim.fabric.link import LinkConfig
+from nicsim.wire import Ext, packet_overhead
+from nicsim.workloads.endpoint import connect, make_side
+from nicsim.world import World
 
 _MTU_ENUM = {1024: e.IBV_MTU_1024, 4096: e.IBV_MTU_4096}
 

@@ -27,14 +27,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nicsim.fabric.switch import PfcConfig, SwitchConfig  # noqa: E402
-from nicsim.fabric.topology import Shape, TopologySpec  # noqa: E402
-from nicsim.nic.cc import cc_from_dict  # noqa: E402
-from nicsim.nic.config import NicConfig  # noqa: E402
-from nicsim.workloads.bulk import BulkResult, incast, jain  # noqa: E402
-from nicsim.world import World  # noqa: E402
+from nicsim.fabric.switch import PfcConfig, SwitchConfig
+from nicsim.fabric.topology import Shape, TopologySpec
+from nicsim.nic.cc import cc_from_dict
+from nicsim.nic.config import NicConfig
+from nicsim.workloads.bulk import BulkResult, incast, jain
+from nicsim.world import World
 
 MSG = 64 * 1024
 

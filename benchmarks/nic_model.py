@@ -17,20 +17,17 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nicsim.driver import enums as e
+from nicsim.driver.user.verbs import CQ, MR, PD, QP, SGE, Context, QPCap, QPInitAttr, RecvWR, SendWR
 
-from nicsim.driver import enums as e  # noqa: E402
-from nicsim.driver.user.verbs import CQ, MR, PD, QP, SGE, Context, QPCap, QPInitAttr, RecvWR, SendWR  # noqa: E402
-
-from nicsim.fabric.link import LinkConfig  # noqa: E402
-from nicsim.host.host import CpuCosts  # noqa: E402
-from nicsim.host.pcie import PcieConfig  # noqa: E402
-from nicsim.nic.config import NicConfig  # noqa: E402
-from nicsim.profiles import load_profile  # noqa: E402
-from nicsim.workloads.endpoint import ALL_ACCESS, connect_qp  # noqa: E402
-from nicsim.world import World  # noqa: E402
+from nicsim.fabric.link import LinkConfig
+from nicsim.host.host import CpuCosts
+from nicsim.host.pcie import PcieConfig
+from nicsim.nic.config import NicConfig
+from nicsim.profiles import load_profile
+from nicsim.workloads.endpoint import ALL_ACCESS, connect_qp
+from nicsim.world import World
 
 TX_DEPTH = 128  # ib_write_bw's default --tx-depth
 CQ_MOD = 100  # ib_write_bw's default --cq-mod

@@ -14,16 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nicsim.driver import enums as e
+from nicsim.driver.user.verbs import SGE, SendWR
 
-from nicsim.driver import enums as e  # noqa: E402
-from nicsim.driver.user.verbs import SGE, SendWR  # noqa: E402
-
-from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect, make_side  # noqa: E402
-from nicsim.world import World  # noqa: E402
+from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect, make_side
+from nicsim.world import World
 
 ODP = ALL_ACCESS | e.IBV_ACCESS_ON_DEMAND
 COLUMNS = [("size", "size"), ("pinned us", "pinned_us"), ("pinned 2nd", "pinned_second_us"),

@@ -19,9 +19,6 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 BURST = 16  # WRs per QP per round (perftest's -t would be the depth; one signaled per burst)
 SIZE = 64

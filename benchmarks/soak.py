@@ -2,7 +2,7 @@
 (loss, corruption, duplication, reordering, each up to --max-rate) under a random RC workload
 on several QP pairs (WRITE, READ, SEND, WRITE with immediate, atomics, 1 byte to 3 MTUs + 11).
 
-Every run checks destination memory byte for byte, and the DMA audit (tests/dma_audit.py)
+Every run checks destination memory byte for byte, and the DMA audit (nicsim/testing/dma_audit.py)
 checks every access both NICs make against what their drivers have registered. Any wrong byte,
 any error completion other than retry exhaustion, or any audit violation fails the soak (exit
 1) and names the seed. With every fault at up to 20% a few QPs exhaust retry_cnt = 7: their WR
@@ -17,15 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nicsim.fabric.faults import FaultConfig  # noqa: E402
-from tests.dma_audit import DmaAudit  # noqa: E402
-from tests.workload import fault_world, run_mix  # noqa: E402
+from nicsim.fabric.faults import FaultConfig
+from nicsim.testing.dma_audit import DmaAudit
+from nicsim.testing.traffic_mix import fault_world, run_mix
 
 
 def one(seed: int, qps: int, wrs: int, max_rate: float) -> dict:

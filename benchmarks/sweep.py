@@ -18,9 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nicsim.cli import main as nicsim  # noqa: E402
+from nicsim.cli import main as nicsim
 
 
 def sweep(d: Path, workers: int) -> float:

@@ -18,13 +18,10 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nicsim.results.summary import fct_table  # noqa: E402
-from nicsim.scenario.runner import Runner  # noqa: E402
-from nicsim.scenario.schema import parse_scenario  # noqa: E402
+from nicsim.results.summary import fct_table
+from nicsim.scenario.runner import Runner
+from nicsim.scenario.schema import parse_scenario
 
 
 def run(load: float, flows: int, seed: int, hosts: int, cc: str, qps: int) -> dict:

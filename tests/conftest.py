@@ -1,4 +1,4 @@
-"""Every test runs under the DMA audit (tests/dma_audit.py): any world a test boots has its
+"""Every test runs under the DMA audit (nicsim/testing/dma_audit.py): any world a test boots has its
 NICs' DMA checked against what the drivers have registered, and the test fails if a NIC
 reached memory outside a live registration, ring or table, or if a page was freed with a
 device write still on its way into it. Tests get the audits through the `dma_audits` fixture.
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from nicsim.testing.dma_audit import DmaAudit
 from nicsim.world import World
-from tests.dma_audit import DmaAudit
 
 
 @pytest.fixture(autouse=True)

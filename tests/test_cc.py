@@ -18,10 +18,10 @@ from nicsim.nic.cc.dcqcn import Dcqcn
 from nicsim.nic.config import NicConfig
 from nicsim.nic.qp import QpCtx
 from nicsim.sim import Sim
+from nicsim.testing.rdma import pair, wait
 from nicsim.wire import FrameBuilder, parse
 from nicsim.wire.opcodes import Opcode
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_PREAMBLE, Ecn, Unbuilt, ipv4_checksum
-from tests.rdma import pair, wait
 
 WIRE_EXTRA = ETH_PREAMBLE + ETH_FCS + ETH_IFG
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
-from tests.rdma import pair, settle, wait
+from nicsim.testing.rdma import pair, settle, wait
 
 
 def _sges(side, base: int, sizes: list[int]) -> list[SGE]:

@@ -8,7 +8,7 @@ from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import MR, SGE, RecvWR, SendWR
 
 from nicsim.hwif import MPT_SIZE, Mpt, MptFlags
-from tests.rdma import pair, wait
+from nicsim.testing.rdma import pair, wait
 
 
 def test_data_path_makes_no_kernel_crossing():

@@ -12,8 +12,8 @@ from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import CQ, MR, PD, SGE, Context, PyverbsRDMAError, QPCap, SendWR
 
 from nicsim.nic.config import NicConfig
+from nicsim.testing.rdma import connect, make_side
 from nicsim.world import World
-from tests.rdma import connect, make_side
 
 
 def test_cq_overrun_puts_cq_and_qps_in_error_and_poll_says_so():

@@ -21,10 +21,10 @@ from nicsim.nic.cc.dcqcn import Dcqcn, DcqcnState
 from nicsim.nic.config import NicConfig
 from nicsim.nic.qp import QpCtx
 from nicsim.nic.scheduler import SendEngine
+from nicsim.testing.switch_world import World as Tiny
+from nicsim.testing.switch_world import small_cfg, write
 from nicsim.workloads.bulk import incast, run_streams
 from nicsim.world import World
-from tests.test_switch import World as Tiny
-from tests.test_switch import small_cfg, write
 
 
 class Digest:

@@ -12,11 +12,11 @@ from nicsim.driver.user.unsupported import MWBind, MWBindInfo
 from nicsim.driver.user.verbs import MR, MW, PD, SGE, RecvWR, SendWR
 from scapy.utils import RawPcapReader
 
+from nicsim.testing.rdma import ALL_ACCESS, connect, make_side, settle, wait
 from nicsim.wire import parse
 from nicsim.wire.opcodes import Opcode
 from nicsim.workloads.endpoint import Side
 from nicsim.world import World
-from tests.rdma import ALL_ACCESS, connect, make_side, settle, wait
 
 RW, RR = e.IBV_ACCESS_REMOTE_WRITE, e.IBV_ACCESS_REMOTE_READ
 BINDABLE = ALL_ACCESS | e.IBV_ACCESS_MW_BIND

@@ -24,10 +24,10 @@ from nicsim.driver.user.verbs import (
 from scapy.utils import RawPcapReader
 
 from nicsim.fabric.topology import Shape, TopologySpec
+from nicsim.testing.ud import QKEY, Side
 from nicsim.wire import MCAST_QPN, parse
 from nicsim.wire.opcodes import Opcode
 from nicsim.world import World
-from tests.test_ud import QKEY, Side
 
 GROUP = GID("::ffff:239.1.2.3")
 GROUP_MAC = bytes.fromhex("01005e010203")

@@ -11,7 +11,7 @@ from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
 from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.pcap import check_pcap
-from tests.rdma import pair, settle, wait
+from nicsim.testing.rdma import pair, settle, wait
 
 
 def _write(a, b, rkey=None, size=64, addr=None):

@@ -15,10 +15,9 @@ from nicsim.hwif import PAGE_SIZE, UAR_BASE, DevFeature, Reg, UarReg
 from nicsim.nic.config import NicConfig
 from nicsim.nic.engines import Units, cycles_ns
 from nicsim.scenario.schema import NicSpec
+from nicsim.testing.rdma import pair, wait
 from nicsim.workloads.endpoint import connect, make_side
 from nicsim.world import World
-
-from .rdma import pair, wait
 
 PAYLOAD = bytes(range(48))
 

@@ -10,8 +10,8 @@ from nicsim.driver.user.verbs import SGE, SendWR
 from nicsim.fabric.pfc import pfc_frame, quanta_ns
 from nicsim.nic.config import NicConfig
 from nicsim.nic.port import priority_of
+from nicsim.testing.rdma import pair, wait
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE
-from tests.rdma import pair, wait
 
 SWITCH_MAC = bytes.fromhex("02aa00000001")
 

@@ -17,8 +17,8 @@ from nicsim.driver.user.verbs import MR, SGE, RecvWR, SendWR
 
 from nicsim.hwif import CqeStatus, VendorErr
 from nicsim.nic.config import NicConfig
+from nicsim.testing.rdma import ALL_ACCESS, Side, connect, make_side, pair, settle, wait
 from nicsim.world import World
-from tests.rdma import ALL_ACCESS, Side, connect, make_side, pair, settle, wait
 
 ODP = ALL_ACCESS | e.IBV_ACCESS_ON_DEMAND
 N = 3 * 4096 + 100  # four pages

@@ -24,6 +24,7 @@ from nicsim.fabric.pcap import (
     check_pcap,
     pcap_check_main,
 )
+from nicsim.testing.wire_cases import FrameSpec, frame_specs
 from nicsim.wire import (
     Ecn,
     FrameBuilder,
@@ -34,7 +35,6 @@ from nicsim.wire import (
     immdt,
     reth,
 )
-from tests.wire_cases import FrameSpec, frame_specs
 
 V4 = Path(bytes.fromhex("020000000001"), bytes.fromhex("020000000002"), bytes([10, 0, 0, 1]),
           bytes([10, 0, 0, 2]), 0xC123, dscp=26, ecn=Ecn.ECT0)

@@ -19,9 +19,9 @@ from nicsim.fabric.pfc import (
     parse_pfc,
     pfc_frame,
 )
+from nicsim.testing.switch_world import World, incast
 from nicsim.wire import Ecn, FrameBuilder, Opcode, Path, reth
 from nicsim.wire.packet import ETH_MIN_FRAME
-from tests.test_switch import World, incast
 
 TSHARK = shutil.which("tshark")
 MAC = bytes.fromhex("02aa00000001")

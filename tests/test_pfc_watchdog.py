@@ -25,9 +25,9 @@ from nicsim.fabric.pfc import PfcStorm, PfcWatchdog
 from nicsim.fabric.switch import PfcConfig, SwitchConfig
 from nicsim.fabric.topology import Shape, TopologySpec
 from nicsim.nic.config import NicConfig
+from nicsim.testing.rdma import Side, make_side
 from nicsim.workloads.endpoint import connect_qp
 from nicsim.world import World
-from tests.rdma import Side, make_side
 
 DSCP = 26  # class 3: lossless by default
 TC = DSCP << 2

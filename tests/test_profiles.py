@@ -139,7 +139,7 @@ def test_doorbell_decode_delays_the_work_by_exactly_its_time():
     from nicsim.driver import enums as e
     from nicsim.driver.user.verbs import SGE, SendWR
 
-    from tests.rdma import pair, wait
+    from nicsim.testing.rdma import pair, wait
 
     def lone(doorbell_ns: float) -> float:
         w, a, b = pair(nic=NicConfig(doorbell_ns=doorbell_ns))

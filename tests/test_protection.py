@@ -12,8 +12,8 @@ import pytest
 from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import MR, PD, SGE, RecvWR, SendWR
 
+from nicsim.testing.rdma import ALL_ACCESS, connect, make_side, pair, settle, wait
 from nicsim.world import World
-from tests.rdma import ALL_ACCESS, connect, make_side, pair, settle, wait
 
 LW, RW, RR, RA = (e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE,
                   e.IBV_ACCESS_REMOTE_READ, e.IBV_ACCESS_REMOTE_ATOMIC)

@@ -17,9 +17,9 @@ from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import MR, PD, SGE, Context, RecvWR, SendWR
 
 from nicsim.fabric.faults import FaultConfig
+from nicsim.testing.dma_audit import DmaAudit
+from nicsim.testing.rdma import ALL_ACCESS, Side, connect, make_side, pair, settle, wait
 from nicsim.world import World
-from tests.dma_audit import DmaAudit
-from tests.rdma import ALL_ACCESS, Side, connect, make_side, pair, settle, wait
 
 KB = 1024
 PATTERN = b"\xee\x5a"

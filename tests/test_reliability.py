@@ -10,9 +10,9 @@ from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
 from nicsim.fabric.faults import FaultConfig
+from nicsim.testing.rdma import make_side, pair, settle, wait
+from nicsim.testing.traffic_mix import fault_world, run_mix
 from nicsim.world import World
-from tests.rdma import make_side, pair, settle, wait
-from tests.workload import fault_world, run_mix
 
 
 @pytest.mark.parametrize("fault", ["loss", "corrupt", "duplicate", "reorder"])

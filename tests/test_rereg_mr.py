@@ -10,7 +10,7 @@ from nicsim.driver import enums as e
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.verbs import MR, PD, SGE, QPAttr, RecvWR, SendWR
 
-from tests.rdma import ALL_ACCESS, connect, pair, settle, wait
+from nicsim.testing.rdma import ALL_ACCESS, connect, pair, settle, wait
 
 LW, RW = e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE
 

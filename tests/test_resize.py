@@ -12,9 +12,9 @@ from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.unsupported import SrqAttr
 from nicsim.driver.user.verbs import SGE, SendWR
 
+from nicsim.testing.rdma import Side, connect, make_side, settle, wait
+from nicsim.testing.srq import send, srq_world
 from nicsim.world import World
-from tests.rdma import Side, connect, make_side, settle, wait
-from tests.test_srq import _send, _world
 
 
 def _pair(cqe: int) -> tuple[World, Side, Side]:
@@ -112,12 +112,12 @@ def _srq_sends(c: Side, first: int, n: int) -> None:
     for k in range(first, first + n, 16):
         m = min(16, first + n - k)
         for j in range(m):
-            _send(c, b"msg%03d" % (k + j))
+            send(c, b"msg%03d" % (k + j))
         assert all(x.status == e.IBV_WC_SUCCESS for x in wait(c, m))
 
 
 def test_srq_grows_and_its_posted_and_unpolled_wqes_keep_their_wr_ids() -> None:
-    w, (c0, _c1), s = _world()  # SRQ max_wr 16: a ring of 32
+    w, (c0, _c1), s = srq_world()  # SRQ max_wr 16: a ring of 32
     srq = s.srq
     n0 = srq.query().max_wr
     for i in range(n0):
@@ -141,7 +141,7 @@ def test_srq_grows_and_its_posted_and_unpolled_wqes_keep_their_wr_ids() -> None:
 
 
 def test_srq_resize_below_its_armed_limit_is_einval_and_smaller_keeps_the_ring() -> None:
-    _w, _c, s = _world()
+    _w, _c, s = srq_world()
     n0 = s.srq.query().max_wr
     for i in range(4):
         s.post(i, 256 * i)
@@ -157,5 +157,5 @@ def test_srq_resize_below_its_armed_limit_is_einval_and_smaller_keeps_the_ring()
 
 
 def test_the_device_reports_srq_resize() -> None:
-    _w, _c, s = _world()
+    _w, _c, s = srq_world()
     assert s.ctx.query_device().device_cap_flags & e.IBV_DEVICE_SRQ_RESIZE

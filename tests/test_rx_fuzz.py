@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from nicsim.driver import enums as e
 
+from nicsim.testing.fuzz_frames import builder_to, fuzz_frame, revive, still_works, victims
 from nicsim.wire import ParseError
-from tests.fuzz_frames import builder_to, fuzz_frame, revive, still_works, victims
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -31,10 +31,10 @@ from nicsim.driver.user.verbs import (
 from nicsim.fabric.faults import FaultConfig
 from nicsim.host.memory import MemoryError_
 from nicsim.hwif import UarReg
+from nicsim.testing.rdma import ALL_ACCESS, Side, connect, drain, make_side, pair, settle, wait
 from nicsim.wire import Opcode, parse, reth
 from nicsim.wire.packet import Unbuilt
 from nicsim.world import World
-from tests.rdma import ALL_ACCESS, Side, connect, drain, make_side, pair, settle, wait
 
 KIB = 1 << 10
 BIG = 512 * KIB

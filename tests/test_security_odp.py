@@ -19,8 +19,8 @@ from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.verbs import CQ, MR, PD, SGE, Context
 
 from nicsim.hwif import CQE_SIZE, PAGE_SIZE
+from nicsim.testing.rdma import ALL_ACCESS, Side, pair, rdma_write, settle
 from nicsim.world import World
-from tests.rdma import ALL_ACCESS, Side, pair, rdma_write, settle
 
 ODP = ALL_ACCESS | e.IBV_ACCESS_ON_DEMAND
 RING_CQE = 256  # a ring of whole pages of its own (not sharing a page with others)

@@ -15,10 +15,10 @@ import pytest
 from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import MR, SGE, QPAttr, RecvWR, SendWR
 
+from nicsim.testing.rdma import ALL_ACCESS, Side, drain, pair, settle, wait
 from nicsim.wire import FrameBuilder, Opcode, aeth, atomic_eth, compute_icrc, parse, reth
 from nicsim.wire.packet import frame_end
 from nicsim.world import World
-from tests.rdma import ALL_ACCESS, Side, drain, pair, settle, wait
 
 KIB = 1 << 10
 MINE = b"\xab"

@@ -20,8 +20,8 @@ from nicsim.driver.user.verbs import (
 )
 
 from nicsim.nic.config import NicConfig
+from nicsim.testing.rdma import ALL_ACCESS, Side, make_side, pair, wait
 from nicsim.world import World
-from tests.rdma import ALL_ACCESS, Side, make_side, pair, wait
 
 M = e.ibv_qp_attr_mask
 TO_INIT = M.IBV_QP_STATE | M.IBV_QP_PKEY_INDEX | M.IBV_QP_PORT | M.IBV_QP_ACCESS_FLAGS

@@ -21,8 +21,8 @@ from nicsim.driver.user.unsupported import MWBind, MWBindInfo
 from nicsim.driver.user.verbs import MR, MW, PD, QP, Context, QPCap, QPInitAttr, SendWR
 
 from nicsim.hwif import PAGE_SIZE, MptFlags
+from nicsim.testing.rdma import ALL_ACCESS, Side, connect, pair, rdma_write, settle, wait
 from nicsim.world import World
-from tests.rdma import ALL_ACCESS, Side, connect, pair, rdma_write, settle, wait
 
 RW, RR = e.IBV_ACCESS_REMOTE_WRITE, e.IBV_ACCESS_REMOTE_READ
 BINDABLE = ALL_ACCESS | e.IBV_ACCESS_MW_BIND

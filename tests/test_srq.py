@@ -13,75 +13,31 @@ from nicsim.driver.abi import Cmd, UverbsError
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.unsupported import SrqAttr, SrqInitAttr
 from nicsim.driver.user.verbs import (
-    CQ,
     MR,
     PD,
-    QP,
     SGE,
     SRQ,
-    Context,
-    QPCap,
-    QPInitAttr,
     RecvWR,
-    SendWR,
 )
 from scapy.utils import RawPcapReader
 
 from nicsim.nic.aeth import Syndrome
+from nicsim.testing.srq import send, srq_world
 from nicsim.wire import parse
 from nicsim.wire.opcodes import Opcode
-from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect, make_side
-from nicsim.world import World
-from tests.rdma import wait
-
-
-class Server:
-    """Host b: two RC QPs receiving from one SRQ, one CQ, one MR."""
-
-    def __init__(self, w: World, max_wr: int = 16) -> None:
-        self.ctx = Context("nsnic0", host=w.hosts["b"])
-        self.pd = PD(self.ctx)
-        self.cq = CQ(self.ctx, 64)
-        self.srq = SRQ(self.pd, SrqInitAttr(SrqAttr(max_wr=max_wr, max_sge=2)))
-        self.mr = MR(self.pd, 1 << 16, ALL_ACCESS)
-        self.qps = [QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq,
-                                           srq=self.srq, cap=QPCap(8, 0, 1, 0, 0)))
-                    for _ in range(2)]
-        self.sides = [Side(self.ctx, self.pd, self.cq, qp, self.mr) for qp in self.qps]
-
-    def post(self, wr_id: int, off: int, length: int = 256, lkey: int | None = None) -> None:
-        self.srq.post_recv(RecvWR(wr_id, 1, [SGE(self.mr.buf + off, length,
-                                                 self.mr.lkey if lkey is None else lkey)]))
-
-    def wait(self, n: int) -> list:
-        return wait(self.sides[0], n)  # (every side has the one CQ)
-
-
-def _world(pcap: Path | None = None) -> tuple[World, list[Side], Server]:
-    w = World.two_hosts(seed=0, pcap=pcap)
-    clients = [make_side(w, "a") for _ in range(2)]
-    s = Server(w)
-    for c, sv in zip(clients, s.sides, strict=True):
-        connect(c, sv)
-        connect(sv, c)
-    return w, clients, s
-
-
-def _send(c: Side, data: bytes) -> None:
-    c.mr.write(data, len(data))
-    c.qp.post_send(SendWR(1, e.IBV_WR_SEND, 1, sg=[SGE(c.mr.buf, len(data), c.mr.lkey)]))
+from nicsim.workloads.endpoint import ALL_ACCESS
 
 
 def test_two_qps_take_wqes_from_one_srq_in_ring_order(tmp_path: Path) -> None:
     pcap = tmp_path / "srq.pcap"
-    w, (c0, c1), s = _world(pcap)
+    w, (c0, c1), s = srq_world(pcap)
     for i in range(4):
         s.post(100 + i, 1024 * i)
-    _send(c0, b"first from qp0")
+    send(c0, b"first from qp0")
     wcs = s.wait(1)  # one at a time: the WQE order follows the messages' order
-    _send(c1, b"then qp1")
+    send(c1, b"then qp1")
     wcs += s.wait(1)
-    _send(c0, b"qp0 again")
+    send(c0, b"qp0 again")
     wcs += s.wait(1)
     assert [(wc.wr_id, wc.qp_num, wc.byte_len, wc.status) for wc in wcs] == [
         (100, s.qps[0].qp_num, 14, 0), (101, s.qps[1].qp_num, 8, 0),
@@ -97,13 +53,13 @@ def test_two_qps_take_wqes_from_one_srq_in_ring_order(tmp_path: Path) -> None:
 
 
 def test_srq_limit_event_fires_once_when_wqes_fall_below_it() -> None:
-    _w, (c0, _c1), s = _world()
+    _w, (c0, _c1), s = srq_world()
     for i in range(10):
         s.post(i, 256 * i)
     s.srq.modify(SrqAttr(srq_limit=7), e.IBV_SRQ_LIMIT)
     assert s.srq.query().srq_limit == 7
     for k in range(4):  # 10 -> 6 WQEs: below 7 after the fourth
-        _send(c0, b"m%d" % k)
+        send(c0, b"m%d" % k)
         assert len(s.wait(1)) == 1
     ev = s.ctx.get_async_event()
     assert ev.event_type == e.IBV_EVENT_SRQ_LIMIT_REACHED and ev.element is s.srq
@@ -117,22 +73,22 @@ def test_srq_limit_event_fires_once_when_wqes_fall_below_it() -> None:
 
 
 def test_bad_lkey_in_srq_fails_only_that_qp() -> None:
-    _w, (c0, c1), s = _world()
+    _w, (c0, c1), s = srq_world()
     other_pd_mr = MR(PD(s.ctx), 4096, ALL_ACCESS)  # another PD: not the SRQ's
     s.post(1, 0, lkey=other_pd_mr.lkey)
     s.post(2, 512)
-    _send(c0, b"bad")
+    send(c0, b"bad")
     (wc,) = s.wait(1)
     assert (wc.wr_id, wc.status, wc.qp_num) == (1, e.IBV_WC_LOC_PROT_ERR, s.qps[0].qp_num)
     assert s.qps[0].query()[0].qp_state == e.IBV_QPS_ERR
     # The QP's error does not flush the SRQ: QP 1 still gets WQE 2.
-    _send(c1, b"good")
+    send(c1, b"good")
     (wc,) = s.wait(1)
     assert (wc.wr_id, wc.qp_num) == (2, s.qps[1].qp_num) and s.mr.read(4, 512) == b"good"
 
 
 def test_srq_misuse() -> None:
-    _w, _c, s = _world()
+    _w, _c, s = srq_world()
     with pytest.raises(PyverbsRDMAError) as ei:  # a QP on an SRQ has no RQ of its own
         s.qps[0].post_recv(RecvWR(1, 1, [SGE(s.mr.buf, 8, s.mr.lkey)]))
     assert ei.value.error_code == errno.EINVAL

@@ -16,8 +16,8 @@ from nicsim.host.memory import LAND_AT, PhysMem
 from nicsim.host.pcie import Pcie, PcieConfig
 from nicsim.nic.port import Port
 from nicsim.sim import Sim
+from nicsim.testing.rdma import pair, settle, wait
 from nicsim.wire.packet import wire_bytes
-from tests.rdma import pair, settle, wait
 
 
 def _ceil(n: int, d: int) -> int:

@@ -31,9 +31,9 @@ from nicsim.driver.user.verbs import (
 from scapy.utils import RawPcapReader
 
 from nicsim.hwif import VendorErr
+from nicsim.testing.rdma import Side, connect, drain, make_side, settle, wait
 from nicsim.workloads.endpoint import ALL_ACCESS
 from nicsim.world import World
-from tests.rdma import Side, connect, drain, make_side, settle, wait
 
 MTU = 1024
 _BTH = 42  # Ethernet 14 + IPv4 20 + UDP 8

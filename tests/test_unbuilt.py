@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
 
+from nicsim.testing.rdma import pair, settle, wait
 from nicsim.wire import parse
 from nicsim.wire.packet import Unbuilt
-from tests.rdma import pair, settle, wait
 
 KIB = 1024
 

@@ -24,8 +24,8 @@ from nicsim.driver.user.verbs import (
     SendWR,
 )
 
+from nicsim.testing.rdma import ALL_ACCESS, connect, make_side, pair, wait
 from nicsim.world import World
-from tests.rdma import ALL_ACCESS, connect, make_side, pair, wait
 
 
 def _errno(fn, *a, **kw) -> int:

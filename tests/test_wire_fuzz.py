@@ -9,6 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from nicsim.testing.wire_cases import FrameSpec, frame_specs
 from nicsim.wire import (
     OPCODE_TABLE,
     OPCODES,
@@ -21,7 +22,6 @@ from nicsim.wire import (
     parse,
 )
 from nicsim.wire.packet import frame_end
-from tests.wire_cases import FrameSpec, frame_specs
 
 
 def parse_or_wire_error(frame: bytes) -> Packet | None:

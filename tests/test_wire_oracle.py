@@ -22,6 +22,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
+from nicsim.testing.wire_cases import ALL_EXT_FIELDS, U24, FrameSpec, frame_specs
 from nicsim.wire import (
     OPCODES,
     ROCE_UDP_PORT,
@@ -34,7 +35,6 @@ from nicsim.wire import (
     parse,
     roce_udp_sport,
 )
-from tests.wire_cases import ALL_EXT_FIELDS, U24, FrameSpec, frame_specs
 
 ALL_OPCODES = sorted(OPCODES)
 IP_VERSIONS = [pytest.param(False, id="ipv4"), pytest.param(True, id="ipv6")]

@@ -15,8 +15,8 @@ from pathlib import Path as FsPath
 import pytest
 
 from nicsim.fabric.pcap import PcapTap
+from nicsim.testing.wire_cases import FrameSpec
 from nicsim.wire import EXT_FIELDS, OPCODES, Ecn, Ext, Opcode, Path
-from tests.wire_cases import FrameSpec
 
 TSHARK = shutil.which("tshark")
 pytestmark = pytest.mark.skipif(

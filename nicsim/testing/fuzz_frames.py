@@ -12,10 +12,9 @@ import random
 
 from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import MR, SGE, QPAttr, RecvWR, SendWR
-
+from nicsim.testing.rdma import connect, make_side, pair, settle, wait
 from nicsim.wire import OPCODES, FrameBuilder, Path, mac_bytes, roce_udp_sport
 from nicsim.wire.opcodes import Ext
-from tests.rdma import connect, make_side, pair, settle, wait
 
 ALL_OPCODES = sorted(OPCODES)
 

@@ -10,11 +10,10 @@ import struct
 
 from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, RecvWR, SendWR
-
 from nicsim.fabric.faults import FaultConfig
 from nicsim.nic.config import NicConfig
+from nicsim.testing.rdma import Side, connect, make_side, settle, wait
 from nicsim.world import World
-from tests.rdma import Side, connect, make_side, settle, wait
 
 OPS = ("write", "read", "send", "write_imm", "fetch_add", "cmp_swap")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, WC, SendWR
-
 from nicsim.fabric.faults import FaultConfig
 from nicsim.nic.config import NicConfig
 from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect, make_side
