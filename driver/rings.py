@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from nicsim.driver import sched
@@ -191,6 +192,9 @@ class ProviderQp:
     rq_tail: int = 0
     sq_wrid: list[int] = field(default_factory=list)
     rq_wrid: list[int] = field(default_factory=list)
+    # An observer's hook (nicsim.trace.breakdown): called with (qpn, WQE index) as each send WR
+    # is written into the ring, at the time of the ibv_post_send call.
+    on_post: Callable[[int, int], None] | None = None
 
     def __post_init__(self) -> None:
         self.sq_size = 1 << self.r.sq_log_size
@@ -212,6 +216,8 @@ class ProviderQp:
             while wr is not None:
                 wqe = self._write_send_wqe(wr)
                 n += 1
+                if self.on_post is not None:
+                    self.on_post(self.r.qpn, self.sq_head - 1)
                 wr = getattr(wr, "next_wr", None)
         finally:
             if n:
@@ -405,6 +411,8 @@ class ProviderCq:
         self.qps = qps  # QPs of the context, by QPN
         # Consecutive empty polls that each waited their whole window with no CQE write.
         self.silent = 0
+        # An observer's hook (nicsim.trace.breakdown): called with each CQE a poll returns.
+        self.on_cqe: Callable[[Cqe], None] | None = None
         self._ring_pa = aspace.translate(r.ring_va)  # the ring is physically contiguous
 
     def poll(self, num_entries: int) -> list[RawWc]:
@@ -416,7 +424,10 @@ class ProviderCq:
             if raw[CQE_OWNER_OFFSET] & 1 != ((self.ci >> log) & 1) ^ 1:
                 break  # not written by the NIC on this pass of the ring yet
             self.ci += 1
-            out.append(self._to_wc(Cqe.unpack(raw)))
+            cqe = Cqe.unpack(raw)
+            if self.on_cqe is not None:
+                self.on_cqe(cqe)
+            out.append(self._to_wc(cqe))
         if out:
             a.write(self.r.dbrec_va, struct.pack("<I", self.ci & 0xFFFFFFFF))
             self.host.spend(self.host.costs.poll_cqe * len(out))

@@ -210,9 +210,14 @@ class Link:
             if self.end_taps[1 - to]:
                 taps = taps + self.end_taps[1 - to]
             if taps:
-                tn, fb = self._sof(t, frame), _bytes(frame)
+                # (_sof and _bytes, inline: this runs per frame of every tapped link)
+                n = frame.__len__()
+                tn = round(t - self._prop - ((n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)
+                                             + _SOF_EXTRA) * self._ns_per_byte)
+                if frame.__class__ is Unbuilt:
+                    frame = frame.build()  # type: ignore[union-attr]
                 for tap in taps:
-                    tap.write(fb, tn)
+                    tap.write(frame, tn)
         if what & _DELIVER:
             self.ends[to](frame)
 

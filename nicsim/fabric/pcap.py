@@ -91,15 +91,15 @@ class PcapTap:
     checker and the tests.
     """
 
-    __slots__ = ("path", "frames", "_file", "_pending", "_n")
+    __slots__ = ("path", "_written", "_file", "_pending", "_n")
 
     _FLUSH_EVERY = 2048
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.frames = 0
+        self._written = 0  # frames flushed
         self._pending: list[bytes] = []
-        self._n = 0
+        self._n = 0  # frames in _pending
         self._file: BinaryIO | None = None  # (for __del__ if open fails)
         # Unbuffered: records go to the kernel in bulk from `_pending`.
         self._file = open(self.path, "wb", buffering=0)  # noqa: SIM115 (closed by close)
@@ -107,15 +107,17 @@ class PcapTap:
         _write_all(self._file, [_PCAP_GLOBAL.pack(_MAGIC_NS, 2, 4, 0, 0, PCAP_SNAPLEN,
                                                   LINKTYPE_ETHERNET)])
 
-    def write(self, frame: bytes, t_ns: int) -> None:
+    @property
+    def frames(self) -> int:
+        """Frames recorded so far."""
+        return self._written + self._n
+
+    def write(self, frame: bytes, t_ns: float) -> None:
         """Record one frame seen at simulated time `t_ns` (>= 0) nanoseconds."""
         # round(): SimPy time computed from sizes over rates may arrive as a float.
-        sec, nsec = divmod(round(t_ns), _NS_PER_S)
+        t = round(t_ns)
         n = len(frame)
-        p = self._pending
-        p.append(_PCAP_RECORD.pack(sec, nsec, n, n))
-        p.append(frame)
-        self.frames += 1
+        self._pending += (_PCAP_RECORD.pack(t // _NS_PER_S, t % _NS_PER_S, n, n), frame)
         self._n += 1
         if self._n >= self._FLUSH_EVERY:
             self.flush()
@@ -124,6 +126,7 @@ class PcapTap:
         if self._file is not None and self._pending:
             _write_all(self._file, self._pending)
             self._pending.clear()
+            self._written += self._n
             self._n = 0
 
     def close(self) -> None:
@@ -154,14 +157,19 @@ def _write_all(f: BinaryIO, chunks: list[bytes]) -> None:
     fd = f.fileno()
     for i in range(0, len(chunks), _IOV_MAX):
         batch: list[bytes | memoryview] = list(chunks[i:i + _IOV_MAX])
+        done = os.writev(fd, batch)
+        if done == sum(map(len, batch)):
+            continue  # (the usual case: all of it)
         k = 0
-        while k < len(batch):
-            done = os.writev(fd, batch[k:] if k else batch)
+        while True:
             while k < len(batch) and done >= len(batch[k]):
                 done -= len(batch[k])
                 k += 1
+            if k == len(batch):
+                break
             if done:
                 batch[k] = memoryview(batch[k])[done:]
+            done = os.writev(fd, batch[k:])
 
 
 # --- checking ---------------------------------------------------------------------------------

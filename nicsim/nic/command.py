@@ -62,7 +62,6 @@ from nicsim.nic.cq import CqCtx, CqWriter
 from nicsim.nic.dma import Dma
 from nicsim.nic.eq import EventQueues
 from nicsim.nic.framing import Framing
-from nicsim.nic.interfaces import Trace
 from nicsim.nic.multicast import McastError, Multicast
 from nicsim.nic.odp import PageFaults
 from nicsim.nic.port import Port
@@ -73,6 +72,7 @@ from nicsim.nic.translation import TranslationCache
 from nicsim.nic.windows import MemoryWindows
 from nicsim.nic.wqe_fetch import WqeFetch
 from nicsim.sim import Sim
+from nicsim.sim.tracer import Stage, Tracer
 
 _IN_SIZE = {
     CmdOpcode.INIT_HCA: HcaInit.size(),
@@ -125,14 +125,14 @@ class CommandProcessor:
                  eq: EventQueues, srq: SharedReceiveQueues, mcast: Multicast,
                  windows: MemoryWindows, faults: PageFaults, fetch: WqeFetch,
                  engine: SendEngine, completer: Completer, cc: RateControl | None,
-                 port: Port, framing: Framing, trace: Trace) -> None:
+                 port: Port, framing: Framing) -> None:
         self.env = env
         self.cfg = cfg
         self.dma, self.pcie, self.xlate, self.qps = dma, pcie, xlate, qps
         self.cq, self.eq, self.srq, self.mcast = cq, eq, srq, mcast
         self.windows, self.faults, self.fetch, self.engine = windows, faults, fetch, engine
         self.completer, self.cc, self.port, self.framing = completer, cc, port, framing
-        self.trace = trace
+        self.tracer: Tracer | None = None
         self.status = 0
         self.counters = new_counters("commands", "command_errors")
         self.caps = DeviceCaps(cfg.max_qp, cfg.max_cq, 1 << cfg.log_mpt_entries,
@@ -183,7 +183,8 @@ class CommandProcessor:
 
     def _done(self, status: CmdStatus) -> None:
         self.status = int(status)
-        self.trace("command_done", status=status.name)
+        if self.tracer is not None:
+            self.tracer.emit(Stage.COMMAND_DONE, status.name)
 
     def read_status(self) -> int:
         return self.status
@@ -425,8 +426,9 @@ class CommandProcessor:
             qp.state = new
             if new is QpState.RTS and (qp.sq_pending or qp.fetched):
                 self.engine.kick(qp)
-        if old is not new:
-            self.trace("qp_state", qpn=qp.qpn, old=old.name, new=new.name)
+        # (A move to ERR is the completer's, which tells the tracer itself.)
+        if old is not new and new is not QpState.ERR and self.tracer is not None:
+            self.tracer.emit(Stage.QP_STATE, qp.qpn, old.name, new.name)
         return b""
 
     def _reset(self, qp: QpCtx) -> None:

@@ -20,11 +20,12 @@ from nicsim.nic.counters import bump, new_counters
 from nicsim.nic.cq import CqWriter
 from nicsim.nic.dma import Dma, position
 from nicsim.nic.engines import Units, cycles_ns
-from nicsim.nic.interfaces import Requests, Trace
+from nicsim.nic.interfaces import Requests
 from nicsim.nic.mmu import Mmu
 from nicsim.nic.qp import PLACEMENT_OPS, PSN_MASK, QpCtx, RespState, SendOp, psn_diff
 from nicsim.nic.scheduler import SendEngine
 from nicsim.sim import Sim
+from nicsim.sim.tracer import Stage, Tracer
 from nicsim.wire import Kind, Packet
 from nicsim.wire.opcodes import Opcode
 
@@ -62,13 +63,13 @@ class Completer:
     requests: Requests
 
     def __init__(self, env: Sim, cfg: NicConfig, cq: CqWriter, engine: SendEngine, dma: Dma,
-                 mmu: Mmu, trace: Trace) -> None:
+                 mmu: Mmu) -> None:
         self.env = env
         self.cq = cq
         self.engine = engine
         self.dma = dma
         self.mmu = mmu
-        self.trace = trace
+        self.tracer: Tracer | None = None
         # Response packets that carry data (READ responses, atomic ACKs) occupy the
         # requester's receive parser (one unit, nicsim.nic.engines) for rx_parse_cycles.
         self.parser = Units(1)
@@ -163,7 +164,8 @@ class Completer:
         """Move the QP to ERR and flush everything outstanding on it."""
         if qp.state is not QpState.ERR:
             self.counters["qp_errors"] += 1
-            self.trace("qp_state", qpn=qp.qpn, old=qp.state.name, new="ERR")
+            if self.tracer is not None:
+                self.tracer.emit(Stage.QP_STATE, qp.qpn, qp.state.name, "ERR")
         qp.state = QpState.ERR
         qp.resp.state = RespState.IDLE
         qp.timer_deadline = None

@@ -21,6 +21,7 @@ from nicsim.nic.counters import new_counters
 from nicsim.nic.dma import Dma
 from nicsim.nic.engines import Units
 from nicsim.nic.eq import ASYNC_EQN, EventQueues
+from nicsim.sim.tracer import Stage, Tracer
 
 _CQE = Cqe.FMT
 
@@ -55,6 +56,7 @@ class CqWriter:
         self.cqs: dict[int, CqCtx] = {}
         self.counters = new_counters("cqes", "cqe_errors", "dbrec_reads", "overruns", "no_cq")
         self.on_overrun: Callable[[CqCtx], None] = lambda cq: None
+        self.tracer: Tracer | None = None  # (Nic.observe)
 
     def post(self, cqn: int, qpn: int, wqe_index: int, opcode: int, status: int,
              byte_len: int = 0, imm_inv: int = 0, src_qp: int = 0, flags: int = 0,
@@ -85,6 +87,8 @@ class CqWriter:
         now = self.dma.env.now
         landed = self.dma.write(pa, raw, self.builder.take(
             not_before if not_before > now else now, self.cost))
+        if self.tracer is not None:
+            self.tracer.emit(Stage.CQE_WRITTEN, cqn, qpn, wqe_index, opcode, status, landed)
         if cq.armed and (solicited or status or not cq.solicited_only):
             cq.armed = False
             self.eqs.post(cq.eqn, EqeType.COMPLETION, cqn, landed)

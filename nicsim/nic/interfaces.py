@@ -34,8 +34,3 @@ class Stalls(Protocol):
 
     def stall(self, qp: QpCtx, wqe: Any) -> None: ...
 
-
-class Trace(Protocol):
-    """A block's trace of events (the NIC's `trace`)."""
-
-    def __call__(self, event: str, **kw: Any) -> None: ...

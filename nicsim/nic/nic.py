@@ -10,7 +10,6 @@ the host only through its DMA engine.
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
 from zlib import crc32
 
 import simpy
@@ -56,6 +55,7 @@ from nicsim.nic.srq import SharedReceiveQueues
 from nicsim.nic.translation import TranslationCache
 from nicsim.nic.windows import MemoryWindows
 from nicsim.nic.wqe_fetch import WqeFetch
+from nicsim.sim.tracer import Stage, Tracer
 from nicsim.wire import (
     Ecn,
     Kind,
@@ -122,8 +122,7 @@ class Nic(MmioDevice):
         # order (nicsim.nic.interfaces) are wired in after.
         self.mmu = Mmu(self.xlate, self.pcie, self.odp)
         self.windows = MemoryWindows(self.dma, self.xlate)
-        self.completer = Completer(env, cfg, self.cq, self.engine, self.dma, self.mmu,
-                                   self.trace)
+        self.completer = Completer(env, cfg, self.cq, self.engine, self.dma, self.mmu)
         # Congestion control: the reaction point (None: cc none) and the notification point.
         self.cc = make_rate_control(env, cfg.cc, lambda: self.port.rate_gbps,
                                     self.engine.rate_changed)
@@ -146,8 +145,7 @@ class Nic(MmioDevice):
             env, cfg, self.features, dma=self.dma, pcie=self.pcie, xlate=self.xlate,
             qps=self.qps, cq=self.cq, eq=self.eq, srq=self.srq, mcast=self.mcast,
             windows=self.windows, faults=self.odp, fetch=self.fetch, engine=self.engine,
-            completer=self.completer, cc=self.cc, port=self.port, framing=self.framing,
-            trace=self.trace)
+            completer=self.completer, cc=self.cc, port=self.port, framing=self.framing)
         self.engine.start(self.requester, self.fetch)
         self.np = NotificationPoint(env, cfg.cc.cnp, self.framing.builder_for, self.port.send)
         self.regs: dict[int, int] = {}
@@ -155,14 +153,13 @@ class Nic(MmioDevice):
         # its bytes and a RoCE packet in `rx`, added when the counters are read.
         self._fast_rx: dict[int, int] = {}
         self.drops: Counters = new_counters()  # parse drops by ParseError reason
-        self.trace_log: list[tuple[float, str, dict[str, Any]]] = []
-        self.tracing = False
+        self.tracer: Tracer | None = None
 
-    # -- tracing ----------------------------------------------------------------------------
-
-    def trace(self, event: str, **kw: Any) -> None:
-        if self.tracing:
-            self.trace_log.append((self.env.now, event, kw))
+    def observe(self, tracer: Tracer | None) -> None:
+        """Emit this NIC's stage events (nicsim.sim.tracer) to `tracer` (None: stop)."""
+        self.tracer = tracer
+        for block in (self.requester, self.responder, self.completer, self.cq, self.commands):
+            block.tracer = tracer
 
     # -- BAR --------------------------------------------------------------------------------
 
@@ -213,6 +210,8 @@ class Nic(MmioDevice):
             return
         if reg == _SQ_DB:
             c["doorbells"] += 1
+            if self.tracer is not None:
+                self.tracer.emit(Stage.DOORBELL, qp.qpn, value & WQE_INDEX_MASK)
             # The doorbell decoder takes one doorbell per doorbell_cycles; the scheduler
             # learns of the new WQEs doorbell_ns after decoding starts. Doorbells keep their
             # order (one decoder).

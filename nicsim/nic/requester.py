@@ -43,6 +43,7 @@ from nicsim.nic.translation import XLATE_VENDOR, Walk
 from nicsim.nic.windows import MemoryWindows
 from nicsim.nic.wqe_fetch import SendWqe, WqeFetch
 from nicsim.sim import Sim
+from nicsim.sim.tracer import Stage, Tracer
 from nicsim.wire import (
     Kind,
     Pos,
@@ -122,6 +123,7 @@ class Requester:
         self.cq = cq
         self.completer = completer
         self.windows = windows
+        self.tracer: Tracer | None = None  # (Nic.observe)
         self.datagram = datagram
         self.cc = cc
         self.port = port
@@ -333,6 +335,9 @@ class Requester:
             qp.rd_outstanding += 1
         qp.outstanding.append(sop)
         qp.cur, qp.cur_k, qp.cur_again, qp.cur_pos, qp.cur_t = sop, 0, False, (0, 0), t
+        if self.tracer is not None:
+            self.tracer.emit(Stage.WQE_FETCHED, qp.qpn, wqe.index, wqe.ready)
+            self.tracer.emit(Stage.TRANSLATED, qp.qpn, wqe.index, t, psn, sop.last_psn)
 
     def stall(self, qp: QpCtx, wqe: SendWqe) -> None:
         """`wqe` met a page not present: it goes back to the head of the QP's fetched WQEs,

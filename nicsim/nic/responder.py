@@ -45,6 +45,7 @@ from nicsim.nic.unreliable import UC_COUNTERS, UcReceive
 from nicsim.nic.windows import MemoryWindows
 from nicsim.nic.wqe_fetch import WqeFetch
 from nicsim.sim import Sim
+from nicsim.sim.tracer import Stage, Tracer
 from nicsim.wire import Kind, Packet, aeth, atomic_ack_eth
 from nicsim.wire.opcodes import Opcode
 from nicsim.wire.packet import Unbuilt
@@ -87,6 +88,7 @@ class Responder:
         self.windows = windows
         self.srq = srq
         self.port = port
+        self.tracer: Tracer | None = None  # (Nic.observe)
         self._rx_lag = cfg.rx_pipeline_ns
         self._tx_lag = cfg.tx_pipeline_ns
         # The responder units (nicsim.nic.engines): each request packet occupies one for its
@@ -292,9 +294,11 @@ class Responder:
     def _advance(self, qp: QpCtx, psn: int, ackreq: bool, t: float) -> None:
         """The packet is done: expect the next PSN, and ACK if asked or if enough are due."""
         qp.epsn = (psn + 1) & PSN_MASK
+        r = qp.resp
+        if self.tracer is not None:
+            self.tracer.emit(Stage.PLACED, qp.dest_qpn, psn, r.last_done_at)
         if not qp.reliable:
             return  # UC: nothing is acknowledged
-        r = qp.resp
         r.unacked += 1
         if ackreq or r.unacked >= self._ack_every:
             self._ack(qp, psn, t if t > r.posted_at else r.posted_at)

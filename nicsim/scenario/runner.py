@@ -46,7 +46,7 @@ from nicsim.scenario.traffic import (
     Wr,
     _Ids,
 )
-from nicsim.trace.breakdown import Tracer
+from nicsim.trace.breakdown import Breakdown
 from nicsim.trace.timeseries import Probe, Sampler
 from nicsim.workloads.endpoint import Process, connect_qp, open_process
 from nicsim.workloads.wait import CqWatch, Waiter
@@ -334,7 +334,7 @@ class Runner:
             switches={n: sw.counters() for n, sw in world.switches.items()},
             breakdown=tracer.summary() if tracer is not None else None)
 
-    def _tracer(self, world: World) -> Tracer:
+    def _tracer(self, world: World) -> Breakdown:
         """Stamps of every WR the first host sends to the second (nicsim.trace.breakdown);
         only a two-host scenario has one cable for it to tap."""
         hosts = list(world.hosts)
@@ -342,7 +342,7 @@ class Runner:
             raise ScenarioError("--breakdown: needs the two-host topology (back_to_back); "
                                 f"this world has {len(hosts)} hosts")
         a, b = hosts
-        tracer = Tracer(world, a, b)
+        tracer = Breakdown(world, a, b)
         for c in self.pools.get((a, b), []):
             tracer.watch_qp(c.qp._p)
         if a in self.procs:

@@ -16,12 +16,11 @@ Stages of a WR posted on host a towards host b (the requester's QP and WQE index
     cqe_written   its CQE lands in host a's memory (signalled WRs)
     polled        the application's poll returns that CQE
 
-The tracer costs nothing unless asked for: it wraps a few methods of the two NICs' blocks
-on the instances (not the classes) and taps the cable at each end, so a run without it runs
-the same code as before. The stamps come from the model's own times: when each WQE is in the
-NIC (its prefetch read or BlueFlame write decoded), the cursor time after translation, the
-link's start-of-frame times, the responder's last write landing, the CQE write's landing
-time.
+A breakdown listens to the two NICs' stage events (nicsim.sim.tracer), taps the cable at
+each end and sets the provider's post and poll hooks; it changes nothing the model does. The
+stamps are the model's own times: when each WQE is in the NIC (its prefetch read or BlueFlame
+write decoded), the time its buffer is translated, the link's start-of-frame times, the
+responder's last write landing, the CQE write's landing time.
 """
 
 from __future__ import annotations
@@ -33,7 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from nicsim.hwif import WQE_INDEX_MASK, CqeOpcode, UarReg
+from nicsim.hwif import WQE_INDEX_MASK, CqeOpcode
+from nicsim.sim.tracer import Stage as EventStage
+from nicsim.sim.tracer import Tracer
 from nicsim.wire.packet import ETH_MIN_FRAME
 
 
@@ -76,8 +77,10 @@ class _Tap:
         self.write = fn
 
 
-class Tracer:
-    """Stamps for every WR between the NICs of hosts `a` (requester) and `b` of a world."""
+class Breakdown:
+    """Stamps for every WR between the NICs of hosts `a` (requester) and `b` of a world, from
+    the stage events of the two NICs (nicsim.sim.tracer), the cable's taps and the provider's
+    hooks (watch_qp, watch_cq)."""
 
     def __init__(self, world: Any, a: str = "a", b: str = "b") -> None:
         self.w = world
@@ -92,45 +95,40 @@ class Tracer:
         self._prop = link.cfg.prop_ns
         link.end_taps[end_a].append(_Tap(self._from_a))
         link.end_taps[1 - end_a].append(_Tap(self._from_b))
-        self._wrap()
+        ta, tb = Tracer(), Tracer()
+        ta.subscribe(EventStage.DOORBELL, self._doorbell)
+        ta.subscribe(EventStage.WQE_FETCHED, self._fetched)
+        ta.subscribe(EventStage.TRANSLATED, self._started)
+        ta.subscribe(EventStage.CQE_WRITTEN, self._cqe)
+        tb.subscribe(EventStage.PLACED, self._placed)
+        self.na.observe(ta)
+        self.nb.observe(tb)
 
     # -- the host program's stamps ------------------------------------------------------------
 
     def watch_qp(self, pq: Any) -> None:
-        """Stamp the post of every send WR on this provider QP (driver.user.provider): the
+        """Stamp the post of every send WR on this provider QP (nicsim.driver.rings): the
         time the application calls ibv_post_send, before its CPU cost."""
-        post = pq.post_send
-
-        def on_post(wr: Any) -> None:
-            i = pq.sq_head
-            w = wr
-            while w is not None:
-                key = (pq.r.qpn, i & WQE_INDEX_MASK)
-                old = self.wrs.pop(key, None)
-                if old is not None:
-                    self.done.append(old)  # the WQE index came round again
-                self._wr(*key).t[Stage.POST] = self.env.now
-                i += 1
-                w = getattr(w, "next_wr", None)
-            post(wr)
-
-        pq.post_send = on_post
+        pq.on_post = self._post
 
     def watch_cq(self, pcq: Any) -> None:
         """Stamp the poll that returns each send completion of this provider CQ."""
-        to_wc = pcq._to_wc
+        pcq.on_cqe = self._polled
 
-        def on_wc(c: Any) -> Any:
-            wc = to_wc(c)
-            if c.opcode < CqeOpcode.RECV:  # a send-side completion
-                wr = self.wrs.get((c.qpn, c.wqe_index & WQE_INDEX_MASK))
-                if wr is not None:
-                    wr.t[Stage.POLLED] = self.env.now
-            return wc
+    def _post(self, qpn: int, index: int) -> None:
+        key = (qpn, index & WQE_INDEX_MASK)
+        old = self.wrs.pop(key, None)
+        if old is not None:
+            self.done.append(old)  # the WQE index came round again
+        self._wr(*key).t[Stage.POST] = self.env.now
 
-        pcq._to_wc = on_wc
+    def _polled(self, c: Any) -> None:
+        if c.opcode < CqeOpcode.RECV:  # a send-side completion
+            wr = self.wrs.get((c.qpn, c.wqe_index & WQE_INDEX_MASK))
+            if wr is not None:
+                wr.t[Stage.POLLED] = self.env.now
 
-    # -- the NIC's stamps -------------------------------------------------------------------------
+    # -- the NICs' stamps -----------------------------------------------------------------------
 
     def _wr(self, qpn: int, index: int) -> Wr:
         key = (qpn, index & WQE_INDEX_MASK)
@@ -139,53 +137,35 @@ class Tracer:
             wr = self.wrs[key] = Wr(qpn, index & WQE_INDEX_MASK)
         return wr
 
-    def _wrap(self) -> None:
-        na = self.na
-        doorbell = na._doorbell
-        start = na.requester._start
-        cq_post = na.cq.post
-        advance = self.nb.responder._advance
+    def _doorbell(self, qpn: int, head: int) -> None:
+        i = self._rung.get(qpn, 0)
+        while i != head:
+            self._wr(qpn, i).t.setdefault(Stage.DOORBELL, self.env.now)
+            i = (i + 1) & WQE_INDEX_MASK
+        self._rung[qpn] = head
 
-        def on_doorbell(uar: int, reg: int, value: int, bf: bytes | None = None) -> None:
-            doorbell(uar, reg, value, bf)
-            if reg == UarReg.SQ_DB:
-                qpn, head = value >> 32, value & WQE_INDEX_MASK
-                i = self._rung.get(qpn, 0)
-                while i != head:
-                    self._wr(qpn, i).t.setdefault(Stage.DOORBELL, self.env.now)
-                    i = (i + 1) & WQE_INDEX_MASK
-                self._rung[qpn] = head
+    def _fetched(self, qpn: int, index: int, t: float) -> None:
+        # When the WQE was in the NIC: its prefetch read done and decoded, or its BlueFlame
+        # write decoded (nicsim.nic.wqe_fetch).
+        self._wr(qpn, index).t[Stage.WQE_FETCHED] = t
 
-        def on_start(qp: Any, wqe: Any) -> None:
-            start(qp, wqe)
-            if qp.outstanding and qp.outstanding[-1].wqe is wqe:
-                sop = qp.outstanding[-1]
-                wr = self._wr(qp.qpn, wqe.index)
-                # When the WQE was in the NIC: its prefetch read done and decoded, or its
-                # BlueFlame write decoded (nicsim.nic.wqe_fetch).
-                wr.t[Stage.WQE_FETCHED] = wqe.ready
-                wr.first_psn, wr.last_psn = sop.first_psn, sop.last_psn
-                wr.t[Stage.TRANSLATED] = qp.cur_t if qp.cur is sop else self.env.now
-                self._by_psn[qp.qpn].append(wr)
+    def _started(self, qpn: int, index: int, t: float, first_psn: int, last_psn: int) -> None:
+        wr = self._wr(qpn, index)
+        wr.first_psn, wr.last_psn = first_psn, last_psn
+        wr.t[Stage.TRANSLATED] = t
+        self._by_psn[qpn].append(wr)
 
-        def on_cqe(cqn: int, qpn: int, wqe_index: int, opcode: int, *a: Any,
-                   **k: Any) -> float:
-            t = cq_post(cqn, qpn, wqe_index, opcode, *a, **k)
-            if opcode < CqeOpcode.RECV and (qpn, wqe_index & WQE_INDEX_MASK) in self.wrs:
-                self.wrs[(qpn, wqe_index & WQE_INDEX_MASK)].t[Stage.CQE_WRITTEN] = t
-            return t
+    def _cqe(self, cqn: int, qpn: int, wqe_index: int, opcode: int, status: int,
+             t: float) -> None:
+        key = (qpn, wqe_index & WQE_INDEX_MASK)
+        if opcode < CqeOpcode.RECV and key in self.wrs:
+            self.wrs[key].t[Stage.CQE_WRITTEN] = t
 
-        def on_advance(qp: Any, psn: int, ackreq: bool, t: float) -> None:
-            advance(qp, psn, ackreq, t)
-            for wr in self._by_psn.get(qp.dest_qpn, ()):
-                if wr.last_psn == psn:
-                    wr.t[Stage.PLACED] = qp.resp.last_done_at
-                    break
-
-        na._doorbell = on_doorbell
-        na.requester._start = on_start
-        na.cq.post = on_cqe
-        self.nb.responder._advance = on_advance
+    def _placed(self, dest_qpn: int, psn: int, t: float) -> None:
+        for wr in self._by_psn.get(dest_qpn, ()):
+            if wr.last_psn == psn:
+                wr.t[Stage.PLACED] = t
+                break
 
     def _times(self, frame: bytes, sof: float) -> tuple[float, float]:
         n = len(frame)
@@ -329,4 +309,4 @@ def waterfall(wr: Wr, path: str, title: str) -> None:
     plt.close(fig)
 
 
-__all__ = ["STAGES", "Stage", "Tracer", "Wr", "text", "waterfall"]
+__all__ = ["STAGES", "Breakdown", "Stage", "Wr", "text", "waterfall"]

@@ -1,7 +1,7 @@
 """RoCEv2 frames: Ethernet + IPv4/IPv6 + UDP(4791) + BTH + extension headers + payload + ICRC.
 
-Built and parsed with `struct` and `zlib` only: this is the hot path of the model (scapy builds
-about a thousand packets a second; this does hundreds of thousands).
+Built and parsed with `struct` and a CRC-32 (nicsim.wire.crc) only: this is the hot path of
+the model (scapy builds about a thousand packets a second; this does hundreds of thousands).
 
 ICRC (RoCEv2 Annex A17.4.1, IBA 7.8.1): CRC-32 over a pseudo-header of 8 bytes of ones standing
 in for the LRH, then the IP header, UDP header, BTH, extension headers, payload and pad, where
@@ -13,12 +13,12 @@ resv6). The CRC is transmitted least significant byte first.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
 
+from nicsim.wire.crc import crc32
 from nicsim.wire.opcodes import OPCODE_TABLE, Ext, OpInfo
 
 ROCE_UDP_PORT = 4791
@@ -298,7 +298,7 @@ class FrameBuilder:
                             self._dip)
             masked_ip = _IPV4.pack(0x45, 0xFF, tot, 0, 0x4000, 0xFF, 17, 0xFFFF, self._sip,
                                    self._dip)
-        crc = zlib.crc32(udp[:6] + b"\xff\xff", zlib.crc32(masked_ip, _CRC_ONES8))
+        crc = crc32(udp[:6] + b"\xff\xff", crc32(masked_ip, _CRC_ONES8))
         v = (self._eth + ip + udp, crc)
         if len(self._by_len) < 4096:
             self._by_len[udp_len] = v
@@ -318,14 +318,14 @@ class FrameBuilder:
         dq = dqpn & 0xFFFFFF
         bth = _BTH3.pack(w0, ((0x80 if fecn else 0) | (0x40 if becn else 0)) << 24 | dq, w2)
         # The ICRC sees BTH byte 4 (FECN, BECN, resv6) as ones.
-        crc = zlib.crc32(_BTH3.pack(w0, 0xFF000000 | dq, w2), crc)
+        crc = crc32(_BTH3.pack(w0, 0xFF000000 | dq, w2), crc)
         if pad:
             tail = ext + payload + b"\0" * pad
-            crc = zlib.crc32(tail, crc)
+            crc = crc32(tail, crc)
             return b"".join((hdr, bth, tail, _ICRC.pack(crc)))
         if ext:
-            crc = zlib.crc32(ext, crc)
-        crc = zlib.crc32(payload, crc)
+            crc = crc32(ext, crc)
+        crc = crc32(payload, crc)
         return b"".join((hdr, bth, ext, payload, _ICRC.pack(crc)))
 
 
@@ -377,7 +377,7 @@ class Unbuilt:
 _UNBUILT_HDR = ETH_HLEN + IPV4_HLEN + UDP_HLEN + BTH_LEN + ICRC_LEN
 _UNBUILT_BTH = ETH_HLEN + IPV4_HLEN + UDP_HLEN
 _BTH3 = struct.Struct("!III")
-_CRC_ONES8 = zlib.crc32(_ONES8)
+_CRC_ONES8 = crc32(_ONES8)
 
 
 def wire_bytes(frame_len: int) -> int:
@@ -640,8 +640,8 @@ def l3_of(frame: bytes) -> tuple[int, int, int, bool]:
 
 def icrc_ok(frame: bytes, b: int, end: int, prefix: int) -> bool:
     """Whether the frame's ICRC is right, given the state after its IP and UDP headers."""
-    crc = zlib.crc32(memoryview(frame)[b + 5:end - ICRC_LEN],
-                     zlib.crc32(frame[b:b + 4] + b"\xff", prefix))
+    crc = crc32(memoryview(frame)[b + 5:end - ICRC_LEN],
+                     crc32(frame[b:b + 4] + b"\xff", prefix))
     return crc == _ICRC.unpack_from(frame, end - ICRC_LEN)[0]
 
 
@@ -716,7 +716,7 @@ def _prefix_crc(frame: bytes, l3: int, b: int) -> int:
     else:
         n = (frame[l3] & 0xF) * 4
         ip = key[0:1] + b"\xff" + key[2:8] + b"\xff" + key[9:10] + b"\xff\xff" + key[12:n]
-    crc = zlib.crc32(key[-8:-2] + b"\xff\xff", zlib.crc32(ip, _CRC_ONES8))
+    crc = crc32(key[-8:-2] + b"\xff\xff", crc32(ip, _CRC_ONES8))
     if len(_PREFIX) > _FLOW_CACHE:
         _PREFIX.clear()
     _PREFIX[key] = crc
@@ -729,8 +729,8 @@ def compute_icrc(frame: bytes, l3_off: int, end: int) -> int:
         b = l3_off + IPV6_HLEN + UDP_HLEN
     else:
         b = l3_off + (frame[l3_off] & 0xF) * 4 + UDP_HLEN
-    crc = zlib.crc32(frame[b:b + 4] + b"\xff", _prefix_crc(frame, l3_off, b))
-    return zlib.crc32(memoryview(frame)[b + 5:end - ICRC_LEN], crc)
+    crc = crc32(frame[b:b + 4] + b"\xff", _prefix_crc(frame, l3_off, b))
+    return crc32(memoryview(frame)[b + 5:end - ICRC_LEN], crc)
 
 
 def frame_end(frame: bytes) -> int:

@@ -37,7 +37,7 @@ from nicsim.driver.user.verbs import (
     SendWR,
 )
 from nicsim.host.cpus import Cpus
-from nicsim.trace.breakdown import Tracer
+from nicsim.trace.breakdown import Breakdown
 from nicsim.world import World
 
 DEVICE = "nsnic0"
@@ -177,9 +177,9 @@ class Bench:
         _connect(self.client, self.server, p, mtu, out_reads, gid_index)
         _connect(self.server, self.client, p, mtu, out_reads, gid_index)
         self.window: Window | None = None  # set at the start of a duration run
-        self.tracer: Tracer | None = None
+        self.tracer: Breakdown | None = None
         if p.breakdown:
-            self.tracer = Tracer(world)
+            self.tracer = Breakdown(world)
             for qp in self.client.qps:
                 self.tracer.watch_qp(qp._p)
             self.tracer.watch_cq(self.client.scq._p)
