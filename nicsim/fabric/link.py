@@ -24,6 +24,7 @@ from typing import Protocol
 
 from nicsim.fabric.faults import FaultConfig, FaultInjector
 from nicsim.sim import Entry, Sim
+from nicsim.sim.paths import general
 from nicsim.wire.packet import ETH_FCS, ETH_MIN_FRAME, Unbuilt
 
 
@@ -89,6 +90,9 @@ class Link:
         # Per receiving end: whether frames to it take the plain path of `carry` (no faults,
         # no direct entries, an Unbuilt travels as it is), decided when the end attaches.
         self._plain = [False, False]
+        # Deliver streams of frames from one entry, and direct entries (nicsim.sim.paths: the
+        # general path delivers each frame from an entry of its own).
+        self._streams = not general()
 
     def attach(self, receive: Callable[[bytes], None], direct: bool = False,
                unbuilt: bool = False) -> int:
@@ -107,7 +111,7 @@ class Link:
         ends = self.ends
         ends.append(receive)
         end = len(ends) - 1
-        if direct:
+        if direct and self._streams:
             self._direct[end] = lambda ev: ends[end](ev.value)
         self._takes_unbuilt[end] = unbuilt
         self._replan()
@@ -198,7 +202,10 @@ class Link:
         if t == key[0] and seq == key[1]:
             # Its own frame (the usual case): no check needed.
             self._hand_over(to, q.popleft())
-        nxt = self.env.deliver(q, self._handle[to])
+        if self._streams:
+            nxt = self.env.deliver(q, self._handle[to])
+        else:
+            nxt = (q[0][0], q[0][1]) if q else None
         if nxt is not None and (not entries or entries[0] > nxt):
             self._arm(to, *nxt)
 
@@ -214,10 +221,10 @@ class Link:
                 n = frame.__len__()
                 tn = round(t - self._prop - ((n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)
                                              + _SOF_EXTRA) * self._ns_per_byte)
-                if frame.__class__ is Unbuilt:
-                    frame = frame.build()  # type: ignore[union-attr]
+                # (the receiver still takes an Unbuilt as it is)
+                fb = frame.build() if frame.__class__ is Unbuilt else frame  # type: ignore[union-attr]
                 for tap in taps:
-                    tap.write(frame, tn)
+                    tap.write(fb, tn)
         if what & _DELIVER:
             self.ends[to](frame)
 

@@ -129,6 +129,7 @@ from nicsim.fabric.pfc import (
     quanta_ns,
 )
 from nicsim.sim import Entry, Sim
+from nicsim.sim.paths import general
 from nicsim.wire.packet import (
     ETH_FCS,
     ETH_HLEN,
@@ -528,6 +529,7 @@ class Switch:
         self._xon_offset = cfg.xon_offset
         self._alpha = cfg.alpha
         self._mtu = cfg.mtu_bytes
+        self._remember = not general()  # each flow's decision (nicsim.sim.paths)
         self._fwd = float(cfg.fwd_latency_ns)
         self._pcp = cfg.classify is Classify.PCP
         self._dscp_map = cfg.dscp_map
@@ -870,7 +872,7 @@ class Switch:
         eq, l2 = hops[0] if len(hops) == 1 else hops[self._ecmp(frame, off, v6, len(hops))]
         head, head_ce, tail = self._rewrite(frame, off, v6, tos, ttl, l2)
         hit = (eq, tc, head, head_ce, tail, ect)
-        if off == ETH_HLEN and (v6 or frame[ETH_HLEN] == 0x45):
+        if self._remember and off == ETH_HLEN and (v6 or frame[ETH_HLEN] == 0x45):
             flows = ip.flows
             if len(flows) >= _FLOW_CACHE:
                 flows.clear()

@@ -19,6 +19,7 @@ import numpy as np
 import simpy
 
 from nicsim.hwif import PAGE_SHIFT, PAGE_SIZE
+from nicsim.sim.paths import general
 
 
 class MemoryError_(Exception):
@@ -114,6 +115,8 @@ class PhysMem:
         # Posted device writes not yet landed: (landing time, pa, data) in time order (the
         # pieces of one transfer are consecutive entries with its time).
         self.posted: deque[tuple[float, int, bytes | memoryview]] = deque()
+        # The general path (nicsim.sim.paths): each posted write lands by an event of its own.
+        self._each = general() and env is not None
         self.pins: dict[int, int] = {}  # physical page number -> pin count
         # Freed while pinned: start address -> size (> 0: a page, < 0: a contiguous region).
         self._deferred: dict[int, int] = {}
@@ -240,6 +243,9 @@ class PhysMem:
         whatever looks at memory syncs first, and the queue is landed in bulk when it grows
         past LAND_AT entries."""
         q = self.posted
+        if self._each:
+            self.env.timeout(max(t - self.env.now, 0.0)).callbacks.append(  # type: ignore[union-attr]
+                lambda _e: self.sync())
         if not q or q[-1][0] <= t:
             q.append((t, pa, d))
             if len(q) > LAND_AT:

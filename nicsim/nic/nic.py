@@ -10,7 +10,6 @@ the host only through its DMA engine.
 from __future__ import annotations
 
 import ipaddress
-from zlib import crc32
 
 import simpy
 
@@ -55,6 +54,7 @@ from nicsim.nic.srq import SharedReceiveQueues
 from nicsim.nic.translation import TranslationCache
 from nicsim.nic.windows import MemoryWindows
 from nicsim.nic.wqe_fetch import WqeFetch
+from nicsim.sim.paths import general
 from nicsim.sim.tracer import Stage, Tracer
 from nicsim.wire import (
     Ecn,
@@ -64,6 +64,7 @@ from nicsim.wire import (
     mac_bytes,
     parse,
 )
+from nicsim.wire.crc import crc32
 from nicsim.wire.opcodes import Opcode
 from nicsim.wire.packet import L3_CACHE, PKEY_DEFAULT, Unbuilt, aeth_syndrome
 
@@ -154,6 +155,7 @@ class Nic(MmioDevice):
         self._fast_rx: dict[int, int] = {}
         self.drops: Counters = new_counters()  # parse drops by ParseError reason
         self.tracer: Tracer | None = None
+        self._fast = not general()  # the receive fast path (nicsim.sim.paths)
 
     def observe(self, tracer: Tracer | None) -> None:
         """Emit this NIC's stage events (nicsim.sim.tracer) to `tracer` (None: stop)."""
@@ -303,7 +305,8 @@ class Nic(MmioDevice):
         # traffic. The checks of the general path below are made on the header bytes (a
         # flow's L3 and UDP checks are remembered by the parser, nicsim.wire.packet), then the
         # ICRC, and the responder takes the packet if it continues the message in progress.
-        l3 = L3_CACHE.get(frame[12:42]) if n > 58 and frame[14] == 0x45 else None
+        l3 = L3_CACHE.get(frame[12:42]) if self._fast and n > 58 and frame[14] == 0x45 \
+            else None
         if l3 is not None and l3[0] > n:
             l3 = None  # cut short: the parser says how
         if l3 is not None:
@@ -337,7 +340,7 @@ class Nic(MmioDevice):
         path checked its ICRC and counted it; `ce_done`: and its ECN mark."""
         rx = self.rx
         try:
-            p = parse(frame, check_icrc=not checked, l3=l3)
+            p = parse(frame, check_icrc=not checked, l3=l3, cache=self._fast)
         except WireError as e:
             if is_mac_control(frame):
                 self._mac_control(frame)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import partial
 
+from nicsim.sim.paths import general
 from nicsim.wire.crc import crc32
 from nicsim.wire.opcodes import OPCODE_TABLE, Ext, OpInfo
 
@@ -256,7 +257,7 @@ class FrameBuilder:
     """
 
     __slots__ = ("path", "_eth", "_v6", "_sip", "_dip", "_tos", "_ttl", "_csum_base",
-                 "_v6_word0", "_sport", "_by_len", "deferrable", "addrs", "make")
+                 "_v6_word0", "_sport", "_by_len", "_remember", "deferrable", "addrs", "make")
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -273,10 +274,13 @@ class FrameBuilder:
         self._csum_base = sum(struct.unpack("!10H", fixed)) if fixed else 0
         self._v6_word0 = (6 << 28) | (self._tos << 20) | (path.flow_label & 0xFFFFF)
         self._by_len: dict[int, tuple[bytes, int]] = {}
+        fast = not general()  # (nicsim.sim.paths)
+        self._remember = fast  # the headers below BTH, per length
         # Whether this path's packets may travel as Unbuilt: IPv4 (the receive fast path's
         # header checks are IPv4's), to another station's unicast address (a frame to our own
         # MAC loops back inside the port, a group address goes to the multicast filter).
-        self.deferrable = (not self._v6 and not path.dmac[0] & 1 and path.dmac != path.smac)
+        self.deferrable = (fast and not self._v6 and not path.dmac[0] & 1
+                           and path.dmac != path.smac)
         self.addrs = path.sip + path.dip  # IP source and destination, as in the frame
         # make(opcode, dqpn, psn, ext, payload, ackreq=, solicited=): what `build` makes, as an
         # Unbuilt when the path allows (for an RC QP's packets, whose receiver takes them
@@ -300,7 +304,7 @@ class FrameBuilder:
                                    self._dip)
         crc = crc32(udp[:6] + b"\xff\xff", crc32(masked_ip, _CRC_ONES8))
         v = (self._eth + ip + udp, crc)
-        if len(self._by_len) < 4096:
+        if self._remember and len(self._by_len) < 4096:
             self._by_len[udp_len] = v
         return v
 
@@ -507,12 +511,12 @@ _ETH_TYPE = struct.Struct("!H")
 
 
 def parse(frame: bytes, *, check_icrc: bool = True,
-          l3: tuple[int, int, int, bool] | None = None) -> Packet:
+          l3: tuple[int, int, int, bool] | None = None, cache: bool = True) -> Packet:
     """Parse one frame (without FCS). Raises WireError, and only WireError, if it is not a
     well-formed RoCEv2 packet. Trailing bytes past the IP length (Ethernet padding) are ignored.
-    `l3` is what l3_of(frame) gave, if the caller has it.
+    `l3` is what l3_of(frame) gave, if the caller has it; `cache`: as l3_of's.
     """
-    end, b, prefix, ipv6 = l3 or l3_of(frame)
+    end, b, prefix, ipv6 = l3 or l3_of(frame, cache)
     if end - b < BTH_LEN + ICRC_LEN:
         raise WireError(ParseError.TRUNCATED, "BTH")
     opcode, f1, pkey, w1, w2 = _BTH.unpack_from(frame, b)
@@ -620,19 +624,23 @@ class UnbuiltPacket(Packet):
         return memoryview(self._u.payload)
 
 
-def l3_of(frame: bytes) -> tuple[int, int, int, bool]:
+def l3_of(frame: bytes, cache: bool = True) -> tuple[int, int, int, bool]:
     """Validate Ethernet, IP and UDP of a RoCEv2 frame: (end of the IP packet, BTH offset,
-    ICRC state after the masked IP and UDP headers, IPv6?). Raises WireError."""
+    ICRC state after the masked IP and UDP headers, IPv6?). Raises WireError. Without
+    `cache` (the general path, nicsim.sim.paths) every check is made again."""
     # Whether a flow's Ethernet type + IP + UDP header bytes are valid, where the packet ends
     # and the ICRC's state after them are pure functions of those bytes, which repeat for
     # every packet of a flow: look them up before working them out.
     n = len(frame)
-    hit = L3_CACHE.get(frame[12:42] if n > 14 and frame[14] == 0x45 else frame[12:62])
-    if hit is None:
+    if not cache:
         hit = _l3_slow(frame, n)
-        if len(L3_CACHE) > _FLOW_CACHE:
-            L3_CACHE.clear()
-        L3_CACHE[frame[12:hit[1]]] = hit
+    else:
+        hit = L3_CACHE.get(frame[12:42] if n > 14 and frame[14] == 0x45 else frame[12:62])
+        if hit is None:
+            hit = _l3_slow(frame, n)
+            if len(L3_CACHE) > _FLOW_CACHE:
+                L3_CACHE.clear()
+            L3_CACHE[frame[12:hit[1]]] = hit
     if hit[0] > n:
         raise WireError(ParseError.BAD_IP_LENGTH, f"IP length says {hit[0]}, frame {n}")
     return hit
@@ -641,7 +649,7 @@ def l3_of(frame: bytes) -> tuple[int, int, int, bool]:
 def icrc_ok(frame: bytes, b: int, end: int, prefix: int) -> bool:
     """Whether the frame's ICRC is right, given the state after its IP and UDP headers."""
     crc = crc32(memoryview(frame)[b + 5:end - ICRC_LEN],
-                     crc32(frame[b:b + 4] + b"\xff", prefix))
+              crc32(frame[b:b + 4] + b"\xff", prefix))
     return crc == _ICRC.unpack_from(frame, end - ICRC_LEN)[0]
 
 

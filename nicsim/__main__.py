@@ -1,0 +1,7 @@
+"""`python -m nicsim`: the nicsim command."""
+
+import sys
+
+from nicsim.cli import main
+
+sys.exit(main())
