@@ -26,6 +26,7 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -38,6 +39,8 @@ from nicsim.world import World
 
 MTU = 4096
 MSG = 64 * 1024
+# What the figures are held to (reported apart from them, under "targets").
+TARGETS = {"ratio_to_minimal_at_least": 0.5, "pcap_tap_cost_at_most": 0.25}
 TX_DEPTH = 128  # ib_write_bw's default --tx-depth
 CQ_MOD = 100  # ib_write_bw's default --cq-mod
 
@@ -112,24 +115,32 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=5, help="interleaved runs of each")
     args = ap.parse_args()
     n = args.packets
-    # The machine may be shared: run the three measurements interleaved, several times; the
-    # headline keeps each one's best (ratios compare like with like), and the median of the
-    # per-trial ratios says how stable that is.
+    # The machine may be shared: run the measurements interleaved, several times; the headline
+    # keeps each one's best (ratios compare like with like), and the median of the per-trial
+    # ratios says how stable that is. The run with the pcap tap writes its capture over the
+    # same file each time, after one run to warm up: the first write of fresh page-cache
+    # pages costs a virtual machine several times what the tap itself does (first touch of
+    # the guest's memory, as for the host memory whole_model warms up), and that is not the
+    # simulator's cost.
     simpy_rate = minimal = 0.0
     model: dict = {"packets_per_s": 0.0}
-    trial_ratios = []
-    for _ in range(args.trials):
-        simpy_rate = max(simpy_rate, bare_simpy(n * 4))
-        mp = minimal_pipeline(n)
-        minimal = max(minimal, mp)
-        m = whole_model(n, profile=args.profile)
-        trial_ratios.append(m["packets_per_s"] / mp)
-        if m["packets_per_s"] > model["packets_per_s"]:
-            model = m
-    import tempfile
-
+    with_pcap: dict = {"packets_per_s": 0.0}
+    trial_ratios, tap_costs = [], []
     with tempfile.TemporaryDirectory() as d:
-        with_pcap = whole_model(n // 4, pcap=f"{d}/t.pcap")
+        pcap = f"{d}/t.pcap"
+        whole_model(n // 4, pcap=pcap)
+        for _ in range(args.trials):
+            simpy_rate = max(simpy_rate, bare_simpy(n * 4))
+            mp = minimal_pipeline(n)
+            minimal = max(minimal, mp)
+            m = whole_model(n, profile=args.profile)
+            trial_ratios.append(m["packets_per_s"] / mp)
+            if m["packets_per_s"] > model["packets_per_s"]:
+                model = m
+            t = whole_model(n, pcap=pcap)
+            tap_costs.append(1 - t["packets_per_s"] / m["packets_per_s"])
+            if t["packets_per_s"] > with_pcap["packets_per_s"]:
+                with_pcap = t
     out = {
         "simpy_timeouts_per_s": simpy_rate,
         "minimal_pipeline_packets_per_s": minimal,
@@ -141,8 +152,12 @@ def main() -> int:
         "ratio_to_minimal_median": statistics.median(trial_ratios),
         "ratio_to_minimal_trials": [round(r, 3) for r in trial_ratios],
         "ratio_to_simpy": model["packets_per_s"] / simpy_rate,
-        "target_ratio_to_minimal": 0.5,
+        # The tap's share of the time: 1 - (with tap) / (without), best of each, and the
+        # median of the per-trial shares.
+        "pcap_tap_cost": 1 - with_pcap["packets_per_s"] / model["packets_per_s"],
+        "pcap_tap_cost_median": statistics.median(tap_costs),
         "trials": args.trials,
+        "targets": TARGETS,
     }
     if args.json:
         print(json.dumps(out, indent=2))
@@ -151,13 +166,17 @@ def main() -> int:
         print(f"minimal packet pipeline: {minimal:>12,.0f} packets/s")
         print(f"whole model:             {model['packets_per_s']:>12,.0f} packets/s "
               f"({model['packets']} packets of {MTU} B)")
-        print(f"whole model + pcap tap:  {with_pcap['packets_per_s']:>12,.0f} packets/s")
+        print(f"whole model + pcap tap:  {with_pcap['packets_per_s']:>12,.0f} packets/s "
+              f"(the tap costs {out['pcap_tap_cost']:.1%}; median of trials "
+              f"{out['pcap_tap_cost_median']:.1%}; target <= 25%)")
         print(f"(per CPU second; whole model per wall second: "
               f"{model['packets_per_wall_s']:,.0f})")
         print(f"ratio_to_minimal:        {out['ratio_to_minimal']:.3f} (best of each; target "
               f">= 0.5); median of trials {out['ratio_to_minimal_median']:.3f}")
         print(f"ratio_to_simpy:          {out['ratio_to_simpy']:.3f}")
-    return 0 if out["ratio_to_minimal"] >= out["target_ratio_to_minimal"] else 1
+    ok = out["ratio_to_minimal"] >= TARGETS["ratio_to_minimal_at_least"] and \
+        out["pcap_tap_cost"] <= TARGETS["pcap_tap_cost_at_most"]
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

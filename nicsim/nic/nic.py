@@ -9,13 +9,9 @@ the host only through its DMA engine.
 
 from __future__ import annotations
 
-import ipaddress
-
-import simpy
-
 from nicsim.fabric.pfc import PAUSE_OPCODE, PfcFormatError, is_mac_control, parse_pfc
 from nicsim.host.memory import PhysMem
-from nicsim.host.pcie import MmioDevice, Pcie
+from nicsim.host.pcie import MmioDevice
 from nicsim.hwif import (
     DEV_ID,
     PAGE_SHIFT,
@@ -36,24 +32,15 @@ from nicsim.nic.command import CommandProcessor
 from nicsim.nic.completer import Completer
 from nicsim.nic.config import NicConfig
 from nicsim.nic.counters import Counters, bump, new_counters
-from nicsim.nic.cq import CqCtx, CqWriter
+from nicsim.nic.cq import CqCtx
 from nicsim.nic.datagram import Datagram
-from nicsim.nic.dma import Dma
 from nicsim.nic.engines import Units, cycles_ns
-from nicsim.nic.eq import EventQueues
-from nicsim.nic.framing import Framing
-from nicsim.nic.mmu import Mmu
 from nicsim.nic.multicast import Multicast
-from nicsim.nic.odp import PageFaults
-from nicsim.nic.port import Port
 from nicsim.nic.qp import QpCtx
 from nicsim.nic.requester import Requester
 from nicsim.nic.responder import Responder
-from nicsim.nic.scheduler import SendEngine
-from nicsim.nic.srq import SharedReceiveQueues
-from nicsim.nic.translation import TranslationCache
-from nicsim.nic.windows import MemoryWindows
-from nicsim.nic.wqe_fetch import WqeFetch
+from nicsim.nic.services import Services
+from nicsim.sim import Sim
 from nicsim.sim.paths import general
 from nicsim.sim.tracer import Stage, Tracer
 from nicsim.wire import (
@@ -61,7 +48,6 @@ from nicsim.wire import (
     Kind,
     Transport,
     WireError,
-    mac_bytes,
     parse,
 )
 from nicsim.wire.crc import crc32
@@ -83,46 +69,19 @@ _ERR, _RESET, _RTS = QpState.ERR, QpState.RESET, QpState.RTS
 _WRITES = int(Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_ATOMIC)
 
 
-class Nic(MmioDevice):
-    def __init__(self, env: simpy.Environment, name: str, cfg: NicConfig, mem: PhysMem) -> None:
-        self.env = env
-        self.name = name
-        self.cfg = cfg
+class Nic(Services, MmioDevice):
+    def __init__(self, env: Sim, name: str, cfg: NicConfig, mem: PhysMem) -> None:
+        super().__init__(env, name, cfg, mem, self.receive)  # type: ignore[arg-type]
         # Reg.FEATURES: the optional features this configuration has
         self.features = (DevFeature.FLUSH | DevFeature.ATOMIC_WRITE
                          | (DevFeature.MULTICAST if cfg.multicast else DevFeature(0))
                          | (DevFeature.BLUEFLAME if cfg.bf_size else DevFeature(0)))
-        self.mac = mac_bytes(cfg.mac)
-        self.ip = ipaddress.ip_address(cfg.ip)
-        self.pcie = Pcie(env, cfg.pcie)
-        self.dma = Dma(env, mem, self.pcie)
-        self.port = Port(env, self.receive, cfg.pfc_classes, cfg.pfc_watchdog)
-        self.port.mac, self.port.loopback_ns = self.mac, cfg.loopback_ns
-        # Table reads see the NIC's own table writes still in flight (an INVALIDATE_MPT's
-        # zeroes): a stale entry must not be fetched back into the cache.
-        self.xlate = TranslationCache(self.dma.peek, cfg.mpt_cache_entries,
-                                      cfg.mtt_cache_entries)
         self.qps: dict[int, QpCtx] = {}
-        self.eq = EventQueues(self.dma)
-        self.cq = CqWriter(self.dma, self.eq, cycles_ns(cfg.cqe_cycles, cfg.clock_mhz))
-        self.srq = SharedReceiveQueues(self.eq)
-        self.odp = PageFaults(self.eq, lambda qp: self.engine.kick(qp))
         self.cq.on_overrun = self._cq_overrun
-        self.framing = Framing(self.mac, self.ip, cfg.ecn_capable)
-        self.engine = SendEngine(env, self.port, cfg.tx_readahead, cfg.tx_quantum,
-                                 cfg.cc.pacing_jitter, crc32(name.encode()))
-        self.fetch = WqeFetch(env, cfg, self.dma)
-        eng = self.engine
-        eng.units = Units(cfg.send_engines)
-        eng.hdr_units = Units(cfg.send_engines)
-        eng.wqe_cost = cycles_ns(cfg.sched_cycles + cfg.wqe_parse_cycles, cfg.clock_mhz)
-        eng.pkt_cost = cycles_ns(cfg.header_cycles, cfg.clock_mhz)
         self._db_unit = Units(1)
         self._db_cost = cycles_ns(cfg.doorbell_cycles, cfg.clock_mhz)
         # The blocks, each given what it uses; the three calls against the grain of their
         # order (nicsim.nic.interfaces) are wired in after.
-        self.mmu = Mmu(self.xlate, self.pcie, self.odp)
-        self.windows = MemoryWindows(self.dma, self.xlate)
         self.completer = Completer(env, cfg, self.cq, self.engine, self.dma, self.mmu)
         # Congestion control: the reaction point (None: cc none) and the notification point.
         self.cc = make_rate_control(env, cfg.cc, lambda: self.port.rate_gbps,
