@@ -1,6 +1,7 @@
 """The user/kernel ABI of the nsnic verbs (what include/uapi/rdma/ib_user_verbs.h and a
-provider's ABI header are to rdma-core): the uverbs command numbers, the records the kernel
-answers commands with, the error a command returns, and the doorbell page the process maps.
+provider's ABI header are to rdma-core): the uverbs command numbers, a typed record per
+request and the records the kernel answers with, the error a command returns, and the
+doorbell page the process maps.
 Both the kernel (nicsim.driver.kernel.uverbs) and user space (the verbs library and the ring
 code, nicsim.driver.rings) use it; neither imports the other for it."""
 
@@ -9,8 +10,9 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import ClassVar
 
-from nicsim.hwif import UarReg, uar_offset
+from nicsim.hwif import Qpc, UarReg, uar_offset
 
 
 class Cmd(IntEnum):
@@ -55,6 +57,262 @@ class Cmd(IntEnum):
     # Extended commands (ib_uverbs' ex commands and ioctl methods).
     QUERY_ODP_CAPS = 0x1006  # the odp_caps of IB_USER_VERBS_EX_CMD_QUERY_DEVICE
     ADVISE_MR = 0x1007  # UVERBS_METHOD_ADVISE_MR
+
+
+# -- requests ----------------------------------------------------------------------------------
+# One record per command, as ib_uverbs has a struct per command: what user space passes
+# (object handles, not objects). The kernel checks every value; a program may pass anything.
+
+
+@dataclass(frozen=True)
+class Request:
+    cmd: ClassVar[Cmd]
+
+
+@dataclass(frozen=True)
+class QueryDevice(Request):
+    cmd = Cmd.QUERY_DEVICE
+
+
+@dataclass(frozen=True)
+class QueryOdpCaps(Request):
+    cmd = Cmd.QUERY_ODP_CAPS
+
+
+@dataclass(frozen=True)
+class QueryPort(Request):
+    cmd = Cmd.QUERY_PORT
+    port: int
+
+
+@dataclass(frozen=True)
+class QueryGid(Request):
+    cmd = Cmd.QUERY_GID
+    port: int
+    index: int
+
+
+@dataclass(frozen=True)
+class QueryPkey(Request):
+    cmd = Cmd.QUERY_PKEY
+    port: int
+    index: int
+
+
+@dataclass(frozen=True)
+class GetAsyncEvent(Request):
+    cmd = Cmd.GET_ASYNC_EVENT
+
+
+@dataclass(frozen=True)
+class AllocPd(Request):
+    cmd = Cmd.ALLOC_PD
+
+
+@dataclass(frozen=True)
+class DeallocPd(Request):
+    cmd = Cmd.DEALLOC_PD
+    pd: int
+
+
+@dataclass(frozen=True)
+class AddressVector:
+    """ibv_ah_attr as the kernel takes it (CREATE_AH)."""
+
+    port: int
+    is_global: int
+    dgid: bytes | None
+    sgid_index: int
+    traffic_class: int
+    hop_limit: int
+    flow_label: int
+    sl: int
+
+
+@dataclass(frozen=True)
+class CreateAh(Request):
+    cmd = Cmd.CREATE_AH
+    pd: int
+    av: AddressVector
+
+
+@dataclass(frozen=True)
+class DestroyAh(Request):
+    cmd = Cmd.DESTROY_AH
+    ah: int
+
+
+@dataclass(frozen=True)
+class RegMr(Request):
+    cmd = Cmd.REG_MR
+    pd: int
+    va: int
+    length: int
+    access: int
+
+
+@dataclass(frozen=True)
+class ReregMr(Request):
+    cmd = Cmd.REREG_MR
+    mr: int
+    flags: int
+    pd: int | None  # (IBV_REREG_MR_CHANGE_PD only)
+    va: int
+    length: int
+    access: int
+
+
+@dataclass(frozen=True)
+class DeregMr(Request):
+    cmd = Cmd.DEREG_MR
+    mr: int
+
+
+@dataclass(frozen=True)
+class AdviseMr(Request):
+    cmd = Cmd.ADVISE_MR
+    pd: int
+    advice: int
+    flags: int
+    sges: list[tuple[int, int, int]]  # (addr, length, lkey)
+
+
+@dataclass(frozen=True)
+class AllocMw(Request):
+    cmd = Cmd.ALLOC_MW
+    pd: int
+    mw_type: int
+
+
+@dataclass(frozen=True)
+class DeallocMw(Request):
+    cmd = Cmd.DEALLOC_MW
+    mw: int
+
+
+@dataclass(frozen=True)
+class CreateCompChannel(Request):
+    cmd = Cmd.CREATE_COMP_CHANNEL
+
+
+@dataclass(frozen=True)
+class DestroyCompChannel(Request):
+    cmd = Cmd.DESTROY_COMP_CHANNEL
+    channel: int
+
+
+@dataclass(frozen=True)
+class GetCqEvent(Request):
+    cmd = Cmd.GET_CQ_EVENT
+    channel: int
+
+
+@dataclass(frozen=True)
+class CreateCq(Request):
+    cmd = Cmd.CREATE_CQ
+    cqe: int
+    channel: int | None = None
+
+
+@dataclass(frozen=True)
+class QueryCq(Request):
+    cmd = Cmd.QUERY_CQ
+    cq: int
+
+
+@dataclass(frozen=True)
+class ResizeCq(Request):
+    cmd = Cmd.RESIZE_CQ
+    cq: int
+    cqe: int
+
+
+@dataclass(frozen=True)
+class DestroyCq(Request):
+    cmd = Cmd.DESTROY_CQ
+    cq: int
+
+
+@dataclass(frozen=True)
+class CreateSrq(Request):
+    cmd = Cmd.CREATE_SRQ
+    pd: int
+    max_wr: int
+    max_sge: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class ModifySrq(Request):
+    cmd = Cmd.MODIFY_SRQ
+    srq: int
+    max_wr: int | None  # None: not in the attribute mask
+    limit: int | None
+
+
+@dataclass(frozen=True)
+class QuerySrq(Request):
+    cmd = Cmd.QUERY_SRQ
+    srq: int
+
+
+@dataclass(frozen=True)
+class DestroySrq(Request):
+    cmd = Cmd.DESTROY_SRQ
+    srq: int
+
+
+@dataclass(frozen=True)
+class CreateQp(Request):
+    cmd = Cmd.CREATE_QP
+    pd: int
+    qp_type: int
+    send_cq: int
+    recv_cq: int
+    cap: tuple[int, int, int, int, int]  # max send/recv WRs, send/recv SGEs, inline data
+    srq: int | None = None
+
+
+@dataclass(frozen=True)
+class ModifyQp(Request):
+    cmd = Cmd.MODIFY_QP
+    qp: int
+    attrs: Qpc
+    mask: int
+    cur_state: int | None = None
+    pkey_index: int = 0
+    port: int = 1
+
+
+@dataclass(frozen=True)
+class QueryQp(Request):
+    cmd = Cmd.QUERY_QP
+    qp: int
+
+
+@dataclass(frozen=True)
+class AttachMcast(Request):
+    cmd = Cmd.ATTACH_MCAST
+    qp: int
+    gid: bytes
+    lid: int
+
+
+@dataclass(frozen=True)
+class DetachMcast(Request):
+    cmd = Cmd.DETACH_MCAST
+    qp: int
+    gid: bytes
+    lid: int
+
+
+@dataclass(frozen=True)
+class DestroyQp(Request):
+    cmd = Cmd.DESTROY_QP
+    qp: int
+
+
+# -- responses ---------------------------------------------------------------------------------
 
 
 @dataclass

@@ -375,7 +375,7 @@ class Bogus(IntEnum):
 def scenario(host, probe: Probe, mtt_chunk: int) -> list[tuple[str, object]]:  # noqa: ANN001, C901
     """One driver program; returns what it observed, in order."""
     from nicsim.driver import enums as e
-    from nicsim.driver.abi import Cmd, UverbsError
+    from nicsim.driver.abi import DeregMr, DestroyCq, UverbsError
     from nicsim.driver.kernel.hw.objects import HwError
     from nicsim.driver.kernel.ib_core import Kernel
     from nicsim.driver.user.unsupported import SrqAttr, SrqInitAttr
@@ -554,7 +554,7 @@ def scenario(host, probe: Probe, mtt_chunk: int) -> list[tuple[str, object]]:  #
     attempt("DESTROY_QP none", lambda: hw.cmd(hwif.CmdOpcode.DESTROY_QP, mod=qpn + 1))
     attempt("DESTROY_CQ none", lambda: hw.cmd(hwif.CmdOpcode.DESTROY_CQ, mod=free_cqn))
     # destroying a CQ a QP uses: the kernel refuses (EBUSY), and so does the device (BUSY)
-    attempt("verbs destroy busy CQ", lambda: ctx.file.write(Cmd.DESTROY_CQ, cq=cq_a.handle))
+    attempt("verbs destroy busy CQ", lambda: ctx.file.write(DestroyCq(cq_a.handle)))
     attempt("hw destroy busy CQ", lambda: hw.cmd(hwif.CmdOpcode.DESTROY_CQ, mod=cq_a.cqn))
     # a modify without STATE keeps the state: RTS -> RTS is allowed
     nostate = hwif.Qpc.unpack(base.pack())
@@ -670,7 +670,7 @@ def scenario(host, probe: Probe, mtt_chunk: int) -> list[tuple[str, object]]:  #
     attempt("dereg small", mr1.close)
     attempt("INVALIDATE_MPT stale", lambda: hw.cmd(hwif.CmdOpcode.INVALIDATE_MPT,
                                                    mod=mr1_index))
-    attempt("dereg stale handle", lambda: ctx.file.write(Cmd.DEREG_MR, mr=mr1_handle))
+    attempt("dereg stale handle", lambda: ctx.file.write(DeregMr(mr1_handle)))
     attempt("dereg big", mr3.close)
     attempt("close pd", pd.close)  # closes mr2 first
     attempt("close ctx", ctx.close)  # destroys cq_a

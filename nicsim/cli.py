@@ -252,6 +252,8 @@ def parser() -> argparse.ArgumentParser:
     pr.set_defaults(fn=_profiles)
     sub.add_parser("perftest", help="perftest's tools (ib_write_bw, ib_send_lat, ...) on a "
                                     "simulated host pair: nicsim perftest TOOL --help")
+    sub.add_parser("exec", help="run a program (pyverbs, or any Python verbs program) on a "
+                                "simulated world: nicsim exec --help")
     pcp = sub.add_parser("pcap", help="pcap tools")
     pcs = pcp.add_subparsers(dest="pcap_cmd", required=True, parser_class=_Parser)
     chk = pcs.add_parser("check", help="validate every frame of a capture")

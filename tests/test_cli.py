@@ -170,3 +170,12 @@ def test_rtl_warns_of_long_transport_timers_under_loss():
         "`--set qp.timeout=4` (65.5 us) keeps it to seconds")
     assert "qp.timeout 0 (the transport timer is off)" in warn("link.faults.corrupt=0.01",
                                                                "qp.timeout=0")
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ei:
+        main(["--help"])
+    assert ei.value.code == 0
+    out = capsys.readouterr().out
+    for cmd in ("run", "sweep", "profiles", "perftest", "exec", "pcap"):
+        assert f"\n    {cmd} " in out, cmd

@@ -8,7 +8,7 @@ import errno
 
 import pytest
 from nicsim.driver import enums as e
-from nicsim.driver.abi import Cmd, UverbsError
+from nicsim.driver.abi import DestroyCompChannel, UverbsError
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.verbs import (
     CQ,
@@ -137,7 +137,7 @@ def test_cq_overrun_is_an_async_cq_err_event() -> None:
 def test_channel_close_closes_its_cqs_and_kernel_refuses_busy_channel() -> None:
     _w, _a, b, ch = _setup()
     with pytest.raises(UverbsError) as ei:
-        b.ctx.file.write(Cmd.DESTROY_COMP_CHANNEL, channel=ch.handle)
+        b.ctx.file.write(DestroyCompChannel(ch.handle))
     assert ei.value.errno == errno.EBUSY
     ch.close()
     assert b.cq.closed and b.qp.closed and ch.closed

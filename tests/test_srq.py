@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from nicsim.driver import enums as e
-from nicsim.driver.abi import Cmd, UverbsError
+from nicsim.driver.abi import DestroySrq, UverbsError
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.unsupported import SrqAttr, SrqInitAttr
 from nicsim.driver.user.verbs import (
@@ -93,7 +93,7 @@ def test_srq_misuse() -> None:
         s.qps[0].post_recv(RecvWR(1, 1, [SGE(s.mr.buf, 8, s.mr.lkey)]))
     assert ei.value.error_code == errno.EINVAL
     with pytest.raises(UverbsError) as ue:  # QPs still receive from it
-        s.ctx.file.write(Cmd.DESTROY_SRQ, srq=s.srq.handle)
+        s.ctx.file.write(DestroySrq(s.srq.handle))
     assert ue.value.errno == errno.EBUSY
     for i in range(16):
         s.post(i, 0)

@@ -6,7 +6,7 @@ import errno
 
 import pytest
 from nicsim.driver import enums as e
-from nicsim.driver.abi import Cmd, UverbsError
+from nicsim.driver.abi import DeallocPd, DestroyCq, UverbsError
 from nicsim.driver.user.verbs import (
     CQ,
     MR,
@@ -123,10 +123,10 @@ def test_resource_limits(world):
     mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
     qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq))
     with pytest.raises(UverbsError) as ei:
-        ctx.file.write(Cmd.DEALLOC_PD, pd=pd.handle)
+        ctx.file.write(DeallocPd(pd.handle))
     assert ei.value.errno == errno.EBUSY
     with pytest.raises(UverbsError) as ei:
-        ctx.file.write(Cmd.DESTROY_CQ, cq=cq.handle)
+        ctx.file.write(DestroyCq(cq.handle))
     assert ei.value.errno == errno.EBUSY
     # ... which is why pyverbs closes an object's children first: the CQ takes its QP with
     # it, the PD its MR, and what is closed stays closed.

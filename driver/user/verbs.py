@@ -17,7 +17,8 @@ import errno
 import ipaddress
 from dataclasses import dataclass, field
 
-from nicsim.driver.abi import Cmd, UverbsError
+from nicsim.driver import abi
+from nicsim.driver.abi import UverbsError
 from nicsim.driver.enums import (
     ibv_qp_attr_mask,
     ibv_qp_create_send_ops_flags,
@@ -183,15 +184,13 @@ class AHAttr(PyverbsObject):
     flow_label = property(lambda self: self._route().flow_label,
                           lambda self, v: setattr(self._route(), "flow_label", v))
 
-    def _av(self) -> dict[str, object]:
+    def _av(self) -> abi.AddressVector:
         """The address vector as the kernel takes it (CREATE_AH)."""
         gr = self.gr
         dgid = gr.dgid.raw if gr is not None and gr.dgid is not None else None
-        return {"port": self.port_num, "is_global": self.is_global, "dgid": dgid,
-                "sgid_index": gr.sgid_index if gr else 0,
-                "traffic_class": gr.traffic_class if gr else 0,
-                "hop_limit": gr.hop_limit if gr else 0, "flow_label": gr.flow_label if gr else 0,
-                "sl": self.sl}
+        return abi.AddressVector(self.port_num, self.is_global, dgid,
+                                 gr.sgid_index if gr else 0, gr.traffic_class if gr else 0,
+                                 gr.hop_limit if gr else 0, gr.flow_label if gr else 0, self.sl)
 
 
 # -- attributes ------------------------------------------------------------------------------
@@ -501,21 +500,21 @@ class Context(_Resource):
         self._check()
         return self.file.fd
 
-    def _q(self, what: str, cmd: Cmd, **args: object) -> object:
+    def _q(self, what: str, req: abi.Request) -> object:
         self._check()
-        return _call(what, self.file.write, cmd, **args)
+        return _call(what, self.file.write, req)
 
     def query_device(self) -> DeviceAttr:
-        return DeviceAttr(self._q(f"Failed to query device {self.name}", Cmd.QUERY_DEVICE))
+        return DeviceAttr(self._q(f"Failed to query device {self.name}", abi.QueryDevice()))
 
     def query_device_ex(self, ex_input: object = None) -> DeviceAttrEx:
-        c = self._q(f"Failed to query device {self.name}", Cmd.QUERY_ODP_CAPS)
+        c = self._q(f"Failed to query device {self.name}", abi.QueryOdpCaps())
         return DeviceAttrEx(self.query_device(), ODPCaps(
             c.general, c.rc, c.uc, c.ud, 0))  # type: ignore[attr-defined]
 
     def query_port(self, port_num: int = 1) -> PortAttr:
-        return PortAttr(self._q(f"Failed to query port {port_num}", Cmd.QUERY_PORT,
-                                port=port_num))
+        return PortAttr(self._q(f"Failed to query port {port_num}",
+                                abi.QueryPort(port_num)))
 
     def query_port_speed(self, port_num: int = 1) -> int:
         """The port's speed in units of 100 Mb/s."""
@@ -525,7 +524,7 @@ class Context(_Resource):
         """A GID table entry and its type, None if the entry is empty."""
         self._check()
         try:
-            return self.file.write(Cmd.QUERY_GID, port=port_num, index=index)
+            return self.file.write(abi.QueryGid(port_num, index))
         except UverbsError as e:
             if e.errno == errno.ENODATA:
                 return None
@@ -576,8 +575,8 @@ class Context(_Resource):
         return out
 
     def query_pkey(self, port_num: int, index: int) -> int:
-        return self._q(f"Failed to query pkey {index} of port {port_num}", Cmd.QUERY_PKEY,
-                       port=port_num, index=index)  # type: ignore[return-value]
+        return self._q(f"Failed to query pkey {index} of port {port_num}",
+                       abi.QueryPkey(port_num, index))  # type: ignore[return-value]
 
     def get_pkey_index(self, port_num: int, pkey: int) -> int:
         for i in range(self.query_port(port_num).pkey_tbl_len):
@@ -592,7 +591,7 @@ class Context(_Resource):
     def get_async_event(self) -> AsyncEvent:
         """ibv_get_async_event: the next asynchronous event of this context (CQ overrun, SRQ
         limit, ...), waiting for it in simulated time."""
-        ev = self._q("Failed to get async event", Cmd.GET_ASYNC_EVENT)
+        ev = self._q("Failed to get async event", abi.GetAsyncEvent())
         return AsyncEvent(ev.event_type, self._element(ev.obj))  # type: ignore[attr-defined]
 
     def _element(self, kernel_obj: object) -> object:
@@ -645,7 +644,7 @@ class PD(_Resource):
             raise PyverbsUserError(f"a PD is allocated on a Context, not {type(creator)}")
         super().__init__(creator)
         self.ctx = creator
-        self.handle: int = _call("Failed to allocate PD", creator.file.write, Cmd.ALLOC_PD)
+        self.handle: int = _call("Failed to allocate PD", creator.file.write, abi.AllocPd())
         self._created()
 
     def advise_mr(self, advise: int, flags: int, sg_list: list[SGE]) -> None:
@@ -653,14 +652,14 @@ class PD(_Resource):
         ibv_advise_mr_advice; flags: IBV_ADVISE_MR_FLAG_FLUSH waits for the prefetch)."""
         self._check()
         sges = [(int(s.addr), int(s.length), int(s.lkey)) for s in sg_list]
-        _call("Failed to advise MR", self.ctx.file.write, Cmd.ADVISE_MR, pd=self.handle,
-              advice=int(advise), flags=int(flags), sges=sges)
+        _call("Failed to advise MR", self.ctx.file.write,
+              abi.AdviseMr(self.handle, int(advise), int(flags), sges))
 
     def close(self) -> None:
         if self.closed:
             return
         self._close_children()
-        _call("Failed to dealloc PD", self.ctx.file.write, Cmd.DEALLOC_PD, pd=self.handle)
+        _call("Failed to dealloc PD", self.ctx.file.write, abi.DeallocPd(self.handle))
         self._closed_now()
 
 
@@ -681,14 +680,14 @@ class AH(_Resource):
         if not isinstance(attr, AHAttr):
             raise PyverbsUserError(f"attr must be an AHAttr, not {type(attr)}")
         self.ah_attr = attr
-        self.handle, self.av = _call("Failed to create AH", pd.ctx.file.write, Cmd.CREATE_AH,
-                                     pd=pd.handle, av=attr._av())
+        self.handle, self.av = _call("Failed to create AH", pd.ctx.file.write,
+                                     abi.CreateAh(pd.handle, attr._av()))
         self._created()
 
     def close(self) -> None:
         if self.closed:
             return
-        _call("Failed to destroy AH", self.pd.ctx.file.write, Cmd.DESTROY_AH, ah=self.handle)
+        _call("Failed to destroy AH", self.pd.ctx.file.write, abi.DestroyAh(self.handle))
         self._closed_now()
 
 
@@ -746,8 +745,7 @@ class MR(_Resource):
         try:
             self.handle, self.lkey = _call(
                 f"Failed to register a MR. length: {length}, access flags: {access}",
-                self.ctx.file.write, Cmd.REG_MR, pd=pd.handle, va=self.buf, length=length,
-                access=int(access))
+                self.ctx.file.write, abi.RegMr(pd.handle, self.buf, length, int(access)))
         except PyverbsError:
             if self._own_buf:
                 self.ctx.aspace.munmap(self.buf, length)
@@ -779,9 +777,9 @@ class MR(_Resource):
         f = int(flags)
         if f & 2 and not isinstance(pd, PD):  # IBV_REREG_MR_CHANGE_PD
             raise PyverbsUserError("IBV_REREG_MR_CHANGE_PD needs a PD")
-        key = _call("Failed to rereg MR", self.ctx.file.write, Cmd.REREG_MR, mr=self.handle,
-                    flags=f, pd=pd.handle if f & 2 else None, va=int(addr),  # type: ignore
-                    length=int(length), access=int(access))
+        key = _call("Failed to rereg MR", self.ctx.file.write, abi.ReregMr(
+            self.handle, f, pd.handle if f & 2 else None, int(addr),  # type: ignore[union-attr]
+            int(length), int(access)))
         self.lkey = self.rkey = key
         if f & 1:  # IBV_REREG_MR_CHANGE_TRANSLATION
             if self._own_buf:
@@ -797,7 +795,7 @@ class MR(_Resource):
     def close(self) -> None:
         if self.closed:
             return
-        _call("Failed to dereg MR", self.ctx.file.write, Cmd.DEREG_MR, mr=self.handle)
+        _call("Failed to dereg MR", self.ctx.file.write, abi.DeregMr(self.handle))
         self._closed_now()
         if self._own_buf:
             self.ctx.aspace.munmap(self.buf, self.length)
@@ -839,14 +837,13 @@ class CompChannel(_Resource):
         super().__init__(context)
         self.ctx = context
         self.handle, self.fd = _call("Failed to create a completion channel",
-                                     context.file.write, Cmd.CREATE_COMP_CHANNEL)
+                                     context.file.write, abi.CreateCompChannel())
         self._created()
 
     def get_cq_event(self, expected_cq: CQ) -> None:
         """ibv_get_cq_event: the next completion event, which must be `expected_cq`'s."""
         self._check()
-        h = _call("Failed to get CQ event", self.ctx.file.write, Cmd.GET_CQ_EVENT,
-                  channel=self.handle)
+        h = _call("Failed to get CQ event", self.ctx.file.write, abi.GetCqEvent(self.handle))
         if h != expected_cq.handle:
             errors.last_errno = errno.EINVAL
             raise PyverbsRDMAError("Received event on an unexpected CQ", errno.EINVAL)
@@ -857,7 +854,7 @@ class CompChannel(_Resource):
             return
         self._close_children()
         _call("Failed to destroy a completion channel", self.ctx.file.write,
-              Cmd.DESTROY_COMP_CHANNEL, channel=self.handle)
+              abi.DestroyCompChannel(self.handle))
         self._closed_now()
 
 
@@ -878,8 +875,8 @@ class CQ(_Resource):
                                    errno.EINVAL)
         if isinstance(cqe, float) and cqe.is_integer():
             cqe = int(cqe)  # a C int parameter: pyverbs converts a whole float silently
-        r = _call("Failed to create a CQ", context.file.write, Cmd.CREATE_CQ, cqe=cqe,
-                  channel=None if channel is None else channel.handle)
+        r = _call("Failed to create a CQ", context.file.write,
+                  abi.CreateCq(cqe, None if channel is None else channel.handle))
         self.handle = r.handle
         self.cqn = r.cqn
         self.cq_context = cq_context
@@ -911,7 +908,7 @@ class CQ(_Resource):
         wcs = [WC(w.wr_id, w.status, w.opcode, w.vendor_err, w.byte_len, w.qp_num, w.src_qp,
                   w.imm_data, w.wc_flags) for w in p.poll(num_entries)]
         if not wcs and p.silent and p.silent % SILENT_CHECK == 0:
-            st = _call("Failed to poll CQ", self.ctx.file.write, Cmd.QUERY_CQ, cq=self.handle)
+            st = _call("Failed to poll CQ", self.ctx.file.write, abi.QueryCq(self.handle))
             if st.state == CqState.OVERRUN:
                 raise PyverbsRDMAError(
                     f"poll_cq: CQ {self.cqn} overran (a completion found all {p.size} entries "
@@ -937,8 +934,8 @@ class CQ(_Resource):
         self._check()
         if isinstance(cqe, float) and cqe.is_integer():
             cqe = int(cqe)
-        ring_va, log_size = _call("Failed to resize CQ", self.ctx.file.write, Cmd.RESIZE_CQ,
-                                  cq=self.handle, cqe=cqe)
+        ring_va, log_size = _call("Failed to resize CQ", self.ctx.file.write,
+                                  abi.ResizeCq(self.handle, cqe))
         self._p.resized(ring_va, log_size)
 
     def close(self) -> None:
@@ -947,7 +944,7 @@ class CQ(_Resource):
         self._close_children()  # the QPs that use it
         if self.num_events:
             self.ack_events(self.num_events)  # as pyverbs does before ibv_destroy_cq
-        _call("Failed to close CQ", self.ctx.file.write, Cmd.DESTROY_CQ, cq=self.handle)
+        _call("Failed to close CQ", self.ctx.file.write, abi.DestroyCq(self.handle))
         self._closed_now()
 
 
@@ -982,8 +979,8 @@ class SRQ(_Resource):
         super().__init__(pd)
         self.pd = pd
         self.ctx = ctx = pd.ctx
-        r = _call(what, ctx.file.write, Cmd.CREATE_SRQ, pd=pd.handle, max_wr=a.max_wr,
-                  max_sge=a.max_sge, limit=a.srq_limit)
+        r = _call(what, ctx.file.write, abi.CreateSrq(pd.handle, a.max_wr, a.max_sge,
+                                                      a.srq_limit))
         self.handle = r.handle
         self.srqn = r.srqn
         self._max_sge = a.max_sge
@@ -1005,22 +1002,22 @@ class SRQ(_Resource):
             errors.last_errno = errno.EINVAL
             raise PyverbsRDMAError(f"Failed to modify SRQ: attr_mask 0x{m:x}", errno.EINVAL)
         ring_va, log_size, _max_wr = _call(
-            "Failed to modify SRQ", self.ctx.file.write, Cmd.MODIFY_SRQ, srq=self.handle,
-            max_wr=attr.max_wr if m & ibv_srq_attr_mask.IBV_SRQ_MAX_WR else None,
-            limit=attr.srq_limit if m & ibv_srq_attr_mask.IBV_SRQ_LIMIT else None)
+            "Failed to modify SRQ", self.ctx.file.write, abi.ModifySrq(
+                self.handle, attr.max_wr if m & ibv_srq_attr_mask.IBV_SRQ_MAX_WR else None,
+                attr.srq_limit if m & ibv_srq_attr_mask.IBV_SRQ_LIMIT else None))
         self._p.resized(ring_va, log_size)
 
     def query(self) -> object:
         self._check()
-        srq, srqc = _call("Failed to query SRQ", self.ctx.file.write, Cmd.QUERY_SRQ,
-                          srq=self.handle)
+        srq, srqc = _call("Failed to query SRQ", self.ctx.file.write,
+                          abi.QuerySrq(self.handle))
         return SrqAttr(srq.max_wr, srq.max_sge, srqc.limit)
 
     def close(self) -> None:
         if self.closed:
             return
         self._close_children()  # the QPs that receive from it
-        _call("Failed to destroy SRQ", self.ctx.file.write, Cmd.DESTROY_SRQ, srq=self.handle)
+        _call("Failed to destroy SRQ", self.ctx.file.write, abi.DestroySrq(self.handle))
         self._closed_now()
 
 
@@ -1032,14 +1029,14 @@ class MW(_Resource):
         self.pd = pd
         self.ctx = pd.ctx
         self.handle, self.rkey = _call("Failed to allocate MW", pd.ctx.file.write,
-                                       Cmd.ALLOC_MW, pd=pd.handle, mw_type=mw_type)
+                                       abi.AllocMw(pd.handle, mw_type))
         self.mw_type = int(mw_type)
         self._created()
 
     def close(self) -> None:
         if self.closed:
             return
-        _call("Failed to dealloc MW", self.ctx.file.write, Cmd.DEALLOC_MW, mw=self.handle)
+        _call("Failed to dealloc MW", self.ctx.file.write, abi.DeallocMw(self.handle))
         self._closed_now()
 
 
@@ -1133,11 +1130,10 @@ class QP(_Resource):
         self.ctx = ctx = pd.ctx
         cap = init_attr.cap
         self.init_attr = init_attr
-        r = _call("Failed to create QP", ctx.file.write, Cmd.CREATE_QP, pd=pd.handle,
-                  qp_type=int(init_attr.qp_type), send_cq=init_attr.scq.handle,
-                  recv_cq=init_attr.rcq.handle,
-                  cap=(cap.max_send_wr, cap.max_recv_wr, cap.max_send_sge, cap.max_recv_sge,
-                       cap.max_inline_data), srq=None if srq is None else srq.handle)
+        r = _call("Failed to create QP", ctx.file.write, abi.CreateQp(
+            pd.handle, int(init_attr.qp_type), init_attr.scq.handle, init_attr.rcq.handle,
+            (cap.max_send_wr, cap.max_recv_wr, cap.max_send_sge, cap.max_recv_sge,
+             cap.max_inline_data), None if srq is None else srq.handle))
         self.handle = r.handle
         self.qp_num: int = r.qpn
         self._type = int(init_attr.qp_type)
@@ -1186,10 +1182,10 @@ class QP(_Resource):
                                        errno.EINVAL)
             q.dgid = gr.dgid.raw
             q.traffic_class = gr.traffic_class | gr.hop_limit << 8
-        _call("Failed to modify QP", self.ctx.file.write, Cmd.MODIFY_QP, qp=self.handle,
-              attrs=q, mask=int(attr_mask),
-              cur_state=a.cur_qp_state if attr_mask & _M.IBV_QP_CUR_STATE else None,
-              pkey_index=a.pkey_index, port=a.port_num)
+        _call("Failed to modify QP", self.ctx.file.write, abi.ModifyQp(
+            self.handle, q, int(attr_mask),
+            a.cur_qp_state if attr_mask & _M.IBV_QP_CUR_STATE else None, a.pkey_index,
+            a.port_num))
         if attr_mask & _M.IBV_QP_STATE:
             self._p.state = int(a.qp_state)
             if a.qp_state == ibv_qp_state.IBV_QPS_RESET:
@@ -1224,7 +1220,7 @@ class QP(_Resource):
 
     def query(self, attr_mask: int = 0) -> tuple[QPAttr, QPInitAttr]:
         self._check()
-        q: Qpc = _call("Failed to query QP", self.ctx.file.write, Cmd.QUERY_QP, qp=self.handle)
+        q: Qpc = _call("Failed to query QP", self.ctx.file.write, abi.QueryQp(self.handle))
         attr = QPAttr(qp_state=q.state, cur_qp_state=q.state, path_mtu=q.path_mtu,
                       qp_access_flags=q.access, qkey=q.qkey, dest_qp_num=q.dest_qpn,
                       rq_psn=q.rq_psn, sq_psn=q.sq_psn, max_rd_atomic=q.max_rd_atomic,
@@ -1288,17 +1284,18 @@ class QP(_Resource):
     def attach_mcast(self, gid: GID, lid: int = 0) -> None:
         """ibv_attach_mcast: this UD QP receives the group's datagrams (sent to QPN
         0xFFFFFF and the group's GID)."""
-        self._mcast("Failed to attach QP to MC group", Cmd.ATTACH_MCAST, gid, lid)
+        self._mcast("Failed to attach QP to MC group", abi.AttachMcast, gid, lid)
 
     def detach_mcast(self, gid: GID, lid: int = 0) -> None:
         """ibv_detach_mcast."""
-        self._mcast("Failed to detach QP from MC group", Cmd.DETACH_MCAST, gid, lid)
+        self._mcast("Failed to detach QP from MC group", abi.DetachMcast, gid, lid)
 
-    def _mcast(self, what: str, cmd: Cmd, gid: GID, lid: int) -> None:
+    def _mcast(self, what: str, req: type[abi.AttachMcast | abi.DetachMcast], gid: GID,
+               lid: int) -> None:
         self._check()
         if not isinstance(gid, GID):
             raise PyverbsUserError(f"gid must be a GID, not {type(gid)}")
-        _call(what, self.ctx.file.write, cmd, qp=self.handle, gid=gid.raw, lid=lid)
+        _call(what, self.ctx.file.write, req(self.handle, gid.raw, lid))
 
     def bind_mw(self, mw: MW, mw_bind: object) -> None:
         """ibv_bind_mw: bind a type 1 window through this QP's send queue (a BIND_MW WQE);
@@ -1318,7 +1315,7 @@ class QP(_Resource):
     def close(self) -> None:
         if self.closed:
             return
-        _call("Failed to destroy QP", self.ctx.file.write, Cmd.DESTROY_QP, qp=self.handle)
+        _call("Failed to destroy QP", self.ctx.file.write, abi.DestroyQp(self.handle))
         self._closed_now()
         self.ctx.qps.pop(self.qp_num, None)
 
