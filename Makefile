@@ -27,6 +27,7 @@ test: $(VENV)/.test tools
 
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check .
+	$(PY) scripts/lint_imports.py
 
 clean:
 	rm -rf $(VENV) hdl_tb/sim_build traces/*.pcap

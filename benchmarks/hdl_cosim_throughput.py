@@ -28,57 +28,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from hdl_tb.bench_cosim_throughput import DEFAULT_SIZES, MTU_ENUM, parse_sizes  # noqa: E402
-from hdl_tb.cocotb_run import (  # noqa: E402
+from nicsim.cosim.build import (
+    PARAMS_ENV,
+    roce_nic_params,
     roce_nic_sources,
     run,
     simulator_available,
     stdout_to_stderr,
 )
-from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, bench_params  # noqa: E402
+from nicsim.testing.cosim_throughput import DEFAULT_SIZES, MTU_ENUM, parse_sizes, size_figures
 
 CLK_NS = {512: 4.0, 64: 6.4}   # 250 MHz; 156.25 MHz
 LINE_GBPS = 100.0
-
-
-def size_figures(g: dict, lanes: int, clk_ns: float,
-                 pcie: tuple[float, int] | None = None) -> dict:
-    """Cycles per packet from the first frame's start to the last's, the ideal for the same
-    frames, payload Gb/s; within messages and between them. With `pcie` (the DMA link's bytes
-    per ns and per-TLP overhead): the payload rate the link's read completions allow, i.e.
-    the payload over the time the completions of all the size's reads (WQEs and payload)
-    occupy the host-to-device direction."""
-    fr = g["frames"]
-    ideal_of = [-(-f["bytes"] // lanes) for f in fr]
-    row = {"size": g["size"], "messages": g["messages"], "frames": len(fr)}
-    if len(fr) < 2:
-        return row
-    span = (fr[-1]["start_ns"] - fr[0]["start_ns"]) / clk_ns
-    gaps = [(fr[i + 1]["start_ns"] - fr[i]["start_ns"]) / clk_ns for i in range(len(fr) - 1)]
-    same = [i for i in range(len(fr) - 1) if fr[i]["message"] == fr[i + 1]["message"]]
-    cross = [i for i in range(len(fr) - 1) if fr[i]["message"] != fr[i + 1]["message"]]
-    payload = sum(f["payload"] for f in fr[:-1])
-    row |= {"cycles_per_packet": span / (len(fr) - 1),
-            "ideal_cycles_per_packet": sum(ideal_of[:-1]) / (len(fr) - 1),
-            "payload_gbps": payload * 8 / (span * clk_ns),
-            "first_frame_after_post_ns": fr[0]["start_ns"] - g["post_ns"],
-            "messages_per_s_wall": g["messages"] / g["wall_s"],
-            "rtl_wall_share": g["rtl_wall_s"] / g["wall_s"]}
-    if same:
-        row["in_message_cycles_per_packet"] = sum(gaps[i] for i in same) / len(same)
-        row["in_message_ideal"] = sum(ideal_of[i] for i in same) / len(same)
-    if cross:
-        row["between_messages_cycles"] = sum(gaps[i] for i in cross) / len(cross)
-        row["between_messages_ideal"] = sum(ideal_of[i] for i in cross) / len(cross)
-    row["fraction_of_ideal"] = row["ideal_cycles_per_packet"] / row["cycles_per_packet"]
-    if pcie and "read_bytes" in g:
-        bpns, overhead = pcie
-        busy_ns = (g["read_bytes"] + g["read_tlps"] * overhead) / bpns
-        row["pcie_bound_gbps"] = sum(f["payload"] for f in fr) * 8 / busy_ns
-    return row
 
 
 def _mean_gap(ts: list[float], clk_ns: float) -> float | None:
@@ -232,7 +193,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "cosim.jsonl"
         for w in widths:
-            params = bench_params(w)
+            params = roce_nic_params(w)
             params |= overrides
             env = {PARAMS_ENV: json.dumps(params), "HDL_BENCH_OUT": str(out),
                    "BENCH_SIZES": args.sizes, "BENCH_MTU": str(args.mtu),
@@ -240,12 +201,11 @@ def main() -> int:
                    "BENCH_PCIE_GEN": str(args.pcie_gen)}
             if args.post_ns is not None:
                 env["BENCH_POST_NS"] = repr(args.post_ns)
-            try:
-                with stdout_to_stderr():
-                    run("roce_nic", roce_nic_sources(), "bench_cosim_throughput", params,
-                        sim=args.sim, extra_env=env)
-            except AssertionError as ex:   # the bench's accounting failed (its log says how)
-                print(f"DATA_WIDTH {w}: {ex}", file=sys.stderr)
+            with stdout_to_stderr():
+                failed = run("roce_nic", roce_nic_sources(), "bench_cosim_throughput", params,
+                             sim=args.sim, extra_env=env)
+            if failed:   # the bench's accounting failed (its log says how)
+                print(f"DATA_WIDTH {w}: the cocotb bench failed", file=sys.stderr)
                 return 1
         results = [run_summary(json.loads(x)) | {"overrides": sorted(overrides)}
                    for x in out.read_text().splitlines()]

@@ -14,15 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from hdl_tb.cocotb_run import (  # noqa: E402
-    icrc_helpers,
-    run,
-    simulator_available,
-    stdout_to_stderr,
-)
+from nicsim.cosim.build import icrc_helpers, run, simulator_available, stdout_to_stderr
 
 
 def main() -> int:
@@ -43,8 +35,11 @@ def main() -> int:
                 continue
             for w in (int(x) for x in args.widths.split(",")):
                 with stdout_to_stderr():
-                    run("roce_icrc_check", ["roce_icrc_check.v", *helpers], "bench_sim_speed",
-                        {"DATA_WIDTH": w}, sim=sim)
+                    failed = run("roce_icrc_check", ["roce_icrc_check.v", *helpers],
+                                 "bench_sim_speed", {"DATA_WIDTH": w}, sim=sim)
+                if failed:
+                    print(f"{sim}, DATA_WIDTH {w}: the cocotb bench failed", file=sys.stderr)
+                    return 1
         for line in out.read_text().splitlines():
             r = json.loads(line)
             r["cycles_per_s"] = r["cycles"] / r["wall_s"]

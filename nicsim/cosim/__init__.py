@@ -8,16 +8,26 @@
 - `cosim_world` (world): hosts a (nsnic's RTL, `RtlNic`) and b (a `ModelPeer`).
 - `TimeCoupler` (clock): the conservative time-window synchronisation of the two simulators
   (see its module for the scheme and what it guarantees).
+- `build`: the RTL's files and the NIC's source lists, the simulators, one build-and-run
+  (the cocotb side of `nicsim run --rtl` is nicsim.apps.rtl_scenario).
 
-Needs cocotb and cocotbext-axi (the hdl test tools); nothing else in nicsim imports this.
+All but `build` need cocotb and cocotbext-axi (the hdl extra); they load when first used.
 """
 
-from nicsim.cosim.clock import TimeCoupler
-from nicsim.cosim.dma import PcieDmaSlave
-from nicsim.cosim.mac import EthMac
-from nicsim.cosim.peer import ModelPeer, link_window_ns
-from nicsim.cosim.rtl_nic import RtlNic, window_ns
-from nicsim.cosim.world import boot_rtl_host, cosim_world
+from importlib import import_module
+from typing import Any
 
-__all__ = ["EthMac", "ModelPeer", "PcieDmaSlave", "RtlNic", "TimeCoupler", "boot_rtl_host",
-           "cosim_world", "link_window_ns", "window_ns"]
+# Names -> their modules, imported when first used: those modules need cocotb (the hdl extra),
+# and nicsim.cosim.build (the RTL's files, the simulators) must load without it.
+_LAZY = {"TimeCoupler": "clock", "PcieDmaSlave": "dma", "EthMac": "mac", "ModelPeer": "peer",
+         "link_window_ns": "peer", "RtlNic": "rtl_nic", "window_ns": "rtl_nic",
+         "boot_rtl_host": "world", "cosim_world": "world"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'nicsim.cosim' has no attribute {name!r}")
+    return getattr(import_module(f"nicsim.cosim.{_LAZY[name]}"), name)
+
+
+__all__ = sorted(_LAZY)

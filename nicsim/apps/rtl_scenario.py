@@ -2,9 +2,9 @@
 (roce_nic, nicsim.cosim.cosim_world) and host b's the model, run by nicsim's scenario Runner
 in the driver thread while cocotb runs the RTL (nicsim.cosim.clock couples the two).
 
-`python -m hdl_tb.run_scenario` (what nicsim.scenario.rtl starts) builds roce_nic and runs
-the cocotb test below; the job (scenario file, overrides, pcap, where the result goes) comes
-in the environment (nicsim.scenario.rtl.ENV_SCENARIO) and the result goes back as JSON: the
+`python -m nicsim.apps.rtl_scenario` (what nicsim.scenario.rtl starts) builds roce_nic and
+runs the cocotb test below; the job (scenario file, overrides, pcap, where the result goes)
+comes in the environment (nicsim.scenario.rtl.ENV_SCENARIO) and the result goes back as JSON: the
 same text and JSON reports `nicsim run` prints; with `--out DIR` the same result files.
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import cocotb
 from cocotb.task import bridge
 
-from hdl_tb.test_cosim import counters
-from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, bench_params
+from nicsim.cosim.build import PARAMS_ENV, RtlRunError, roce_nic_params, roce_nic_sources, run
+from nicsim.cosim.rtl_nic import rtl_counters
 from nicsim.scenario.rtl import ENV_SCENARIO
 
 
@@ -81,27 +81,27 @@ async def run_scenario(dut) -> None:  # noqa: ANN001
         _write(job["result"], res)
         return
     # The RTL's own counters (roce_nic's cnt_* outputs), read here on the simulator's side.
-    rtl_counters = counters(dut)
+    counters = rtl_counters(dut)
     text = text_report(res) + "\nRTL counters (host a): " + ", ".join(
-        f"{k} {v:,}" for k, v in rtl_counters.items())
+        f"{k} {v:,}" for k, v in counters.items())
     report = json_report(res)
-    report["rtl"] = {"counters": rtl_counters, "late": rtl.clock.late,
+    report["rtl"] = {"counters": counters, "late": rtl.clock.late,
                      "cycles": int(rtl.clock.now() / rtl.clk_ns)}
     _write(job["result"], {"text": text, "json": report, "ok": res.ok})
 
 
 def main() -> int:
-    from hdl_tb.cocotb_run import roce_nic_sources, run
-
     job = json.loads(os.environ[ENV_SCENARIO])
-    params = bench_params(job["width"])
+    params = roce_nic_params(job["width"])
     try:
-        run("roce_nic", roce_nic_sources(), "run_scenario", params, sim=job["sim"],
-            extra_env={PARAMS_ENV: json.dumps(params), ENV_SCENARIO: os.environ[ENV_SCENARIO]})
-    except AssertionError as e:  # a cocotb test that failed: its traceback is in the log
+        failed = run("roce_nic", roce_nic_sources(), "nicsim.apps.rtl_scenario", params,
+                     sim=job["sim"], extra_env={PARAMS_ENV: json.dumps(params),
+                                                ENV_SCENARIO: os.environ[ENV_SCENARIO]},
+                     build_dir=Path(job["build"]))
+    except RtlRunError as e:
         print(e, file=sys.stderr)
         return 1
-    return 0
+    return 1 if failed else 0  # (a failed cocotb test: its traceback is in the log)
 
 
 if __name__ == "__main__":
