@@ -2,8 +2,8 @@
 polynomial 0xEDB88320) modules whose GF(2) matrices are written out as localparams.
 
 `python -m hdl_tb.gen_crc32_matrix` rewrites both; hdl_tb/test_icrc.py checks they are current.
-(The matrices live in the module files rather than in an include because hdl_tb/cocotb_run.py
-passes no include directory to the simulators.)
+(The matrices live in the generated module files themselves, so each module is whole on its
+own; rtl/nic_common.vh holds only what hand-written modules share.)
 
 The CRC register r (32 bits, no init/final inversion: the RTL folds those in) is advanced one
 data bit b at a time, bits of byte 0 first, least significant bit first:

@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // axi_rd_arb: PORTS AXI4 read masters share one AXI4 read master port.
 //
 // AR: round-robin among the ports with ARVALID, one request per cycle, through a registered
@@ -51,36 +52,10 @@ module axi_rd_arb #(
     output wire [PORTS-1:0]              s_axi_rvalid,
     input  wire [PORTS-1:0]              s_axi_rready,
 
-    output wire [M_ID_WIDTH-1:0]         m_axi_arid,
-    output wire [ADDR_WIDTH-1:0]         m_axi_araddr,
-    output wire [7:0]                    m_axi_arlen,
-    output wire [2:0]                    m_axi_arsize,
-    output wire [1:0]                    m_axi_arburst,
-    output wire                          m_axi_arlock,
-    output wire [3:0]                    m_axi_arcache,
-    output wire [2:0]                    m_axi_arprot,
-    output wire                          m_axi_arvalid,
-    input  wire                          m_axi_arready,
-    input  wire [M_ID_WIDTH-1:0]         m_axi_rid,
-    input  wire [DATA_WIDTH-1:0]         m_axi_rdata,
-    input  wire [1:0]                    m_axi_rresp,
-    input  wire                          m_axi_rlast,
-    input  wire                          m_axi_rvalid,
-    output wire                          m_axi_rready
+    `NIC_AXI_RD_MASTER_PORTS(M_ID_WIDTH, ADDR_WIDTH, DATA_WIDTH)
 );
 
-    function integer clog2;
-        input integer value;
-        integer v;
-        begin
-            clog2 = 0;
-            v = value - 1;
-            while (v > 0) begin
-                clog2 = clog2 + 1;
-                v = v >> 1;
-            end
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     localparam PORT_W = clog2(PORTS);
     localparam integer LAST_PORT_I = PORTS - 1;

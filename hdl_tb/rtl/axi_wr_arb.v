@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // axi_wr_arb: PORTS AXI4 write masters share one AXI4 write master port, and say when every
 // write they issued has been answered (the fence of the command processor).
 //
@@ -60,41 +61,12 @@ module axi_wr_arb #(
     output wire [PORTS-1:0]                s_axi_bvalid,
     input  wire [PORTS-1:0]                s_axi_bready,
 
-    output wire [M_ID_WIDTH-1:0]           m_axi_awid,
-    output wire [ADDR_WIDTH-1:0]           m_axi_awaddr,
-    output wire [7:0]                      m_axi_awlen,
-    output wire [2:0]                      m_axi_awsize,
-    output wire [1:0]                      m_axi_awburst,
-    output wire                            m_axi_awlock,
-    output wire [3:0]                      m_axi_awcache,
-    output wire [2:0]                      m_axi_awprot,
-    output wire                            m_axi_awvalid,
-    input  wire                            m_axi_awready,
-    output wire [DATA_WIDTH-1:0]           m_axi_wdata,
-    output wire [DATA_WIDTH/8-1:0]         m_axi_wstrb,
-    output wire                            m_axi_wlast,
-    output wire                            m_axi_wvalid,
-    input  wire                            m_axi_wready,
-    input  wire [M_ID_WIDTH-1:0]           m_axi_bid,
-    input  wire [1:0]                      m_axi_bresp,
-    input  wire                            m_axi_bvalid,
-    output wire                            m_axi_bready,
+    `NIC_AXI_WR_MASTER_PORTS(M_ID_WIDTH, ADDR_WIDTH, DATA_WIDTH),
 
     output wire                            idle
 );
 
-    function integer clog2;
-        input integer value;
-        integer v;
-        begin
-            clog2 = 0;
-            v = value - 1;
-            while (v > 0) begin
-                clog2 = clog2 + 1;
-                v = v >> 1;
-            end
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     localparam PORT_W = clog2(PORTS);
     localparam STRB_W = DATA_WIDTH / 8;

@@ -25,6 +25,7 @@
 //   s_axis_tready depends combinationally on m_axis_tready (= !m_axis_tvalid || m_axis_tready).
 
 `default_nettype none
+`include "nic_common.vh"
 
 module axis_keep_packer #(
     parameter DATA_WIDTH = 64,
@@ -34,31 +35,14 @@ module axis_keep_packer #(
     input  wire                  clk,
     input  wire                  rst,
 
-    input  wire [DATA_WIDTH-1:0] s_axis_tdata,
-    input  wire [KEEP_WIDTH-1:0] s_axis_tkeep,
-    input  wire                  s_axis_tvalid,
-    output wire                  s_axis_tready,
-    input  wire                  s_axis_tlast,
+    `NIC_AXIS_SLAVE_PORTS(DATA_WIDTH, KEEP_WIDTH),
     input  wire [USER_WIDTH-1:0] s_axis_tuser,
 
-    output reg  [DATA_WIDTH-1:0] m_axis_tdata,
-    output reg  [KEEP_WIDTH-1:0] m_axis_tkeep,
-    output reg                   m_axis_tvalid,
-    input  wire                  m_axis_tready,
-    output reg                   m_axis_tlast,
+    `NIC_AXIS_MASTER_PORTS(reg, DATA_WIDTH, KEEP_WIDTH),
     output reg  [USER_WIDTH-1:0] m_axis_tuser
 );
 
-function integer clog2;
-    input integer value;
-    integer r;
-    begin
-        r = 0;
-        while ((1 << r) < value)
-            r = r + 1;
-        clog2 = r;
-    end
-endfunction
+`NIC_CLOG2_FUNCTION
 
 // Lane index bits; byte counts 0..KEEP_WIDTH need LW+1 bits.
 localparam LW = clog2(KEEP_WIDTH);

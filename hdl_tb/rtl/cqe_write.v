@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // cqe_write: completions -> 32-byte hwif.Cqe records written into CQ rings in host memory
 // (AXI4 write master).
 //
@@ -83,39 +84,10 @@ module cqe_write #(
     output wire [NUM_CQ*32-1:0]          cq_pi,
     output reg                           wr_error,
 
-    output wire [AXI_ID_WIDTH-1:0]       m_axi_awid,
-    output wire [AXI_ADDR_WIDTH-1:0]     m_axi_awaddr,
-    output wire [7:0]                    m_axi_awlen,
-    output wire [2:0]                    m_axi_awsize,
-    output wire [1:0]                    m_axi_awburst,
-    output wire                          m_axi_awlock,
-    output wire [3:0]                    m_axi_awcache,
-    output wire [2:0]                    m_axi_awprot,
-    output wire                          m_axi_awvalid,
-    input  wire                          m_axi_awready,
-    output wire [AXI_DATA_WIDTH-1:0]     m_axi_wdata,
-    output wire [AXI_DATA_WIDTH/8-1:0]   m_axi_wstrb,
-    output wire                          m_axi_wlast,
-    output wire                          m_axi_wvalid,
-    input  wire                          m_axi_wready,
-    input  wire [AXI_ID_WIDTH-1:0]       m_axi_bid,
-    input  wire [1:0]                    m_axi_bresp,
-    input  wire                          m_axi_bvalid,
-    output wire                          m_axi_bready
+    `NIC_AXI_WR_MASTER_PORTS(AXI_ID_WIDTH, AXI_ADDR_WIDTH, AXI_DATA_WIDTH)
 );
 
-    function integer clog2;
-        input integer value;
-        integer v;
-        begin
-            clog2 = 0;
-            v = value - 1;
-            while (v > 0) begin
-                clog2 = clog2 + 1;
-                v = v >> 1;
-            end
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     localparam CQE_BYTES = 32;              // hwif.CQE_SIZE
     localparam CQE_W = 8 * CQE_BYTES;

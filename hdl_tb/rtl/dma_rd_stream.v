@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // dma_rd_stream: host memory chunks -> AXI4 INCR read bursts -> a packed AXI-Stream of their
 // bytes, one packet per run of chunks that ends with `last`. The payload read path of the
 // requester (roce_req) and of the responder's READ responses (roce_resp).
@@ -50,28 +51,13 @@ module dma_rd_stream #(
     input  wire                          m_axi_rvalid,
     output wire                          m_axi_rready,
 
-    output wire [DATA_WIDTH-1:0]         m_axis_tdata,
-    output wire [DATA_WIDTH/8-1:0]       m_axis_tkeep,
-    output wire                          m_axis_tvalid,
-    input  wire                          m_axis_tready,
-    output wire                          m_axis_tlast,
+    `NIC_AXIS_MASTER_PORTS(wire, DATA_WIDTH, DATA_WIDTH/8),
     output wire                          m_axis_tuser,
 
     output wire                          busy
 );
 
-    function integer clog2;
-        input integer value;
-        integer v;
-        begin
-            clog2 = 0;
-            v = value - 1;
-            while (v > 0) begin
-                clog2 = clog2 + 1;
-                v = v >> 1;
-            end
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     localparam KW = DATA_WIDTH / 8;
     localparam KW_LOG = clog2(KW);

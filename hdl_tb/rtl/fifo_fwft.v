@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // fifo_fwft: synchronous first-word-fall-through FIFO on a RAM with a registered read (block
 // RAM or distributed RAM; one write port, one read port).
 //
@@ -36,18 +37,7 @@ module fifo_fwft #(
     output wire [15:0]      count
 );
 
-    function integer clog2;
-        input integer value;
-        integer v;
-        begin
-            clog2 = 0;
-            v = value - 1;
-            while (v > 0) begin
-                clog2 = clog2 + 1;
-                v = v >> 1;
-            end
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     localparam AW = clog2(DEPTH);
 

@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // mr_translate: memory-region address translation (key -> MPT -> MTT -> physical pages).
 //
 // The MPT (memory protection table, indexed by key >> 8) and the MTT (memory translation table,
@@ -101,18 +102,7 @@ module mr_translate #(
     output wire [TAG_WIDTH-1:0]  rsp_tag
 );
 
-    function integer clog2;
-        input integer value;
-        integer v;
-        begin
-            clog2 = 0;
-            v = value - 1;
-            while (v > 0) begin
-                clog2 = clog2 + 1;
-                v = v >> 1;
-            end
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     localparam PAGE_SHIFT = 12;
     localparam MPT_AW = clog2(MPT_DEPTH);

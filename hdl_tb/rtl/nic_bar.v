@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // nic_bar: BAR0 of the nsnic device (nicsim.hwif) as an AXI4-Lite slave: the command mailbox
 // registers of page 0 and the doorbell pages (UARs) 1..MAX_UAR.
 //
@@ -73,25 +74,7 @@ module nic_bar #(
     input  wire                        clk,
     input  wire                        rst,
 
-    input  wire [AXIL_ADDR_WIDTH-1:0]  s_axil_awaddr,
-    input  wire [2:0]                  s_axil_awprot,
-    input  wire                        s_axil_awvalid,
-    output wire                        s_axil_awready,
-    input  wire [63:0]                 s_axil_wdata,
-    input  wire [7:0]                  s_axil_wstrb,
-    input  wire                        s_axil_wvalid,
-    output wire                        s_axil_wready,
-    output wire [1:0]                  s_axil_bresp,
-    output wire                        s_axil_bvalid,
-    input  wire                        s_axil_bready,
-    input  wire [AXIL_ADDR_WIDTH-1:0]  s_axil_araddr,
-    input  wire [2:0]                  s_axil_arprot,
-    input  wire                        s_axil_arvalid,
-    output wire                        s_axil_arready,
-    output wire [63:0]                 s_axil_rdata,
-    output wire [1:0]                  s_axil_rresp,
-    output wire                        s_axil_rvalid,
-    input  wire                        s_axil_rready,
+    `NIC_AXIL_SLAVE_PORTS(AXIL_ADDR_WIDTH, 64),
 
     output wire                        cmd_go,
     output reg  [63:0]                 cmd_opcode,
@@ -122,18 +105,7 @@ module nic_bar #(
     output reg  [31:0]                 cnt_db_drop
 );
 
-    function integer clog2;
-        input integer value;
-        integer v;
-        begin
-            clog2 = 0;
-            v = value - 1;
-            while (v > 0) begin
-                clog2 = clog2 + 1;
-                v = v >> 1;
-            end
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     localparam [63:0] DEV_ID = 64'h6e736e69_00000002;  // hwif.DEV_ID (HWIF_VERSION 2)
     localparam PAGE_W = AXIL_ADDR_WIDTH - 12;

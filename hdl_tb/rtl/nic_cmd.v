@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // nic_cmd: the command processor of the nsnic device: the hardware side of the mailbox
 // (nicsim.hwif CmdOpcode / CmdStatus), with the QP and CQ context tables.
 //
@@ -177,42 +178,9 @@ module nic_cmd #(
     output reg                           busy,
     output reg  [7:0]                    status,
 
-    output wire [AXI_ID_WIDTH-1:0]       m_axi_arid,
-    output wire [AXI_ADDR_WIDTH-1:0]     m_axi_araddr,
-    output wire [7:0]                    m_axi_arlen,
-    output wire [2:0]                    m_axi_arsize,
-    output wire [1:0]                    m_axi_arburst,
-    output wire                          m_axi_arlock,
-    output wire [3:0]                    m_axi_arcache,
-    output wire [2:0]                    m_axi_arprot,
-    output wire                          m_axi_arvalid,
-    input  wire                          m_axi_arready,
-    input  wire [AXI_ID_WIDTH-1:0]       m_axi_rid,
-    input  wire [AXI_DATA_WIDTH-1:0]     m_axi_rdata,
-    input  wire [1:0]                    m_axi_rresp,
-    input  wire                          m_axi_rlast,
-    input  wire                          m_axi_rvalid,
-    output wire                          m_axi_rready,
+    `NIC_AXI_RD_MASTER_PORTS(AXI_ID_WIDTH, AXI_ADDR_WIDTH, AXI_DATA_WIDTH),
 
-    output wire [AXI_ID_WIDTH-1:0]       m_axi_awid,
-    output wire [AXI_ADDR_WIDTH-1:0]     m_axi_awaddr,
-    output wire [7:0]                    m_axi_awlen,
-    output wire [2:0]                    m_axi_awsize,
-    output wire [1:0]                    m_axi_awburst,
-    output wire                          m_axi_awlock,
-    output wire [3:0]                    m_axi_awcache,
-    output wire [2:0]                    m_axi_awprot,
-    output wire                          m_axi_awvalid,
-    input  wire                          m_axi_awready,
-    output wire [AXI_DATA_WIDTH-1:0]     m_axi_wdata,
-    output wire [AXI_DATA_WIDTH/8-1:0]   m_axi_wstrb,
-    output wire                          m_axi_wlast,
-    output wire                          m_axi_wvalid,
-    input  wire                          m_axi_wready,
-    input  wire [AXI_ID_WIDTH-1:0]       m_axi_bid,
-    input  wire [1:0]                    m_axi_bresp,
-    input  wire                          m_axi_bvalid,
-    output wire                          m_axi_bready,
+    `NIC_AXI_WR_MASTER_PORTS(AXI_ID_WIDTH, AXI_ADDR_WIDTH, AXI_DATA_WIDTH),
 
     output reg                           mr_cmd_valid,
     input  wire                          mr_cmd_ready,
@@ -266,18 +234,7 @@ module nic_cmd #(
     output reg  [31:0]                   cnt_errors
 );
 
-    function integer clog2;
-        input integer value;
-        integer v;
-        begin
-            clog2 = 0;
-            v = value - 1;
-            while (v > 0) begin
-                clog2 = clog2 + 1;
-                v = v >> 1;
-            end
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     // ---------------------------------------------------------------- constants
     localparam BEAT_BYTES = AXI_DATA_WIDTH / 8;

@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // roce_comp: the completer of the nsnic RoCEv2 NIC (IBA 9.7.6), as nicsim/nic/completer.py:
 // ACKs and NAKs from the responder complete the requester's outstanding WQEs in order, write
 // their CQEs, and send the requester back (go-back-N) when something was lost.
@@ -182,18 +183,7 @@ module roce_comp #(
     output reg  [31:0]            cnt_unexpected
 );
 
-    function integer clog2;
-        input integer value;
-        integer v;
-        begin
-            clog2 = 0;
-            v = value - 1;
-            while (v > 0) begin
-                clog2 = clog2 + 1;
-                v = v >> 1;
-            end
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     localparam QP_AW = NUM_QP > 1 ? clog2(NUM_QP) : 1;
     localparam OUT_AW = clog2(OUT);

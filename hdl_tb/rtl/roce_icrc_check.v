@@ -30,6 +30,7 @@
 //   s_axis_tready depends combinationally on m_axis_tready.
 
 `default_nettype none
+`include "nic_common.vh"
 
 module roce_icrc_check #(
     parameter DATA_WIDTH = 64,
@@ -38,18 +39,10 @@ module roce_icrc_check #(
     input  wire                  clk,
     input  wire                  rst,
 
-    input  wire [DATA_WIDTH-1:0] s_axis_tdata,
-    input  wire [KEEP_WIDTH-1:0] s_axis_tkeep,
-    input  wire                  s_axis_tvalid,
-    output wire                  s_axis_tready,
-    input  wire                  s_axis_tlast,
+    `NIC_AXIS_SLAVE_PORTS(DATA_WIDTH, KEEP_WIDTH),
     input  wire                  s_axis_tuser,
 
-    output reg  [DATA_WIDTH-1:0] m_axis_tdata,
-    output reg  [KEEP_WIDTH-1:0] m_axis_tkeep,
-    output reg                   m_axis_tvalid,
-    input  wire                  m_axis_tready,
-    output reg                   m_axis_tlast,
+    `NIC_AXIS_MASTER_PORTS(reg, DATA_WIDTH, KEEP_WIDTH),
     output reg                   m_axis_tuser,
 
     output reg                   stat_bad_icrc

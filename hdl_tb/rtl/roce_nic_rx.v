@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // roce_nic_rx: the NIC's receive front end: roce_rx (ICRC check, parser) with the metadata
 // fields the NIC's engines use, the payload stream, and one drop counter (the sum of
 // roce_rx's drop reasons). Non-RoCE frames (bypass) are dropped and counted: the NIC has no
@@ -20,11 +21,7 @@ module roce_nic_rx #(
     input  wire                    clk,
     input  wire                    rst,
 
-    input  wire [DATA_WIDTH-1:0]   s_axis_tdata,
-    input  wire [DATA_WIDTH/8-1:0] s_axis_tkeep,
-    input  wire                    s_axis_tvalid,
-    output wire                    s_axis_tready,
-    input  wire                    s_axis_tlast,
+    `NIC_AXIS_SLAVE_PORTS(DATA_WIDTH, DATA_WIDTH/8),
     input  wire                    s_axis_tuser,
 
     output wire                    m_meta_valid,
@@ -54,11 +51,7 @@ module roce_nic_rx #(
     output wire [63:0]             m_meta_atomic_compare,
     output wire [63:0]             m_meta_atomic_orig,
 
-    output wire [DATA_WIDTH-1:0]   m_axis_tdata,
-    output wire [DATA_WIDTH/8-1:0] m_axis_tkeep,
-    output wire                    m_axis_tvalid,
-    input  wire                    m_axis_tready,
-    output wire                    m_axis_tlast,
+    `NIC_AXIS_MASTER_PORTS(wire, DATA_WIDTH, DATA_WIDTH/8),
 
     output wire [31:0]             stat_packets,
     output reg  [31:0]             stat_drops

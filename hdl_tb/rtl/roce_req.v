@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // roce_req: the requester of the nsnic RoCEv2 NIC: send WQEs -> RC request packets
 // (IBA 9.7.1-9.7.2), the frames nicsim/nic/requester.py builds for the same WQEs.
 //
@@ -178,17 +179,7 @@ module roce_req #(
     input  wire [12:0]                   mr_rsp_len,
     input  wire                          mr_rsp_last,
 
-    output wire [ADDR_WIDTH-1:0]         m_axi_araddr,
-    output wire [7:0]                    m_axi_arlen,
-    output wire [2:0]                    m_axi_arsize,
-    output wire [1:0]                    m_axi_arburst,
-    output wire                          m_axi_arvalid,
-    input  wire                          m_axi_arready,
-    input  wire [DATA_WIDTH-1:0]         m_axi_rdata,
-    input  wire [1:0]                    m_axi_rresp,
-    input  wire                          m_axi_rlast,
-    input  wire                          m_axi_rvalid,
-    output wire                          m_axi_rready,
+    `NIC_AXI_RD_MASTER_NOID_PORTS(ADDR_WIDTH, DATA_WIDTH),
 
     output wire                          tx_hdr_valid,
     input  wire                          tx_hdr_ready,
@@ -238,18 +229,7 @@ module roce_req #(
     output reg  [31:0]                   cnt_stale
 );
 
-    function integer clog2;
-        input integer value;
-        integer v;
-        begin
-            clog2 = 0;
-            v = value - 1;
-            while (v > 0) begin
-                clog2 = clog2 + 1;
-                v = v >> 1;
-            end
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     localparam KW = DATA_WIDTH / 8;
     localparam KW_LOG = clog2(KW);

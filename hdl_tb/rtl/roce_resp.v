@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // roce_resp: the responder of the nsnic RoCEv2 NIC for RDMA WRITE, SEND, READ and atomics (IBA
 // 9.7.4-9.7.5; it also places the payload of READ responses for the completer, below),
 // as nicsim/nic/responder.py handles them: requests from the peer are checked and placed in
@@ -186,17 +187,7 @@ module roce_resp #(
     input  wire [12:0]                   mr_rsp_len,
     input  wire                          mr_rsp_last,
 
-    output wire [ADDR_WIDTH-1:0]         m_axi_araddr,
-    output wire [7:0]                    m_axi_arlen,
-    output wire [2:0]                    m_axi_arsize,
-    output wire [1:0]                    m_axi_arburst,
-    output wire                          m_axi_arvalid,
-    input  wire                          m_axi_arready,
-    input  wire [DATA_WIDTH-1:0]         m_axi_rdata,
-    input  wire [1:0]                    m_axi_rresp,
-    input  wire                          m_axi_rlast,
-    input  wire                          m_axi_rvalid,
-    output wire                          m_axi_rready,
+    `NIC_AXI_RD_MASTER_NOID_PORTS(ADDR_WIDTH, DATA_WIDTH),
 
     output wire [ADDR_WIDTH-1:0]         m_axi_awaddr,
     output wire [7:0]                    m_axi_awlen,
@@ -280,18 +271,7 @@ module roce_resp #(
     output reg  [31:0]                   cnt_atomics
 );
 
-    function integer clog2;
-        input integer value;
-        integer v;
-        begin
-            clog2 = 0;
-            v = value - 1;
-            while (v > 0) begin
-                clog2 = clog2 + 1;
-                v = v >> 1;
-            end
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     localparam KW = DATA_WIDTH / 8;
     localparam KW_LOG = clog2(KW);

@@ -96,6 +96,7 @@
 //     stat_drop_bad_padcount, stat_drop_oversize.
 
 `default_nettype none
+`include "nic_common.vh"
 
 module roce_rx_parser #(
     parameter DATA_WIDTH = 64,
@@ -107,18 +108,10 @@ module roce_rx_parser #(
     input  wire                  clk,
     input  wire                  rst,
 
-    input  wire [DATA_WIDTH-1:0] s_axis_tdata,
-    input  wire [KEEP_WIDTH-1:0] s_axis_tkeep,
-    input  wire                  s_axis_tvalid,
-    output wire                  s_axis_tready,
-    input  wire                  s_axis_tlast,
+    `NIC_AXIS_SLAVE_PORTS(DATA_WIDTH, KEEP_WIDTH),
     input  wire                  s_axis_tuser,
 
-    output wire [DATA_WIDTH-1:0] m_axis_tdata,
-    output wire [KEEP_WIDTH-1:0] m_axis_tkeep,
-    output wire                  m_axis_tvalid,
-    input  wire                  m_axis_tready,
-    output wire                  m_axis_tlast,
+    `NIC_AXIS_MASTER_PORTS(wire, DATA_WIDTH, KEEP_WIDTH),
 
     output wire [DATA_WIDTH-1:0] m_bypass_tdata,
     output wire [KEEP_WIDTH-1:0] m_bypass_tkeep,
@@ -127,71 +120,16 @@ module roce_rx_parser #(
     output wire                  m_bypass_tlast,
     output wire                  m_bypass_tuser,
 
-    output wire                  m_meta_valid,
-    input  wire                  m_meta_ready,
-    output wire [47:0]           m_meta_dmac,
-    output wire [47:0]           m_meta_smac,
-    output wire                  m_meta_ipv6,
-    output wire [127:0]          m_meta_sip,
-    output wire [127:0]          m_meta_dip,
-    output wire [7:0]            m_meta_tos,
-    output wire [15:0]           m_meta_udp_sport,
-    output wire [7:0]            m_meta_opcode,
-    output wire                  m_meta_solicited,
-    output wire                  m_meta_migreq,
-    output wire [1:0]            m_meta_padcount,
-    output wire [15:0]           m_meta_pkey,
-    output wire                  m_meta_fecn,
-    output wire                  m_meta_becn,
-    output wire [23:0]           m_meta_dqpn,
-    output wire                  m_meta_ackreq,
-    output wire [23:0]           m_meta_psn,
-    output wire [9:0]            m_meta_flags,
-    output wire [15:0]           m_meta_payload_len,
-    output wire [63:0]           m_meta_reth_va,
-    output wire [31:0]           m_meta_reth_rkey,
-    output wire [31:0]           m_meta_reth_len,
-    output wire [7:0]            m_meta_aeth_syndrome,
-    output wire [23:0]           m_meta_aeth_msn,
-    output wire [31:0]           m_meta_imm,
-    output wire [31:0]           m_meta_ieth_rkey,
-    output wire [63:0]           m_meta_atomic_va,
-    output wire [31:0]           m_meta_atomic_rkey,
-    output wire [63:0]           m_meta_atomic_swap_add,
-    output wire [63:0]           m_meta_atomic_compare,
-    output wire [63:0]           m_meta_atomic_orig,
-    output wire [31:0]           m_meta_deth_qkey,
-    output wire [23:0]           m_meta_deth_src_qp,
+    `NIC_ROCE_RX_META_PORTS,
 
-    output reg  [31:0]           stat_rx_packets,
-    output reg  [31:0]           stat_bypass,
-    output reg  [31:0]           stat_drop_bad_icrc,
-    output reg  [31:0]           stat_drop_truncated,
-    output reg  [31:0]           stat_drop_bad_ip_version,
-    output reg  [31:0]           stat_drop_bad_ip_header,
-    output reg  [31:0]           stat_drop_bad_ip_checksum,
-    output reg  [31:0]           stat_drop_bad_ip_length,
-    output reg  [31:0]           stat_drop_bad_udp_length,
-    output reg  [31:0]           stat_drop_unknown_opcode,
-    output reg  [31:0]           stat_drop_bad_transport_version,
-    output reg  [31:0]           stat_drop_short_headers,
-    output reg  [31:0]           stat_drop_bad_padcount,
-    output reg  [31:0]           stat_drop_oversize
+    `NIC_ROCE_RX_STAT_PORTS(reg)
 );
 
 /* verilator lint_off UNUSEDPARAM */
 `include "roce_opcodes.vh"
 /* verilator lint_on UNUSEDPARAM */
 
-    function integer clog2;
-        input integer v;
-        integer t;
-        begin
-            clog2 = 0;
-            for (t = v - 1; t > 0; t = t >> 1)
-                clog2 = clog2 + 1;
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     localparam KB = clog2(KEEP_WIDTH);          // log2 of bytes per beat
     localparam PAW = clog2(PAYLOAD_FIFO_DEPTH);

@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // roce_tx: RoCEv2 transmit path, roce_tx_framer followed by roce_icrc_insert.
 //
 // Takes a header descriptor and a payload stream and emits the complete RoCEv2 frame (without
@@ -27,54 +28,12 @@ module roce_tx #(
     input  wire                   clk,
     input  wire                   rst,
 
-    input  wire                   s_hdr_valid,
-    output wire                   s_hdr_ready,
-    input  wire [47:0]            s_hdr_dmac,
-    input  wire [47:0]            s_hdr_smac,
-    input  wire                   s_hdr_ipv6,
-    input  wire [127:0]           s_hdr_sip,
-    input  wire [127:0]           s_hdr_dip,
-    input  wire [7:0]             s_hdr_tos,
-    input  wire [7:0]             s_hdr_ttl,
-    input  wire [19:0]            s_hdr_flow_label,
-    input  wire [15:0]            s_hdr_udp_sport,
-    input  wire [7:0]             s_hdr_opcode,
-    input  wire                   s_hdr_solicited,
-    input  wire                   s_hdr_migreq,
-    input  wire [15:0]            s_hdr_pkey,
-    input  wire                   s_hdr_fecn,
-    input  wire                   s_hdr_becn,
-    input  wire [23:0]            s_hdr_dqpn,
-    input  wire                   s_hdr_ackreq,
-    input  wire [23:0]            s_hdr_psn,
-    input  wire [63:0]            s_hdr_reth_va,
-    input  wire [31:0]            s_hdr_reth_rkey,
-    input  wire [31:0]            s_hdr_reth_len,
-    input  wire [7:0]             s_hdr_aeth_syndrome,
-    input  wire [23:0]            s_hdr_aeth_msn,
-    input  wire [31:0]            s_hdr_imm,
-    input  wire [31:0]            s_hdr_ieth_rkey,
-    input  wire [63:0]            s_hdr_atomic_va,
-    input  wire [31:0]            s_hdr_atomic_rkey,
-    input  wire [63:0]            s_hdr_atomic_swap_add,
-    input  wire [63:0]            s_hdr_atomic_compare,
-    input  wire [63:0]            s_hdr_atomic_orig,
-    input  wire [31:0]            s_hdr_deth_qkey,
-    input  wire [23:0]            s_hdr_deth_src_qp,
-    input  wire [15:0]            s_hdr_payload_len,
+    `NIC_ROCE_TX_HDR_PORTS,
 
-    input  wire [DATA_WIDTH-1:0]  s_axis_tdata,
-    input  wire [KEEP_WIDTH-1:0]  s_axis_tkeep,
-    input  wire                   s_axis_tvalid,
-    output wire                   s_axis_tready,
-    input  wire                   s_axis_tlast,
+    `NIC_AXIS_SLAVE_PORTS(DATA_WIDTH, KEEP_WIDTH),
     input  wire                   s_axis_tuser,
 
-    output wire [DATA_WIDTH-1:0]  m_axis_tdata,
-    output wire [KEEP_WIDTH-1:0]  m_axis_tkeep,
-    output wire                   m_axis_tvalid,
-    input  wire                   m_axis_tready,
-    output wire                   m_axis_tlast,
+    `NIC_AXIS_MASTER_PORTS(wire, DATA_WIDTH, KEEP_WIDTH),
     output wire                   m_axis_tuser
 );
 

@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // roce_tx_framer: builds a RoCEv2 frame, without its ICRC, from a header descriptor and a
 // payload stream.
 //
@@ -76,41 +77,7 @@ module roce_tx_framer #(
     input  wire                  clk,
     input  wire                  rst,
 
-    input  wire                  s_hdr_valid,
-    output wire                  s_hdr_ready,
-    input  wire [47:0]           s_hdr_dmac,
-    input  wire [47:0]           s_hdr_smac,
-    input  wire                  s_hdr_ipv6,
-    input  wire [127:0]          s_hdr_sip,
-    input  wire [127:0]          s_hdr_dip,
-    input  wire [7:0]            s_hdr_tos,
-    input  wire [7:0]            s_hdr_ttl,
-    input  wire [19:0]           s_hdr_flow_label,
-    input  wire [15:0]           s_hdr_udp_sport,
-    input  wire [7:0]            s_hdr_opcode,
-    input  wire                  s_hdr_solicited,
-    input  wire                  s_hdr_migreq,
-    input  wire [15:0]           s_hdr_pkey,
-    input  wire                  s_hdr_fecn,
-    input  wire                  s_hdr_becn,
-    input  wire [23:0]           s_hdr_dqpn,
-    input  wire                  s_hdr_ackreq,
-    input  wire [23:0]           s_hdr_psn,
-    input  wire [63:0]           s_hdr_reth_va,
-    input  wire [31:0]           s_hdr_reth_rkey,
-    input  wire [31:0]           s_hdr_reth_len,
-    input  wire [7:0]            s_hdr_aeth_syndrome,
-    input  wire [23:0]           s_hdr_aeth_msn,
-    input  wire [31:0]           s_hdr_imm,
-    input  wire [31:0]           s_hdr_ieth_rkey,
-    input  wire [63:0]           s_hdr_atomic_va,
-    input  wire [31:0]           s_hdr_atomic_rkey,
-    input  wire [63:0]           s_hdr_atomic_swap_add,
-    input  wire [63:0]           s_hdr_atomic_compare,
-    input  wire [63:0]           s_hdr_atomic_orig,
-    input  wire [31:0]           s_hdr_deth_qkey,
-    input  wire [23:0]           s_hdr_deth_src_qp,
-    input  wire [15:0]           s_hdr_payload_len,
+    `NIC_ROCE_TX_HDR_PORTS,
 
     input  wire [DATA_WIDTH-1:0] s_axis_tdata,
     /* verilator lint_off UNUSEDSIGNAL */
@@ -121,11 +88,7 @@ module roce_tx_framer #(
     input  wire                  s_axis_tlast,
     input  wire                  s_axis_tuser,
 
-    output reg  [DATA_WIDTH-1:0] m_axis_tdata,
-    output reg  [KEEP_WIDTH-1:0] m_axis_tkeep,
-    output reg                   m_axis_tvalid,
-    input  wire                  m_axis_tready,
-    output reg                   m_axis_tlast,
+    `NIC_AXIS_MASTER_PORTS(reg, DATA_WIDTH, KEEP_WIDTH),
     output reg                   m_axis_tuser
 );
 
@@ -133,18 +96,7 @@ module roce_tx_framer #(
 `include "roce_opcodes.vh"
 /* verilator lint_on UNUSEDPARAM */
 
-function integer clog2;
-    input integer value;
-    integer t;
-    begin
-        clog2 = 0;
-        t = value - 1;
-        while (t > 0) begin
-            clog2 = clog2 + 1;
-            t = t >> 1;
-        end
-    end
-endfunction
+`NIC_CLOG2_FUNCTION
 
 localparam KW = KEEP_WIDTH;
 localparam KW_LOG = clog2(KW);

@@ -1,4 +1,5 @@
 `default_nettype none
+`include "nic_common.vh"
 // wqe_fetch: send-queue doorbells -> WQE reads from host memory (AXI4 read master) -> decoded
 // send WQEs (hwif.SendWqeCtrl + hwif.Sge list).
 //
@@ -90,22 +91,7 @@ module wqe_fetch #(
 
     output wire [NUM_QP*16-1:0]          sq_ci,
 
-    output wire [AXI_ID_WIDTH-1:0]       m_axi_arid,
-    output wire [AXI_ADDR_WIDTH-1:0]     m_axi_araddr,
-    output wire [7:0]                    m_axi_arlen,
-    output wire [2:0]                    m_axi_arsize,
-    output wire [1:0]                    m_axi_arburst,
-    output wire                          m_axi_arlock,
-    output wire [3:0]                    m_axi_arcache,
-    output wire [2:0]                    m_axi_arprot,
-    output wire                          m_axi_arvalid,
-    input  wire                          m_axi_arready,
-    input  wire [AXI_ID_WIDTH-1:0]       m_axi_rid,
-    input  wire [AXI_DATA_WIDTH-1:0]     m_axi_rdata,
-    input  wire [1:0]                    m_axi_rresp,
-    input  wire                          m_axi_rlast,
-    input  wire                          m_axi_rvalid,
-    output wire                          m_axi_rready,
+    `NIC_AXI_RD_MASTER_PORTS(AXI_ID_WIDTH, AXI_ADDR_WIDTH, AXI_DATA_WIDTH),
 
     output wire                          m_wqe_valid,
     input  wire                          m_wqe_ready,
@@ -128,18 +114,7 @@ module wqe_fetch #(
     output wire                          m_wqe_err
 );
 
-    function integer clog2;
-        input integer value;
-        integer v;
-        begin
-            clog2 = 0;
-            v = value - 1;
-            while (v > 0) begin
-                clog2 = clog2 + 1;
-                v = v >> 1;
-            end
-        end
-    endfunction
+    `NIC_CLOG2_FUNCTION
 
     localparam BEAT_BYTES = AXI_DATA_WIDTH / 8;
     localparam BEAT_LOG = clog2(BEAT_BYTES);

@@ -1,7 +1,7 @@
 """A routed, output-queued, store-and-forward Ethernet switch: the fabric's ToR and spine.
 
-What a switch knows (DESIGN.md, "switches are fabric, not NICs"): frames, traffic classes,
-queues, a shared buffer and pauses. It parses only what forwarding needs: Ethernet, an
+What a switch knows (switches are fabric, not NICs: docs/architecture.md): frames, traffic
+classes, queues, a shared buffer and pauses. It parses only what forwarding needs: Ethernet, an
 optional 802.1Q tag (its PCP), IPv4/IPv6 (destination, DSCP, ECN, TTL / hop limit) and the
 UDP/TCP ports of the ECMP hash.
 
