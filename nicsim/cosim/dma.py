@@ -92,7 +92,7 @@ class PcieDmaSlave:
             pc.now = t
             done = pcie.dma_read(n)
             # the request is at host memory when its TLPs have gone and the latency passed
-            nreq = pcie._tlps(n, pcie.cfg.mrrs)
+            nreq = pcie.tlps(n, pcie.cfg.mrrs)
             at_mem = t + nreq * pcie.cfg.tlp_overhead / pcie._bpns + pcie.cfg.latency_ns \
                 + pcie.cfg.host_mem_ns / 2
             rd = _Read(int(ar.arid), addr, beats, done)

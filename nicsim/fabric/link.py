@@ -221,10 +221,24 @@ class Link:
                 n = frame.__len__()
                 tn = round(t - self._prop - ((n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)
                                              + _SOF_EXTRA) * self._ns_per_byte)
-                # (the receiver still takes an Unbuilt as it is)
-                fb = frame.build() if frame.__class__ is Unbuilt else frame  # type: ignore[union-attr]
-                for tap in taps:
-                    tap.write(fb, tn)
+                # A tap that gathers pieces (the pcap writer) gets an Unbuilt's pieces, the
+                # others its bytes; the receiver takes the Unbuilt as it is.
+                if frame.__class__ is Unbuilt:
+                    u: Unbuilt = frame  # type: ignore[assignment]
+                    pieces = u.builder.pieces(u.opcode, u.dqpn, u.psn, u.ext, u.payload,
+                                              u.ackreq, u.solicited)  # (Unbuilt.pieces)
+                    fb = None
+                    for tap in taps:
+                        wp = getattr(tap, "write_pieces", None)
+                        if wp is not None:
+                            wp(pieces, n, tn)
+                        else:
+                            if fb is None:
+                                fb = b"".join(pieces)
+                            tap.write(fb, tn)
+                else:
+                    for tap in taps:
+                        tap.write(frame, tn)
         if what & _DELIVER:
             self.ends[to](frame)
 

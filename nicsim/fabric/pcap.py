@@ -93,12 +93,12 @@ class PcapTap:
 
     __slots__ = ("path", "_written", "_file", "_pending", "_n")
 
-    _FLUSH_EVERY = 2048
+    _FLUSH_EVERY = 512  # records per write: a few MiB at most, reused while cache-warm
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._written = 0  # frames flushed
-        self._pending: list[bytes] = []
+        self._pending: list[bytes | memoryview] = []
         self._n = 0  # frames in _pending
         self._file: BinaryIO | None = None  # (for __del__ if open fails)
         # Unbuffered: records go to the kernel in bulk from `_pending`.
@@ -114,10 +114,16 @@ class PcapTap:
 
     def write(self, frame: bytes, t_ns: float) -> None:
         """Record one frame seen at simulated time `t_ns` (>= 0) nanoseconds."""
+        self.write_pieces((frame,), len(frame), t_ns)
+
+    def write_pieces(self, pieces: tuple[bytes | memoryview, ...], n: int, t_ns: float) -> None:
+        """Record the frame of `n` bytes that `pieces` make up (nicsim.wire.packet.Unbuilt:
+        they are gathered by the write, not joined first)."""
         # round(): SimPy time computed from sizes over rates may arrive as a float.
         t = round(t_ns)
-        n = len(frame)
-        self._pending += (_PCAP_RECORD.pack(t // _NS_PER_S, t % _NS_PER_S, n, n), frame)
+        p = self._pending
+        p.append(_PCAP_RECORD.pack(t // _NS_PER_S, t % _NS_PER_S, n, n))
+        p += pieces
         self._n += 1
         if self._n >= self._FLUSH_EVERY:
             self.flush()

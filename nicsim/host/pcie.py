@@ -72,18 +72,18 @@ class Pcie:
             **self._mmio,
         }
 
-    def _tlps(self, n: int, size: int) -> int:
+    def tlps(self, n: int, size: int) -> int:
         return max(1, -(-n // size))
 
     def _write_cost(self, nbytes: int) -> list:
         c = self.cfg
-        ntlp = self._tlps(nbytes, c.mps)
+        ntlp = self.tlps(nbytes, c.mps)
         v = self._wcost[nbytes] = [ntlp, (nbytes + ntlp * c.tlp_overhead) / self._bpns, 0]
         return v
 
     def _read_cost(self, nbytes: int) -> list:
         c = self.cfg
-        nreq, ncpl = self._tlps(nbytes, c.mrrs), self._tlps(nbytes, c.mps)
+        nreq, ncpl = self.tlps(nbytes, c.mrrs), self.tlps(nbytes, c.mps)
         v = self._rcost[nbytes] = [nreq, ncpl, nreq * c.tlp_overhead / self._bpns,
                                    (nbytes + ncpl * c.tlp_overhead) / self._bpns, 0]
         return v

@@ -44,7 +44,7 @@ from nicsim.scenario.traffic import (
     Source,
     StreamSource,
     Wr,
-    _Ids,
+    WrIds,
 )
 from nicsim.trace.breakdown import Breakdown
 from nicsim.trace.timeseries import Probe, Sampler
@@ -217,7 +217,7 @@ class Runner:
 
     def _sources(self, pl: Plan, t0: float) -> list[Source]:
         sc = self.sc
-        ids = _Ids()
+        ids = WrIds()
         seeds = iter(self._traffic_seq.bit_generator.seed_seq.spawn(  # type: ignore[union-attr]
             len(sc.patterns) + len(sc.flows)))
         out: list[Source] = []

@@ -412,7 +412,8 @@ class ScenarioError(Exception):
 _FIELD_MSG = re.compile(r"[a-z_][a-z0-9_]*(\[\d+\])?(\.[a-z_][a-z0-9_]*(\[\d+\])?)*: ")
 
 
-def _one_line(e: ValidationError) -> str:
+def one_line(e: ValidationError) -> str:
+    """The first error of a validation, as one line for the user: the field, then why."""
     err = e.errors()[0]
     loc = ".".join(str(x) if not isinstance(x, int) else f"[{x}]" for x in err["loc"])
     loc = loc.replace(".[", "[")
@@ -433,7 +434,7 @@ def validate(data: Any, source: str = "<scenario>") -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as e:
-        raise ScenarioError(f"{source}: {_one_line(e)}") from None
+        raise ScenarioError(f"{source}: {one_line(e)}") from None
 
 
 def load_data(text: str, source: str = "<scenario>") -> dict[str, Any]:

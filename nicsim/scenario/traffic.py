@@ -120,7 +120,7 @@ class Source:
 
 
 @dataclass(eq=False)
-class _Ids:
+class WrIds:
     """WR indices, shared by the sources of a run."""
 
     n: int = 0
@@ -134,7 +134,7 @@ class OpsSource(Source):
     """Every op line in order, each `repeat` times, `depth` WRs outstanding."""
 
     def __init__(self, ops: list[OpSpec], groups: list[int], depth: int, hosts: list[str],
-                 ids: _Ids) -> None:
+                 ids: WrIds) -> None:
         self.depth = depth
         self.ids = ids
         self.outstanding = 0
@@ -181,7 +181,7 @@ class _Loop:
 
 
 class StreamSource(Source):
-    def __init__(self, s: StreamSpec, group: int, hosts: list[str], ids: _Ids) -> None:
+    def __init__(self, s: StreamSpec, group: int, hosts: list[str], ids: WrIds) -> None:
         self.s = s
         self.group = group
         self.ids = ids
@@ -235,7 +235,7 @@ class StreamSource(Source):
 
 class PatternSource(Source):
     def __init__(self, p: PatternSpec, group: int, hosts: list[str], rng: np.random.Generator,
-                 ids: _Ids) -> None:
+                 ids: WrIds) -> None:
         self.p = p
         self.group = group
         self.hosts = p.hosts or hosts
@@ -302,7 +302,7 @@ class FlowSource(Source):
     rate_gbps: float
     op: OpKind
     rng: np.random.Generator
-    ids: _Ids
+    ids: WrIds
     start: float
     dst: str | None = None
     count: int | None = None

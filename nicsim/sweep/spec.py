@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nicsim.scenario.overrides import parse_path
-from nicsim.scenario.schema import NAME, ScenarioError, _one_line, load_data, read_text
+from nicsim.scenario.schema import NAME, ScenarioError, load_data, one_line, read_text
 
 Scalar = str | int | float | bool | None
 
@@ -97,7 +97,7 @@ def load_sweep(path: str | Path) -> Sweep:
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as e:
-        raise ScenarioError(f"{p}: {_one_line(e)}") from None
+        raise ScenarioError(f"{p}: {one_line(e)}") from None
     for key in [*spec.parameters, *spec.set]:
         try:
             parse_path(key)

@@ -312,6 +312,15 @@ class FrameBuilder:
               *, ackreq: bool = False, solicited: bool = False, becn: bool = False,
               fecn: bool = False, pkey: int = PKEY_DEFAULT, migreq: bool = True) -> bytes:
         """One complete frame (without FCS). `ext` is the packed extension headers in order."""
+        return b"".join(self.pieces(opcode, dqpn, psn, ext, payload, ackreq, solicited, becn,
+                                    fecn, pkey, migreq))
+
+    def pieces(self, opcode: int, dqpn: int, psn: int, ext: bytes, payload: bytes | memoryview,
+               ackreq: bool = False, solicited: bool = False, becn: bool = False,
+               fecn: bool = False, pkey: int = PKEY_DEFAULT, migreq: bool = True
+               ) -> tuple[bytes | memoryview, ...]:
+        """The frame `build` makes, as the pieces it is joined from (headers, payload, ICRC): a
+        writer that gathers them (a pcap tap's writev) need not copy the payload once more."""
         plen = len(payload)
         pad = -plen & 3
         udp_len = UDP_HLEN + BTH_LEN + len(ext) + plen + pad + ICRC_LEN
@@ -325,12 +334,10 @@ class FrameBuilder:
         crc = crc32(_BTH3.pack(w0, 0xFF000000 | dq, w2), crc)
         if pad:
             tail = ext + payload + b"\0" * pad
-            crc = crc32(tail, crc)
-            return b"".join((hdr, bth, tail, _ICRC.pack(crc)))
+            return hdr, bth, tail, _ICRC.pack(crc32(tail, crc))
         if ext:
-            crc = crc32(ext, crc)
-        crc = crc32(payload, crc)
-        return b"".join((hdr, bth, ext, payload, _ICRC.pack(crc)))
+            return hdr, bth, ext, payload, _ICRC.pack(crc32(payload, crc32(ext, crc)))
+        return hdr, bth, payload, _ICRC.pack(crc32(payload, crc))
 
 
 class Unbuilt:
@@ -370,8 +377,12 @@ class Unbuilt:
         return self.n
 
     def build(self) -> bytes:
-        return self.builder.build(self.opcode, self.dqpn, self.psn, self.ext, self.payload,
-                                  ackreq=self.ackreq, solicited=self.solicited)
+        return b"".join(self.pieces())
+
+    def pieces(self) -> tuple[bytes | memoryview, ...]:
+        """The frame's bytes in pieces (FrameBuilder.pieces)."""
+        return self.builder.pieces(self.opcode, self.dqpn, self.psn, self.ext, self.payload,
+                                   self.ackreq, self.solicited)
 
     def packet(self) -> UnbuiltPacket:
         """What `parse` gives for this frame, without building it."""
