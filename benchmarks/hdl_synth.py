@@ -19,10 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from hdl_tb.cocotb_run import RTL, icrc_helpers, roce_nic_sources  # noqa: E402
+from nicsim.cosim.build import RTL, icrc_helpers, roce_nic_sources
 
 # roce_nic is synthesized at a reduced size: its wqe_fetch and cqe_write keep every QP's and
 # CQ's ring state in flip-flops, so the default 64 QPs / 64 CQs take ~5 min and ~3 GB per run.

@@ -30,8 +30,9 @@ from dataclasses import replace
 import cocotb
 from cocotb.task import bridge
 
-from hdl_tb.test_cosim import Side
-from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, TOPLEVEL
+from hdl_tb.cosim_bench import Side
+from hdl_tb.nic_bench import TOPLEVEL
+from nicsim.cosim.build import PARAMS_ENV
 from nicsim.testing.cosim_throughput import DEFAULT_SIZES, MTU_ENUM, parse_sizes
 from nicsim.wire import Opcode
 from nicsim.wire.packet import parse

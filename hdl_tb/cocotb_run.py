@@ -13,15 +13,10 @@ from collections.abc import Mapping
 import pytest
 
 from nicsim.cosim import build
-from nicsim.cosim.build import (  # noqa: F401 (the benches' names for them)
-    HDL_TB,
-    RTL,
+from nicsim.cosim.build import (  # noqa: F401 (the benches take them from here)
     icrc_helpers,
     roce_nic_sources,
     roce_tx_sources,
-    simulator_available,
-    stdout_to_stderr,
-    verilator_env,
 )
 
 

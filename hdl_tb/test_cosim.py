@@ -28,47 +28,15 @@ import cocotb
 import pytest
 from cocotb.task import bridge
 
-from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, TOPLEVEL, bench_params
+from hdl_tb.cosim_bench import Side, run_program, speed_line
+from hdl_tb.nic_bench import TOPLEVEL
 from nicsim import hwif
+from nicsim.cosim.build import PARAMS_ENV
+from nicsim.cosim.build import roce_nic_params as bench_params
 from nicsim.cosim.rtl_nic import rtl_counters as counters
 
 SEED = 11
 SPOOF_AT = 15 * 4096 + 3000   # a's MR: no job writes here
-
-
-class Side:
-    """One end of an RC connection: context, PD, CQ, QP, one MR."""
-
-    def __init__(self, host, mr_len: int, access: int) -> None:  # noqa: ANN001
-        from nicsim.driver import enums as e
-        from nicsim.driver.user.verbs import CQ, MR, PD, QP, Context, QPCap, QPInitAttr
-
-        self.host = host
-        self.ctx = Context("nsnic0", host=host)
-        self.pd = PD(self.ctx)
-        self.cq = CQ(self.ctx, 256)
-        self.qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq,
-                                         cap=QPCap(64, 64, 4, 4)))
-        self.mr = MR(self.pd, mr_len, access)
-
-    def connect(self, peer: Side, ip: str, mtu: int, **qp: int) -> None:
-        """INIT, RTR, RTS towards `peer`; `qp` keys: psn, timeout, retry_cnt, access (the
-        QP's remote rights; default LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ)."""
-        from nicsim.driver import enums as e
-        from nicsim.driver.user.verbs import GID, AHAttr, GlobalRoute, QPAttr
-
-        acc = qp.get("access", e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
-                     e.IBV_ACCESS_REMOTE_READ)
-        self.qp.to_init(QPAttr(qp_access_flags=acc))
-        av = AHAttr(gr=GlobalRoute(dgid=GID("::ffff:" + ip)))
-        self.qp.to_rtr(QPAttr(path_mtu=mtu, dest_qp_num=peer.qp.qp_num, rq_psn=qp.get("psn", 0),
-                              max_dest_rd_atomic=4, min_rnr_timer=1, ah_attr=av))
-        self.qp.to_rts(QPAttr(sq_psn=peer_psn(peer, qp), timeout=qp.get("timeout", 14),
-                              retry_cnt=qp.get("retry_cnt", 7), rnr_retry=7, max_rd_atomic=4))
-
-
-def peer_psn(_peer: Side, qp: dict) -> int:
-    return qp.get("psn", 0)
 
 
 def rtl_to_model(w, seed: int, timeout: int = 14, retry_cnt: int = 7,  # noqa: ANN001
@@ -183,16 +151,6 @@ async def test_rtl_to_model(dut):
     assert sent and sent <= set(frames), "the pcap lacks frames the RTL sent"
     dut._log.info("%d bytes in %d messages RTL -> model, byte-exact; %d frames sent by the "
                   "RTL, %d in the pcap", res["bytes"], res["n_jobs"], len(sent), len(frames))
-
-
-def speed_line(dut, rtl, what: str, res: dict, wall: float) -> None:  # noqa: ANN001
-    c = rtl.clock
-    cyc = c.now() * 1.0 / rtl.clk_ns
-    dut._log.info(
-        "%s: simulated %.1f us, %d RTL cycles in %.1f s (%.0f cycles/s); window %.0f ns, "
-        "%d catch-ups, %.0f%% of the wall time in the RTL simulator; late %d; DMA %s; MAC %s; "
-        "RTL %s", what, res["sim_ns"] / 1000, cyc, wall, cyc / wall, c.window_ns, c.catchups,
-        100 * c.rtl_wall / wall, c.late, rtl.dma.counters, rtl.mac.counters, counters(dut))
 
 
 @cocotb.test(skip=TOPLEVEL != "roce_nic")
@@ -401,32 +359,6 @@ def model_to_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa
             "hw_state": hw_qpc.state, "want_op": want_op, "first_send": first_send}
 
 
-async def run_model_to_rtl(dut, what: str, seed: int, bad: str = "",  # noqa: ANN001
-                           faults=None, pcap: str | None = None,  # noqa: ANN001
-                           program=None, injector=None) -> dict:  # noqa: ANN001
-    """Run driver `program` (default model_to_rtl) with host a's NIC the RTL: its result,
-    with the link's faults, the late crossings and the frames the RTL sent. `injector`: the
-    link's fault injector for both directions (an object with FaultInjector's apply and
-    counters), instead of `faults`' random ones."""
-    from nicsim.cosim import cosim_world
-
-    w, rtl = cosim_world(dut, seed=seed, faults=faults, pcap=pcap)
-    if injector is not None:
-        w.links[0].faults = [injector, injector]
-    rtl.mac.keep_sent = True
-    await rtl.reset()
-    rtl.clock.couple(w.env)
-    t0 = time.perf_counter()
-    res = await bridge(program or model_to_rtl)(w, seed, bad)
-    wall = time.perf_counter() - t0
-    w.close()
-    speed_line(dut, rtl, what, res, wall)
-    res["faults"] = w.links[0].fault_counters() if w.links[0].faults is not None else {}
-    res["late"] = rtl.clock.late
-    res["rtl_sent"] = list(rtl.mac.sent)
-    return res
-
-
 @cocotb.test(skip=TOPLEVEL != "roce_nic")
 async def test_model_to_rtl(dut):
     """WRITEs, WRITEs with immediate and SENDs from the model land in the RTL host's memory
@@ -438,7 +370,7 @@ async def test_model_to_rtl(dut):
     from nicsim.driver import enums as e
 
     pcap = os.path.join(os.environ.get("COSIM_PCAP_DIR", "."), "cosim_model_to_rtl.pcap")
-    res = await run_model_to_rtl(dut, "model -> RTL", SEED + 4, pcap=pcap)
+    res = await run_program(dut, model_to_rtl, "model -> RTL", SEED + 4, pcap=pcap)
     assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
     assert res["sent"] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(res["n_jobs"])], res["sent"]
     assert [g[:4] for g in res["got"]] == res["recvs"], (res["got"], res["recvs"])
@@ -478,8 +410,8 @@ async def test_model_to_rtl_loss(dut):
 
     from nicsim.fabric.faults import FaultConfig
 
-    res = await run_model_to_rtl(dut, "model -> RTL, lossy", SEED + 5,
-                                 faults=FaultConfig(loss=0.06, corrupt=0.04, seed=9))
+    res = await run_program(dut, model_to_rtl, "model -> RTL, lossy", SEED + 5,
+                            faults=FaultConfig(loss=0.06, corrupt=0.04, seed=9))
     assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
     assert res["sent"] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(res["n_jobs"])], res["sent"]
     assert [g[:4] for g in res["got"]] == res["recvs"], (res["got"], res["recvs"])
@@ -493,7 +425,8 @@ async def test_model_to_rtl_spoofed_source(dut):
     the peer's own traffic then completes as on a clean run."""
     from nicsim.driver import enums as e
 
-    res = await run_model_to_rtl(dut, "model -> RTL, spoofed source", SEED + 10, bad="spoof")
+    res = await run_program(dut, model_to_rtl, "model -> RTL, spoofed source", SEED + 10,
+                            bad="spoof")
     assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
     assert res["sent"] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(res["n_jobs"])], res["sent"]
     c = counters(dut)
@@ -514,7 +447,7 @@ async def test_model_to_rtl_rnr(dut):
     everything completes as on a clean run."""
     from nicsim.driver import enums as e
 
-    res = await run_model_to_rtl(dut, "model -> RTL, RNR", SEED + 9, bad="rnr")
+    res = await run_program(dut, model_to_rtl, "model -> RTL, RNR", SEED + 9, bad="rnr")
     assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
     assert res["sent"] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(res["n_jobs"])], res["sent"]
     assert [g[:4] for g in res["got"]] == res["recvs"], (res["got"], res["recvs"])
@@ -528,7 +461,7 @@ async def hostile_write(dut, bad: str, seed: int) -> None:  # noqa: ANN001
     first WRITE, a's QP is in ERR."""
     from nicsim.driver import enums as e
 
-    res = await run_model_to_rtl(dut, f"model -> RTL, bad {bad}", seed, bad=bad)
+    res = await run_program(dut, model_to_rtl, f"model -> RTL, bad {bad}", seed, bad=bad)
     st = res["sent"]
     assert st[:2] == [(0, e.IBV_WC_SUCCESS, 0), (1, e.IBV_WC_REM_ACCESS_ERR, 0x30)], st
     assert all(s[1] == e.IBV_WC_WR_FLUSH_ERR for s in st[2:]) and len(st) == res["n_jobs"], st
@@ -546,7 +479,7 @@ async def test_model_to_rtl_send_too_long(dut):
     MTU), the WQEs after it are flushed on both sides, a's QP is in ERR."""
     from nicsim.driver import enums as e
 
-    res = await run_model_to_rtl(dut, "model -> RTL, SEND too long", SEED + 8, bad="short")
+    res = await run_program(dut, model_to_rtl, "model -> RTL, SEND too long", SEED + 8, bad="short")
     k = res["first_send"]
     st = res["sent"]
     assert st[:k] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(k)], st

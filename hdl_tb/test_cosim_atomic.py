@@ -31,10 +31,12 @@ import struct
 import cocotb
 import pytest
 
-from hdl_tb.test_cosim import Side, counters, run_model_to_rtl
-from hdl_tb.test_cosim_read import poll_wcs, reference_frames
-from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, TOPLEVEL, bench_params
+from hdl_tb.cosim_bench import Side, poll_wcs, reference_frames, run_program
+from hdl_tb.nic_bench import TOPLEVEL
 from nicsim import hwif
+from nicsim.cosim.build import PARAMS_ENV
+from nicsim.cosim.build import roce_nic_params as bench_params
+from nicsim.cosim.rtl_nic import rtl_counters as counters
 
 SEED = 41
 PG = 4096
@@ -195,8 +197,7 @@ def atomic_acks(frames: list[bytes]) -> dict[int, list[int]]:
 
 async def run_atomics(dut, what: str, bad: str = "", injector=None,  # noqa: ANN001
                       pcap: str | None = None, program=atomic_program) -> dict:  # noqa: ANN001
-    return await run_model_to_rtl(dut, what, SEED, bad, pcap=pcap, program=program,
-                                  injector=injector)
+    return await run_program(dut, program, what, SEED, bad, pcap=pcap, injector=injector)
 
 
 def check_frames_as_model(res: dict, bad: str, name: str, rtl_sends: bool = False,

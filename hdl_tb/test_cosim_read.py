@@ -26,9 +26,12 @@ import random
 import cocotb
 import pytest
 
-from hdl_tb.test_cosim import Side, counters, run_model_to_rtl
-from hdl_tb.test_roce_nic_cmd import PARAMS_ENV, TOPLEVEL, bench_params
+from hdl_tb.cosim_bench import Side, poll_wcs, reference_frames, run_program
+from hdl_tb.nic_bench import TOPLEVEL
 from nicsim import hwif
+from nicsim.cosim.build import PARAMS_ENV
+from nicsim.cosim.build import roce_nic_params as bench_params
+from nicsim.cosim.rtl_nic import rtl_counters as counters
 
 SEED = 31
 PG = 4096
@@ -90,23 +93,6 @@ def read_program(w, seed: int, bad: str = "", rtl: bool = True,  # noqa: ANN001
             "hw_state": hw_qpc.state,
             "want": [(i, e.IBV_WC_SUCCESS, e.IBV_WC_RDMA_READ, n, 0)
                      for i, (_o, n, _s) in enumerate(JOBS)]}
-
-
-def poll_wcs(side: Side, n: int) -> list[tuple[int, int, int, int, int]]:
-    """Up to `n` completions from side's CQ, as (wr_id, status, opcode, byte_len, vendor_err)
-    (opcode and byte_len -1 on an error), polling every 5 us of the host's time."""
-    from nicsim.driver import enums as e
-
-    sent: list[tuple[int, int, int, int, int]] = []
-    for _ in range(400):
-        _n, wcs = side.cq.poll(16)
-        sent += [(wc.wr_id, wc.status, wc.opcode if wc.status == e.IBV_WC_SUCCESS else -1,
-                  wc.byte_len if wc.status == e.IBV_WC_SUCCESS else -1, wc.vendor_err)
-                 for wc in wcs]
-        if len(sent) >= n:
-            break
-        side.host.spend(5_000.0)
-    return sent
 
 
 def model_reads_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa: ANN001
@@ -174,26 +160,7 @@ def rtl_write_read(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # no
 async def run_reads(dut, what: str, seed: int, bad: str = "",  # noqa: ANN001
                     faults=None, pcap: str | None = None,  # noqa: ANN001
                     program=model_reads_rtl) -> dict:  # noqa: ANN001
-    return await run_model_to_rtl(dut, what, seed, bad, faults, pcap, program=program)
-
-
-def reference_frames(pcap: str, program, seed: int = SEED) -> list[bytes]:  # noqa: ANN001
-    """The frames host a sends when its NIC is the model, for the same program (and the
-    same completions at the reader, byte-exact memory)."""
-    from scapy.utils import rdpcap
-
-    from nicsim.cosim.world import MAC_A
-    from nicsim.world import World
-
-    mpcap = os.path.join(os.path.dirname(pcap), "model_" + os.path.basename(pcap))
-    mw = World.two_hosts(seed, pcap=mpcap)
-    ref = program(mw, seed, rtl=False)
-    mw.close()
-    assert ref["sent"] == ref["want"] and not ref["bad_at"], ref
-    mac_a = bytes.fromhex(MAC_A.replace(":", ""))
-    frames = [bytes(p) for p in rdpcap(mpcap) if bytes(p)[6:12] == mac_a]
-    assert frames
-    return frames
+    return await run_program(dut, program, what, seed, bad, faults, pcap)
 
 
 @cocotb.test(skip=TOPLEVEL != "roce_nic")
@@ -216,7 +183,7 @@ async def test_read_from_rtl(dut):
     ops = [parse(f).opcode for f in frames]  # raises WireError on a bad ICRC or header
     rtl_ops = [parse(f).opcode for f in res["rtl_sent"]]
     assert {0x0D, 0x0E, 0x0F, 0x10} <= set(rtl_ops) and 0x0C in ops, (rtl_ops, ops)
-    model_frames = reference_frames(pcap, model_reads_rtl)
+    model_frames = reference_frames(pcap, model_reads_rtl, SEED)
     assert res["rtl_sent"] == model_frames, (len(res["rtl_sent"]), len(model_frames))
     dut._log.info("%d bytes in %d READs served by the RTL, byte-exact; %d response frames "
                   "identical to the model's", res["bytes"], res["n_jobs"], len(model_frames))
@@ -265,7 +232,7 @@ async def test_rtl_reads(dut):
     from nicsim.wire.packet import parse
 
     assert {parse(f).opcode for f in res["rtl_sent"]} == {0x0C}, res["rtl_sent"]
-    model_frames = reference_frames(pcap, rtl_reads_model)
+    model_frames = reference_frames(pcap, rtl_reads_model, SEED)
     assert res["rtl_sent"] == model_frames, (len(res["rtl_sent"]), len(model_frames))
     dut._log.info("%d bytes in %d READs by the RTL, byte-exact; %d READ requests identical to "
                   "the model's", res["bytes"], res["n_jobs"], len(model_frames))
@@ -310,7 +277,7 @@ async def test_rtl_write_read(dut):
     res = await run_reads(dut, "RTL WRITE + READ", SEED, pcap=pcap, program=rtl_write_read)
     assert res["sent"] == res["want"], (res["sent"], res["want"])
     assert not res["bad_at"], f"memory differs at {res['bad_at'][:8]} (negative: b's)"
-    model_frames = reference_frames(pcap, rtl_write_read)
+    model_frames = reference_frames(pcap, rtl_write_read, SEED)
     assert res["rtl_sent"] == model_frames, (len(res["rtl_sent"]), len(model_frames))
 
 

@@ -21,7 +21,7 @@ from cocotb.task import resume
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSource
 
-from hdl_tb.test_tx_framer import HdrBus, HdrSource, HdrTransaction
+from hdl_tb.streams import HdrBus, HdrSource, HdrTransaction
 
 DUT_MAC, DUT_IP = "02:00:00:00:00:0a", "10.0.0.1"
 PEER_MAC, PEER_IP = "02:00:00:00:00:0b", "10.0.0.2"

@@ -7,7 +7,8 @@ expected per-page segments are `split` applied to each page piece of the request
 segments merged by the Python rule must equal `check_and_split`'s.
 
 The command, request and response ports are valid/ready buses driven by cocotbext-axi stream
-models (`define_stream`).
+models (`define_stream`; the request and response ports' in hdl_tb/streams.py, shared with
+roce_nic's bench).
 """
 
 from __future__ import annotations
@@ -23,15 +24,12 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi.stream import define_stream
 
+from hdl_tb.streams import MrReqBus, MrReqSource, MrReqTransaction, MrRspBus, MrRspSink
 from nicsim import hwif
 from nicsim.nic import translation
 
 CmdBus, CmdTransaction, CmdSource, _, _ = define_stream(
     "MrCmd", signals=["valid", "ready", "op", "index", "data"])
-ReqBus, ReqTransaction, ReqSource, _, _ = define_stream(
-    "MrReq", signals=["valid", "ready", "key", "pd", "access", "va", "len", "tag"])
-RspBus, RspTransaction, _, RspSink, _ = define_stream(
-    "MrRsp", signals=["valid", "ready", "status", "pa", "len", "last", "tag"])
 
 OP_WRITE_MPT, OP_WRITE_MTT, OP_INVALIDATE_MPT = 0, 1, 2
 LATENCY = 4  # documented in mr_translate.v: request handshake -> first response handshake
@@ -96,8 +94,8 @@ class TB:
         self.len_width = len(dut.req_len)
         Clock(dut.clk, 4, unit="ns").start()
         self.cmd = CmdSource(CmdBus.from_prefix(dut, "cmd"), dut.clk, dut.rst)
-        self.req = ReqSource(ReqBus.from_prefix(dut, "req"), dut.clk, dut.rst)
-        self.rsp = RspSink(RspBus.from_prefix(dut, "rsp"), dut.clk, dut.rst)
+        self.req = MrReqSource(MrReqBus.from_prefix(dut, "req"), dut.clk, dut.rst)
+        self.rsp = MrRspSink(MrRspBus.from_prefix(dut, "rsp"), dut.clk, dut.rst)
         # the model of the device's tables: MPT index -> Mpt (None: never written)
         self.mpt: dict[int, hwif.Mpt] = {}
         self.mtt: dict[int, int] = {}
@@ -244,8 +242,8 @@ class TB:
             ref = translation.check_and_split(mpt, self.mtt, key, pd, access, va,
                                               length)
             expected.append((tag, exp, ref, (hex(key), hex(va), length)))
-            await self.req.send(ReqTransaction(key=key, pd=pd, access=access, va=va,
-                                               len=length, tag=tag))
+            await self.req.send(MrReqTransaction(key=key, pd=pd, access=access, va=va,
+                                                 len=length, tag=tag))
         nseg = 0
         for tag, exp, (st, merged), what in expected:
             got: list[Seg] = []

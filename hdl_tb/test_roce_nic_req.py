@@ -14,8 +14,8 @@ The model NIC's frames are taken at its port (a tap on its link); the RTL's at m
 random backpressure). Frames are compared per destination QP, in order: the model interleaves
 the QPs packet by packet, the RTL sends one message at a time (see roce_req.v).
 
-The harness (NicTB: AXI4-Lite BAR, AXI4 DMA slave over the host's memory, time coupling) is the
-one of test_roce_nic_cmd.py.
+The harness (NicTB: AXI4-Lite BAR, AXI4 DMA slave over the host's memory, time coupling) is
+hdl_tb/nic_bench.py's.
 """
 
 from __future__ import annotations
@@ -29,20 +29,10 @@ import pytest
 from cocotb.task import bridge, resume
 from cocotb.triggers import ClockCycles
 
-from hdl_tb.test_roce_nic_cmd import (
-    IP,
-    MAC,
-    MEM_SIZE,
-    PARAMS_ENV,
-    PEER_IP,
-    PEER_MAC,
-    SEED,
-    TOPLEVEL,
-    NicTB,
-    RtlBar,
-    bench_params,
-)
+from hdl_tb.nic_bench import IP, MAC, MEM_SIZE, PEER_IP, PEER_MAC, SEED, TOPLEVEL, NicTB, RtlBar
 from nicsim import hwif
+from nicsim.cosim.build import PARAMS_ENV
+from nicsim.cosim.build import roce_nic_params as bench_params
 from nicsim.sim import Sim
 
 PEER_IP6 = "fd00::2"

@@ -23,10 +23,10 @@ import pytest
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
-from cocotbext.axi.stream import define_stream
 
 from hdl_tb.gen_opcode_table import RTL_EXT_FIELDS as EXT_FIELDS
 from hdl_tb.gen_opcode_table import RTL_OPCODES as OPCODES
+from hdl_tb.streams import HDR_FIELDS, HdrBus, HdrSource, HdrTransaction
 from nicsim.wire import (
     Ecn,
     FrameBuilder,
@@ -36,23 +36,11 @@ from nicsim.wire import (
     parse,
 )
 
-# Descriptor fields besides valid/ready, as s_hdr_<name> ports: name -> width in bits.
-HDR_FIELDS = {
-    "dmac": 48, "smac": 48, "ipv6": 1, "sip": 128, "dip": 128, "tos": 8, "ttl": 8,
-    "flow_label": 20, "udp_sport": 16, "opcode": 8, "solicited": 1, "migreq": 1, "pkey": 16,
-    "fecn": 1, "becn": 1, "dqpn": 24, "ackreq": 1, "psn": 24, "reth_va": 64, "reth_rkey": 32,
-    "reth_len": 32, "aeth_syndrome": 8, "aeth_msn": 24, "imm": 32, "ieth_rkey": 32,
-    "atomic_va": 64, "atomic_rkey": 32, "atomic_swap_add": 64, "atomic_compare": 64,
-    "atomic_orig": 64, "deth_qkey": 32, "deth_src_qp": 24, "payload_len": 16,
-}
 # Fields drawn at random for every frame (whether or not the opcode uses them).
 RANDOM_FIELDS = ("solicited", "migreq", "pkey", "fecn", "becn", "dqpn", "ackreq", "psn",
                  "reth_va", "reth_rkey", "reth_len", "aeth_syndrome", "aeth_msn", "imm",
                  "ieth_rkey", "atomic_va", "atomic_rkey", "atomic_swap_add", "atomic_compare",
                  "atomic_orig", "deth_qkey", "deth_src_qp")
-
-HdrBus, HdrTransaction, HdrSource, HdrSink, HdrMonitor = define_stream(
-    "RoceTxHdr", signals=["valid", "ready", *HDR_FIELDS])
 
 SEED = 0x5EED_7C
 

@@ -24,6 +24,7 @@ from cocotb.triggers import ClockCycles, Event, RisingEdge
 from cocotbext.axi import AxiRamRead, AxiRamWrite, AxiReadBus, AxiWriteBus
 from cocotbext.axi.stream import define_stream
 
+from hdl_tb.streams import CqeInBus, CqeInSource, CqeInTransaction, WqeBus, WqeSink
 from nicsim import hwif
 
 TOPLEVEL = os.environ.get("COCOTB_TOPLEVEL", "")
@@ -32,15 +33,8 @@ WqeCfgBus, WqeCfgTransaction, WqeCfgSource, _, _ = define_stream(
     "WqeCfg", signals=["valid", "qpn", "enable", "base", "log_size", "log_stride", "index"])
 DbBus, DbTransaction, DbSource, _, _ = define_stream(
     "SqDb", signals=["valid", "qpn", "pi"])
-WqeBus, WqeTransaction, _, WqeSink, _ = define_stream(
-    "Wqe", signals=["valid", "ready", "qpn", "index", "opcode", "flags", "num_sge", "imm_inv",
-                    "remote_addr", "rkey", "inline_len", "compare_add", "swap", "dest_qpn",
-                    "qkey", "sge_addr", "sge_len", "sge_lkey", "err"])
 CqCfgBus, CqCfgTransaction, CqCfgSource, _, _ = define_stream(
     "CqCfg", signals=["valid", "cqn", "enable", "base", "log_size", "index"])
-CqeInBus, CqeInTransaction, CqeInSource, _, _ = define_stream(
-    "CqeIn", signals=["valid", "ready", "cqn", "qpn", "wqe_index", "opcode", "status",
-                      "byte_len", "imm_inv", "src_qp", "flags", "vendor_err"])
 
 CTRL_FIELDS = ["opcode", "flags", "num_sge", "imm_inv", "remote_addr", "rkey", "inline_len",
                "compare_add", "swap", "dest_qpn", "qkey"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 # (message size, messages): enough small messages that the steady rate shows past the
 # pipeline's fill (8 one-packet WRITEs all fit in it), few enough for Icarus at 512 bits
 DEFAULT_SIZES = "64:32,256:32,1024:64,4096:16,16384:4,65536:2"
-MAX_MESSAGES = 64            # the send queue's depth (test_cosim.Side)
+MAX_MESSAGES = 64            # the send queue's depth (hdl_tb.cosim_bench.Side)
 MAX_BYTES = 16 << 20         # per host, of its 64 MiB
 MTU_ENUM = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}   # IBA 9.6.1.2 path MTU codes
 
