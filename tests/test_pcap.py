@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import struct
+import subprocess
+import sys
 import tempfile
 from pathlib import Path as FsPath
 
@@ -413,3 +415,26 @@ def test_tap_survives_short_writes(tmp_path: FsPath, monkeypatch: pytest.MonkeyP
     assert max(calls) == 1024  # one batch of buffers, the most one call takes
     got = [(bytes(d), meta.sec * 10**9 + meta.usec) for d, meta in RawPcapReader(str(path))]
     assert got == [(f, 1000 * i) for i, f in enumerate(frames)]
+
+
+def test_a_write_error_names_the_capture(tmp_path: FsPath) -> None:
+    """A write that fails (here the file size limit, as a full disk would) raises OSError
+    naming the capture; the frames before it are in the file."""
+    code = f"""
+import errno, resource, signal
+from nicsim.fabric.pcap import PcapTap
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+tap = PcapTap({str(tmp_path / 'big.pcap')!r})
+try:
+    for i in range(2000):
+        tap.write(bytes(1000), i)
+    tap.close()
+except OSError as e:
+    print(e.errno == errno.EFBIG, "big.pcap" in str(e))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True"]
+    assert 0 < (tmp_path / "big.pcap").stat().st_size <= 200_000

@@ -129,11 +129,18 @@ class PcapTap:
             self.flush()
 
     def flush(self) -> None:
+        """Everything recorded so far is in the file when this returns. A write error (a full
+        disk) is an OSError that names the capture."""
         if self._file is not None and self._pending:
-            _write_all(self._file, self._pending)
-            self._pending.clear()
-            self._written += self._n
-            self._n = 0
+            try:
+                _write_all(self._file, self._pending)
+            except OSError as e:
+                raise OSError(e.errno, f"writing the capture {self.path}: "
+                                       f"{e.strerror or e}") from None
+            finally:
+                self._pending.clear()
+                self._written += self._n
+                self._n = 0
 
     def close(self) -> None:
         """Flush and close the file; closing twice is harmless."""

@@ -257,7 +257,8 @@ class FrameBuilder:
     """
 
     __slots__ = ("path", "_eth", "_v6", "_sip", "_dip", "_tos", "_ttl", "_csum_base",
-                 "_v6_word0", "_sport", "_by_len", "_remember", "deferrable", "addrs", "make")
+                 "_v6_word0", "_sport", "_by_len", "_bth", "_remember", "deferrable", "addrs",
+                 "make")
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -274,8 +275,12 @@ class FrameBuilder:
         self._csum_base = sum(struct.unpack("!10H", fixed)) if fixed else 0
         self._v6_word0 = (6 << 28) | (self._tos << 20) | (path.flow_label & 0xFFFFF)
         self._by_len: dict[int, tuple[bytes, int]] = {}
+        # (opcode, dqpn, payload length, ackreq, solicited) of a packet with no extension
+        # header and no pad -> its headers up to BTH's PSN word and the ICRC's state after
+        # them: the packets of one message repeat them but for the PSN.
+        self._bth: dict[tuple[int, int, int, bool, bool], tuple[bytes, bytes, int]] = {}
         fast = not general()  # (nicsim.sim.paths)
-        self._remember = fast  # the headers below BTH, per length
+        self._remember = fast  # the headers below BTH per length, and _bth
         # Whether this path's packets may travel as Unbuilt: IPv4 (the receive fast path's
         # header checks are IPv4's), to another station's unicast address (a frame to our own
         # MAC loops back inside the port, a group address goes to the multicast filter).
@@ -322,6 +327,13 @@ class FrameBuilder:
         """The frame `build` makes, as the pieces it is joined from (headers, payload, ICRC): a
         writer that gathers them (a pcap tap's writev) need not copy the payload once more."""
         plen = len(payload)
+        if not ext and not plen & 3 and not (becn or fecn) and pkey == PKEY_DEFAULT and migreq:
+            # The common packet (a MIDDLE or LAST, an ACK): its headers but the PSN repeat.
+            key = (opcode, dqpn, plen, ackreq, solicited)
+            head = self._bth.get(key) or self._head(key)
+            w2 = _U32.pack((0x80000000 if ackreq else 0) | (psn & 0xFFFFFF))
+            return (head[0], head[1], w2, payload,
+                    _ICRC.pack(crc32(payload, crc32(w2, head[2]))))
         pad = -plen & 3
         udp_len = UDP_HLEN + BTH_LEN + len(ext) + plen + pad + ICRC_LEN
         hdr, crc = self._by_len.get(udp_len) or self._below_bth(udp_len)
@@ -338,6 +350,22 @@ class FrameBuilder:
         if ext:
             return hdr, bth, ext, payload, _ICRC.pack(crc32(payload, crc32(ext, crc)))
         return hdr, bth, payload, _ICRC.pack(crc32(payload, crc))
+
+    def _head(self, key: tuple[int, int, int, bool, bool]) -> tuple[bytes, bytes, int]:
+        """For pieces: the header bytes up to BTH's PSN word of a packet with no extension
+        header, no pad and default P_Key and flags, and the ICRC's state after them (BTH byte
+        4, FECN, BECN and resv6, counted as ones)."""
+        opcode, dqpn, plen, _ackreq, solicited = key
+        hdr, crc = self._by_len.get(UDP_HLEN + BTH_LEN + plen + ICRC_LEN) or \
+            self._below_bth(UDP_HLEN + BTH_LEN + plen + ICRC_LEN)
+        w0 = (opcode << 24) | ((0x80 if solicited else 0) | 0x40) << 16 | PKEY_DEFAULT
+        dq = dqpn & 0xFFFFFF
+        v = (hdr, _BTH2.pack(w0, dq), crc32(_BTH2.pack(w0, 0xFF000000 | dq), crc))
+        if self._remember:
+            if len(self._bth) >= 4096:
+                self._bth.clear()
+            self._bth[key] = v
+        return v
 
 
 class Unbuilt:
@@ -392,6 +420,8 @@ class Unbuilt:
 _UNBUILT_HDR = ETH_HLEN + IPV4_HLEN + UDP_HLEN + BTH_LEN + ICRC_LEN
 _UNBUILT_BTH = ETH_HLEN + IPV4_HLEN + UDP_HLEN
 _BTH3 = struct.Struct("!III")
+_BTH2 = struct.Struct("!II")  # BTH up to the PSN word
+_U32 = struct.Struct("!I")
 _CRC_ONES8 = crc32(_ONES8)
 
 
