@@ -87,6 +87,34 @@ def test_bandwidth_stays_under_the_wire_and_matches_its_message_rate(size: int) 
     assert avg == pytest.approx(rate * 1e6 * size * 8 / 1e9, rel=0.01)
 
 
+def _profile_gbps(name: str) -> float:
+    from nicsim.profiles import load_profile
+
+    return float(load_profile(name).values()["link"]["rate_gbps"])
+
+
+@pytest.mark.parametrize("profile", ["cx4lx-10g", "cx5-100g", "cx6-hdr100", "ernic-100g",
+                                     "irdma-10g", "rxe-25g"])
+@pytest.mark.parametrize(("conn", "size"), [("UD", 64), ("UD", 1024), ("UD", 4096),
+                                            ("UC", 64), ("UC", 4096), ("UC", 65536)])
+def test_unacknowledged_sends_stay_under_the_wire(profile: str, conn: str, size: int) -> None:
+    """A UD or UC send completes when its last packet has left the port (IBA 9.8.1), never
+    before: the bandwidth a sender sees from its completions stays under the wire bound."""
+    code, out, err = run("ib_send_bw", "-c", conn, "-s", str(size), "-n", "300", "-m", "1024"
+                         if conn == "UC" else "4096", "--report_gbits", "--profile", profile)
+    if code != 0 and "not supported" in err:
+        pytest.skip(f"{profile} has no {conn}")
+    assert code == 0, err
+    (row,) = rows(out)
+    peak, avg = float(row[2]), float(row[3])
+    mtu = 1024 if conn == "UC" else size
+    n = -(-size // mtu)
+    pad = sum(-min(mtu, size - i * mtu) & 3 for i in range(n))
+    ext = Ext.DETH.size if conn == "UD" else 0
+    bound = _profile_gbps(profile) * size / (size + pad + n * packet_overhead(ext))
+    assert 0 < avg <= peak <= bound + 0.005, (peak, bound)  # (printed to 0.01 Gb/s)
+
+
 def test_all_sizes_one_row_each_from_2_bytes() -> None:
     code, out, _ = run("ib_write_bw", "-a", "-n", "5", "-m", "1024")
     assert code == 0

@@ -133,8 +133,10 @@ class Completer:
         self.qp_error(qp)
 
     def sent(self, qp: QpCtx, sop: SendOp, t: float) -> None:
-        """An unacknowledged (UC) WQE's last packet left at `t`: it is complete."""
-        assert qp.outstanding and qp.outstanding[0] is sop
+        """An unacknowledged (UC) WQE's last packet left the port at `t`: it is complete then,
+        not before (IBA 9.8.1). (Flushed meanwhile, as a QP in error flushes: nothing.)"""
+        if not qp.outstanding or qp.outstanding[0] is not sop:
+            return
         self._pop(qp)
         if sop.signaled:
             self._post_send(qp, sop, CqeStatus.SUCCESS, t=t)

@@ -2,7 +2,7 @@
 
 Send: a UD send WQE is one SEND packet (BTH + DETH with the Q_Key and our QPN, + ImmDt) to
 the address vector the WQE carries (hwif.UdAv), no larger than the port's MTU. Nothing
-acknowledges it: it completes once it has been handed to the port.
+acknowledges it: it completes once its last bit has left the port.
 
 Receive: a datagram for a UD QP in RTR or RTS whose DETH Q_Key matches the QP's fills the
 next receive WQE: the 40-byte GRH first (RoCEv2 over IPv4: 20 reserved bytes, then the IPv4
@@ -15,6 +15,7 @@ buffer completes the WQE with LOC_LEN_ERR and puts the QP in error, as rxe does.
 from __future__ import annotations
 
 from collections.abc import Generator
+from functools import partial
 
 import simpy
 
@@ -187,11 +188,13 @@ class Datagram:
         qp.sq_psn = (qp.sq_psn + 1) & PSN_MASK
         bump(c, "sent")
         bump(c, "sent_bytes", len(payload))
-        ready = t + self._tx_lag
-        wait = self.engine.emit(frame, ready)
-        if ctrl.flags & WqeFlags.SIGNALED:
-            self.cq.post(qp.send_cqn, qp.qpn, wqe.index, CqeOpcode.SEND, CqeStatus.SUCCESS,
-                        len(payload), not_before=ready)
+        # Nothing acknowledges a datagram: it is complete when its last bit has left the port,
+        # not before (as UC, IBA 9.8.1).
+        done = partial(self.cq.post, qp.send_cqn, qp.qpn, wqe.index, CqeOpcode.SEND,
+                       CqeStatus.SUCCESS, len(payload)) \
+            if ctrl.flags & WqeFlags.SIGNALED else None
+        wait = self.engine.emit(frame, t + self._tx_lag,
+                                None if done is None else lambda _left: done())
         if wait > env.now or self.port.queued:
             yield from self.engine.window(wait)
 

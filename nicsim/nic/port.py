@@ -121,9 +121,11 @@ class Port:
     def rate_gbps(self) -> float:
         return 8.0 / self._ns_per_byte
 
-    def send(self, frame: bytes | Unbuilt, ready_at: float = 0.0) -> float:
+    def send(self, frame: bytes | Unbuilt, ready_at: float = 0.0,
+             on_sent: Callable[[float], None] | None = None) -> float:
         """Queue `frame` for transmission no earlier than `ready_at`; returns its start time
-        (queued transmitter: the start it would have if no pause came).
+        (queued transmitter: the start it would have if no pause came). `on_sent(t)` is
+        called when its last bit has left, at that time t.
 
         Frames go out in the order they are handed over (one FIFO, or one per priority),
         back to back with the inter-frame gap; `wire_bytes` counts preamble, FCS and IFG.
@@ -137,10 +139,10 @@ class Port:
             else:
                 n = frame.n  # (no __len__ call)
         elif frame[:6] == self.mac:
-            return self._loop(frame, ready_at)
+            return self._loop(frame, ready_at, on_sent)
         else:
             if frame[0] & 1 and self.mcast_macs and frame[:6] in self.mcast_macs:
-                looped = self._loop(frame, ready_at)
+                looped = self._loop(frame, ready_at, on_sent if self.link is None else None)
                 if self.link is None:
                     return looped  # no link: the local members are the whole group
             n = len(frame)
@@ -156,7 +158,7 @@ class Port:
         self.free = end = start + dur
         if self.queued:
             p = priority_of(frame)
-            self._q[p].append((frame, ready_at))
+            self._q[p].append((frame, ready_at, on_sent))
             self._mask |= 1 << p
             self.backlog += 1
             if not self._busy:
@@ -166,6 +168,8 @@ class Port:
         self._busy_ns += dur
         # The last bit leaves before the inter-frame gap that follows it.
         self.link.carry(frame, self._end, end - self._ifg_ns)
+        if on_sent is not None:
+            self._when_sent(end - self._ifg_ns, on_sent)
         return start
 
     def send_control(self, frame: bytes) -> None:
@@ -183,7 +187,8 @@ class Port:
 
     # -- loopback ---------------------------------------------------------------------------
 
-    def _loop(self, frame: bytes, ready_at: float) -> float:
+    def _loop(self, frame: bytes, ready_at: float,
+              on_sent: Callable[[float], None] | None = None) -> float:
         """Turn a frame to our own MAC around inside the NIC; returns its start time."""
         env = self.env
         start = max(env.now, ready_at, self._loop_free)
@@ -195,8 +200,11 @@ class Port:
         bump(c, "loopback_bytes", n)
         item = (frame, round(start + ETH_PREAMBLE * self._ns_per_byte))  # start of frame
         self._looping.append(item)
-        arrive = start + dur - ETH_IFG * self._ns_per_byte + self.loopback_ns
-        env.timeout(arrive - env.now).callbacks.append(lambda _e: self._looped(item))
+        last_bit = start + dur - ETH_IFG * self._ns_per_byte
+        env.timeout(last_bit + self.loopback_ns - env.now).callbacks.append(
+            lambda _e: self._looped(item))
+        if on_sent is not None:
+            self._when_sent(last_bit, on_sent)
         return start
 
     def _looped(self, item: tuple[bytes, int]) -> None:
@@ -205,6 +213,9 @@ class Port:
         for tap in self.loop_taps:
             tap.write(frame, sof)
         self._receive(frame)
+
+    def _when_sent(self, last_bit: float, on_sent: Callable[[float], None]) -> None:
+        self.env.call_at(last_bit, lambda _e: on_sent(last_bit))
 
     def flush_taps(self) -> None:
         """Record looped frames still in flight (the world is closing)."""
@@ -253,17 +264,20 @@ class Port:
                 env.at(now + (wake - now), Entry(self._woken, self._gen))
             return
         q = qs[pick]
-        frame = q.popleft()[0]
+        frame, _ready, on_sent = q.popleft()
         if not q:
             self._mask ^= 1 << pick
         self.backlog -= 1
-        self._transmit(frame, now)
+        last_bit = self._transmit(frame, now)
+        if on_sent is not None:
+            self._when_sent(last_bit, on_sent)
         if self._room is not None and self.backlog <= self._room_at:
             room, self._room = self._room, None
             room.succeed()
 
-    def _transmit(self, frame: bytes, now: float) -> None:
-        """Put `frame` on the wire now; the transmitter is busy until it ends."""
+    def _transmit(self, frame: bytes, now: float) -> float:
+        """Put `frame` on the wire now; the transmitter is busy until it ends. Returns when
+        its last bit leaves."""
         env = self.env
         n = len(frame)
         rec = self._wire.get(n) or self._new_len(n)
@@ -271,8 +285,10 @@ class Port:
         rec[1] += 1
         self._busy_ns += dur
         self._busy = True
-        self.link.carry(frame, self._end, now + dur - self._ifg_ns)  # type: ignore[union-attr]
+        last_bit = now + dur - self._ifg_ns
+        self.link.carry(frame, self._end, last_bit)  # type: ignore[union-attr]
         env.at(now + dur, self._tick)
+        return last_bit
 
     def _ended(self, tick: Tick) -> None:
         """The frame on the wire has ended (a Tick: no object per frame)."""
@@ -333,7 +349,7 @@ class Port:
         self.env.timeout(self._wd.detect_ns).callbacks.append(
             lambda _e: self._wd_check(p, head))
 
-    def _wd_check(self, p: int, head: tuple[bytes, float]) -> None:
+    def _wd_check(self, p: int, head: tuple[bytes, float, object]) -> None:
         self._wd_watch[p] = False
         q = self._q[p]
         now = self.env.now

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Generator
+from functools import partial
 
 import simpy
 
@@ -509,7 +510,10 @@ class Requester:
             if qp.rate is not None:
                 engine.paced(qp, len(frame))
                 self.cc.on_sent(qp, len(frame))  # type: ignore[union-attr]
-            wait = emit(frame, ready + ready_lag)
+            # UC: nothing will acknowledge it; the WQE is done when its last packet has left
+            # the port (IBA 9.8.1; rxe completes it when sent too).
+            wait = emit(frame, ready + ready_lag, partial(self.completer.sent, qp, sop)
+                        if i == npkts and not reliable else None)
             if wait and wait > env.now or queued:
                 qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t
                 self._count(i0, i, total, mtu, again)
@@ -520,10 +524,6 @@ class Requester:
         self._count(i0, i, total, mtu, again)
         if i >= npkts:
             qp.cur = None
-            if not reliable:
-                # UC: nothing will acknowledge it; the WQE is done when its last packet is
-                # sent (IBA 9.8.1; rxe completes it then too).
-                self.completer.sent(qp, sop, ready + ready_lag)
         else:
             qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t
 

@@ -83,15 +83,16 @@ class SendEngine:
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
 
-    def emit(self, frame: bytes, ready_at: float) -> float:
-        """Hand a frame to the port. Returns a time the caller must wait until (0: no wait)
-        so that at most `k` packets are decided ahead of the wire.
+    def emit(self, frame: bytes, ready_at: float,
+             on_sent: Callable[[float], None] | None = None) -> float:
+        """Hand a frame to the port (`on_sent`: as Port.send's). Returns a time the caller
+        must wait until (0: no wait) so that at most `k` packets are decided ahead of the wire.
 
         When the window is full the engine waits for the older half of it to start, then
         decides the next half: reads are issued in bursts, and the lookahead stays between
         k/2 and k packets."""
         q = self._inflight
-        q.append(self.port.send(frame, ready_at))
+        q.append(self.port.send(frame, ready_at, on_sent))
         if len(q) >= self.k:
             for _ in range(self._half - 1):
                 q.popleft()
