@@ -63,7 +63,7 @@ def figures(table: dict[str, Any], only: str | None, iters: int | None) -> list[
         if only and f["id"] != only:
             continue
         p, res = simulate(f["tool"], [str(a) for a in f["args"]], f["profile"], iters)
-        sim = metric(p, res, f["metric"])
+        sim = float(metric(p, res, f["metric"]))  # (numpy scalars do not go into JSON)
         ratio = sim / f["value"]
         rows.append({**{k: f[k] for k in ("id", "figure", "tool", "metric", "nic", "link",
                                            "size", "profile", "source")},
@@ -85,14 +85,14 @@ def shape(s: dict[str, Any], iters: int | None) -> dict[str, Any]:
             n = iters or max(100, min(2000, (64 << 20) // size))
             p, res = simulate(s["tool"], ["-s", str(size), "--report_gbits"], prof, n)
             assert p.kind is TestKind.BW
-            vals.append(metric(p, res, s["metric"]))
+            vals.append(float(metric(p, res, s["metric"])))
         curves[prof] = vals
     a, b = curves[s["a"]], curves[s["b"]]
     ratio = [x / y for x, y in zip(a, b, strict=True)]
     small = ratio[: len(ratio) // 3]
     large = ratio[-(len(ratio) // 3):]
-    holds = all(r >= 0.99 for r in ratio) and all(r > 1 for r in small) \
-        and min(small) >= max(large)
+    holds = bool(all(r >= 0.99 for r in ratio) and all(r > 1 for r in small)
+                 and min(small) >= max(large))
     return {"id": s["id"], "claim": s["claim"], "source": s["source"], "sizes": SHAPE_SIZES,
             "a": s["a"], "b": s["b"], "a_gbps": a, "b_gbps": b, "ratio": ratio,
             "holds": holds}
