@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from nicsim.checks import physics
 from nicsim.scenario.load import load
 from nicsim.scenario.schema import ScenarioError
 from nicsim.usage import UsageError
@@ -225,6 +226,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--out", metavar="DIR", help="write flows.csv, time series, summary.json, "
                                                  "plots and report.html into DIR")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--check", action="store_true",
+                     help="check the run against physics (wire rate, completions after their "
+                          "packets, counters that add up); a violation fails the run (exit 3)")
     run.add_argument("--breakdown", action="store_true",
                      help="stamp every WR of the first host to the second at each stage "
                           "(post, doorbell, WQE fetch, ... CQE, poll): mean and p99 per stage "
@@ -246,6 +250,8 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--dask", metavar="ADDRESS",
                     help="submit the points to this Dask scheduler (pip install nicsim[dask])")
     sw.add_argument("--quiet", action="store_true", help="no progress lines")
+    sw.add_argument("--check", action="store_true",
+                    help="check every point's run against physics (see nicsim run --check)")
     sw.set_defaults(fn=_sweep)
     pr = sub.add_parser("profiles", help="list the NIC profiles, or show one with its sources")
     pr.add_argument("name", nargs="?", help="a profile name or file")
@@ -276,10 +282,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             args = parser().parse_args(argv)
+            if getattr(args, "check", False):
+                # (the environment carries it to a sweep's worker processes)
+                os.environ["NICSIM_CHECK"] = "1"
+            physics.enabled_by_environment()
             return int(args.fn(args))
         except (ScenarioError, UsageError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        except physics.PhysicsViolation as e:
+            print(f"error: the run broke physics:\n{e}", file=sys.stderr)
+            return 3
         finally:
             sys.stdout.flush()
     except BrokenPipeError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +24,10 @@ from nicsim.sim import Sim
 
 
 class World:
+    # Called with every world once it has booted (a checker that watches every run, such as
+    # nicsim.checks.physics when enabled); a hook may append to the world's `closing`.
+    boot_hooks: list[Callable[[World], None]] = []
+
     def __init__(self, seed: int = 0) -> None:
         self.env = Sim()
         self.seed = seed
@@ -33,6 +38,7 @@ class World:
         self.switches: dict[str, Switch] = {}
         # Every port by name ("h0.eth0", "sw0.p3"): the link it transmits on and its end.
         self.ports: dict[str, tuple[Link, int]] = {}
+        self.closing: list[Callable[[], None]] = []  # run by close(), after the taps
 
     def add_host(self, name: str, nic_cfg: NicConfig, mem_size: int = 64 << 20,
                  costs: CpuCosts | None = None) -> Host:
@@ -151,6 +157,8 @@ class World:
 
         for host in self.hosts.values():
             Kernel(host)
+        for hook in World.boot_hooks:
+            hook(self)
 
     def close(self) -> None:
         for link in self.links:
@@ -159,6 +167,9 @@ class World:
             nic.port.flush_taps()
         for tap in self.taps:
             tap.close()  # type: ignore[attr-defined]
+        closing, self.closing = self.closing, []
+        for fn in closing:
+            fn()
 
     @staticmethod
     def two_hosts(seed: int = 0, link: LinkConfig | None = None, pcap: str | Path | None = None,

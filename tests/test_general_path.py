@@ -60,9 +60,11 @@ def _cli_run(name: str, tmp: Path, general: bool) -> tuple[int, Any, dict[str, s
     out.mkdir()
     env = {**os.environ, "NICSIM_GENERAL_PATH": "1" if general else "0"}
     args = [sys.executable, "-m", "nicsim", "run", *RUNS[name], *SMALLER.get(name, []),
-            "--json", "--quiet", "--pcap", "run.pcap"]  # (relative: the same in both JSONs)
+            "--json", "--quiet", "--check", "--pcap", "run.pcap"]  # (relative: the same in
+    # both JSONs; --check: every example also holds to physics, nicsim.checks.physics)
     r = subprocess.run(args, capture_output=True, text=True, env=env, cwd=out, timeout=600)
-    # (A run whose WRs fail exits 1 with its result, as the PFC storm's victims do.)
+    # (A run whose WRs fail exits 1 with its result, as the PFC storm's victims do; one that
+    # breaks physics exits 3.)
     assert r.returncode in (0, 1) and r.stdout.startswith("{"), r.stderr[-2000:]
     pcaps = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.glob("*.pcap")}
     return r.returncode, _scrub(json.loads(r.stdout)), pcaps

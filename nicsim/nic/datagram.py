@@ -47,6 +47,7 @@ from nicsim.nic.srq import SharedReceiveQueues
 from nicsim.nic.translation import XLATE_VENDOR
 from nicsim.nic.wqe_fetch import SendWqe, WqeFetch
 from nicsim.sim import Sim
+from nicsim.sim.tracer import Stage, Tracer
 from nicsim.wire import Ecn, FrameBuilder, Packet, Path, deth, immdt, roce_udp_sport
 from nicsim.wire.opcodes import Opcode
 
@@ -82,6 +83,7 @@ class Datagram:
         self.completer = completer
         self.srq = srq
         self.port = port
+        self.tracer: Tracer | None = None  # (Nic.observe)
         self._tx_lag = cfg.tx_pipeline_ns
         self._rx_lag = cfg.rx_pipeline_ns
         self._ecn = Ecn.ECT0 if cfg.ecn_capable else Ecn.NOT_ECT
@@ -185,6 +187,10 @@ class Datagram:
             ext += immdt(ctrl.imm_inv)
         frame = self._builder(qp, wqe.av).build(opc, ctrl.dest_qpn, qp.sq_psn, ext, payload,
                                                  solicited=bool(ctrl.flags & WqeFlags.SOLICITED))
+        if self.tracer is not None:
+            self.tracer.emit(Stage.WQE_FETCHED, qp.qpn, wqe.index, wqe.ready)
+            self.tracer.emit(Stage.TRANSLATED, qp.qpn, wqe.index, t, qp.sq_psn, qp.sq_psn,
+                             ctrl.dest_qpn)
         qp.sq_psn = (qp.sq_psn + 1) & PSN_MASK
         bump(c, "sent")
         bump(c, "sent_bytes", len(payload))

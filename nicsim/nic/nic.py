@@ -116,10 +116,20 @@ class Nic(Services, MmioDevice):
         self.tracer: Tracer | None = None
         self._fast = not general()  # the receive fast path (nicsim.sim.paths)
 
+    def watch(self) -> Tracer:
+        """The tracer this NIC's stage events go to, made and attached if there is none yet:
+        every observer subscribes to the one tracer."""
+        if self.tracer is None:
+            self.observe(Tracer())
+        assert self.tracer is not None
+        return self.tracer
+
     def observe(self, tracer: Tracer | None) -> None:
-        """Emit this NIC's stage events (nicsim.sim.tracer) to `tracer` (None: stop)."""
+        """Emit this NIC's stage events (nicsim.sim.tracer) to `tracer` (None: stop; other
+        observers subscribe through `watch`)."""
         self.tracer = tracer
-        for block in (self.requester, self.responder, self.completer, self.cq, self.commands):
+        for block in (self.requester, self.responder, self.completer, self.cq, self.commands,
+                      self.datagram):
             block.tracer = tracer
 
     # -- BAR --------------------------------------------------------------------------------
@@ -220,6 +230,8 @@ class Nic(Services, MmioDevice):
     # -- receive ----------------------------------------------------------------------------
 
     def receive(self, frame: bytes | Unbuilt) -> None:
+        if self.tracer is not None:
+            self.tracer.emit(Stage.FRAME_IN, frame)
         rx = self.rx
         if frame.__class__ is Unbuilt:
             # A packet whose bytes were not made (nicsim.wire.packet.Unbuilt): the header

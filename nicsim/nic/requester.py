@@ -338,7 +338,8 @@ class Requester:
         qp.cur, qp.cur_k, qp.cur_again, qp.cur_pos, qp.cur_t = sop, 0, False, (0, 0), t
         if self.tracer is not None:
             self.tracer.emit(Stage.WQE_FETCHED, qp.qpn, wqe.index, wqe.ready)
-            self.tracer.emit(Stage.TRANSLATED, qp.qpn, wqe.index, t, psn, sop.last_psn)
+            self.tracer.emit(Stage.TRANSLATED, qp.qpn, wqe.index, t, psn, sop.last_psn,
+                             qp.dest_qpn)
 
     def stall(self, qp: QpCtx, wqe: SendWqe) -> None:
         """`wqe` met a page not present: it goes back to the head of the QP's fetched WQEs,

@@ -3,8 +3,9 @@
 A block holds `tracer = None` and, at each stage it owns, does
 `if self.tracer is not None: self.tracer.emit(Stage.X, ...)`: a run that observes nothing
 pays one attribute test per stage, and observers never wrap or replace a block's methods.
-One Tracer observes one NIC (`Nic.observe`); the arguments of each stage are listed beside it.
-Frames on a cable are observed by the link's taps (nicsim.fabric.link), as the pcap is; the
+One Tracer observes one NIC (`Nic.observe`; observers of one NIC share its tracer); the
+arguments of each stage are listed beside it. Frames on a cable are observed by the link's
+taps (nicsim.fabric.link), as the pcap is; the
 host program's posts and polls by the provider's `on_post` and `on_cqe` slots
 (nicsim.driver.rings), since the driver knows nothing of the model.
 """
@@ -19,8 +20,9 @@ from typing import Any
 class Stage(StrEnum):
     DOORBELL = "doorbell"  # (qpn, sq_pi): an SQ doorbell (or BlueFlame write) reached the NIC
     WQE_FETCHED = "wqe_fetched"  # (qpn, wqe_index, t): the WQE was in the NIC at t
-    TRANSLATED = "translated"  # (qpn, wqe_index, t, first_psn, last_psn): started, buffer
-    #   translated at t, its packets numbered
+    TRANSLATED = "translated"  # (qpn, wqe_index, t, first_psn, last_psn, dest_qpn): started,
+    #   buffer translated at t, its packets numbered, to the QP dest_qpn (UD: the WQE's)
+    FRAME_IN = "frame_in"  # (frame,): a frame reached the NIC (bytes, or an Unbuilt packet)
     PLACED = "placed"  # (dest_qpn, psn, t): the responder finished the packet `psn` of the
     #   requester's QP `dest_qpn`; its payload's last write lands at t
     CQE_WRITTEN = "cqe_written"  # (cqn, qpn, wqe_index, opcode, status, t): lands at t

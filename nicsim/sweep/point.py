@@ -46,10 +46,12 @@ def run_point(base: str, overrides: list[str], out: str, pcap: bool,
               row: dict[str, Any]) -> dict[str, Any]:
     """Run one point into `out` (cleared first: an unfinished earlier attempt leaves no
     files behind); returns `row` with the point's status and metrics."""
+    from nicsim.checks import physics
     from nicsim.results import output
     from nicsim.scenario.load import load
     from nicsim.scenario.runner import Runner
 
+    physics.enabled_by_environment()  # (sweep --check: a violation fails the point)
     t = time.perf_counter()
     d = Path(out)
     row = dict(row)

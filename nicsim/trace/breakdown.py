@@ -34,7 +34,6 @@ import numpy as np
 
 from nicsim.hwif import WQE_INDEX_MASK, CqeOpcode
 from nicsim.sim.tracer import Stage as EventStage
-from nicsim.sim.tracer import Tracer
 from nicsim.wire.packet import ETH_MIN_FRAME
 
 
@@ -95,14 +94,12 @@ class Breakdown:
         self._prop = link.cfg.prop_ns
         link.end_taps[end_a].append(_Tap(self._from_a))
         link.end_taps[1 - end_a].append(_Tap(self._from_b))
-        ta, tb = Tracer(), Tracer()
+        ta, tb = self.na.watch(), self.nb.watch()
         ta.subscribe(EventStage.DOORBELL, self._doorbell)
         ta.subscribe(EventStage.WQE_FETCHED, self._fetched)
         ta.subscribe(EventStage.TRANSLATED, self._started)
         ta.subscribe(EventStage.CQE_WRITTEN, self._cqe)
         tb.subscribe(EventStage.PLACED, self._placed)
-        self.na.observe(ta)
-        self.nb.observe(tb)
 
     # -- the host program's stamps ------------------------------------------------------------
 
@@ -149,7 +146,8 @@ class Breakdown:
         # write decoded (nicsim.nic.wqe_fetch).
         self._wr(qpn, index).t[Stage.WQE_FETCHED] = t
 
-    def _started(self, qpn: int, index: int, t: float, first_psn: int, last_psn: int) -> None:
+    def _started(self, qpn: int, index: int, t: float, first_psn: int, last_psn: int,
+                 _dest_qpn: int) -> None:
         wr = self._wr(qpn, index)
         wr.first_psn, wr.last_psn = first_psn, last_psn
         wr.t[Stage.TRANSLATED] = t

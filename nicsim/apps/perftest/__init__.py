@@ -24,6 +24,7 @@ from nicsim.apps.perftest.params import (
     Verb,
     parse,
 )
+from nicsim.checks import physics
 
 __all__ = ["TOOLS", "main", "run"]
 
@@ -52,6 +53,8 @@ USAGE = """Usage: nicsim perftest TOOL [options]
  --profile=<name|file>    The NIC, PCIe, link and host CPU (nicsim profiles lists them)
  --seed=<n>               Seed of the host CPU cost variation and the PSNs (default 1)
  --breakdown              Print where each WR's time goes, stage by stage (mean and p99)
+ --check                  Check the run against physics (wire rate, completions after their
+                          packets, counters that add up); a violation fails the run (exit 3)
  --waterfall=<file.png>   Plot one WR's stages (the median one) as a waterfall
 """
 
@@ -171,7 +174,13 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
         return 0 if argv else 2
     try:
         p = parse(argv[0], argv[1:])
+        if p.check:
+            physics.enable()
+        physics.enabled_by_environment()
         run(p, stdout, stderr)
+    except physics.PhysicsViolation as ex:
+        print(f"nicsim perftest: the run broke physics:\n{ex}", file=stderr)
+        return 3
     except HelpExit:
         print(USAGE.format(tools=", ".join(TOOLS)), file=stdout)
         return 0

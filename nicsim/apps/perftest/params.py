@@ -105,6 +105,7 @@ class Params:
     # nicsim's own options
     profile: str | None = None
     breakdown: bool = False
+    check: bool = False  # the physics checker (nicsim.checks.physics)
     waterfall: str | None = None  # a PNG of one WR's stages (implies breakdown)
     seed: int = 1
     size_cap: int | None = None  # UD: no message beyond the path MTU
@@ -125,7 +126,8 @@ _SHORT = "hs:an:D:q:t:I:m:FRx:c:Q:NA:o:r:p:d:i:u:"
 _LONG = ["help", "size=", "all", "iters=", "duration=", "qp=", "tx-depth=", "inline_size=",
          "mtu=", "CPU-freq", "report_gbits", "rdma_cm", "gid-index=", "connection=",
          "cq-mod=", "noPeak", "atomic_type=", "outs=", "rx-depth=", "port=", "ib-dev=",
-         "ib-port=", "out_json", "out_json_file=", "profile=", "breakdown", "seed=", "waterfall="]
+         "ib-port=", "out_json", "out_json_file=", "profile=", "breakdown", "seed=", "waterfall=",
+         "check"]
 
 
 def _int(opt: str, text: str, name: str, lo: int | None = None, hi: int | None = None,
@@ -251,6 +253,8 @@ def parse(tool: str, argv: list[str]) -> Params:
                 p.profile = a
             elif o == "--breakdown":
                 p.breakdown = True
+            elif o == "--check":
+                p.check = True
             elif o == "--waterfall":
                 p.breakdown, p.waterfall = True, a
             elif o == "--seed":

@@ -1,0 +1,1 @@
+"""Checks a run can be held to: physical invariants (physics)."""
