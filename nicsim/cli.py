@@ -130,6 +130,12 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(json_report(result), indent=2))
     else:
         print(text_report(result))
+    if args.check:
+        from nicsim.results.physics import check_result
+
+        found = check_result(result)
+        if found:
+            raise physics.PhysicsViolation("\n".join(found))
     return 0 if result.ok else 1
 
 

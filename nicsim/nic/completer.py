@@ -374,6 +374,7 @@ class Completer:
                 t = self.mmu.walk(w, op.read_done + n, t)
             t, _ = self.dma.place(w.segs, position(w.segs, op.read_done), p.payload, t)
             op.read_done += n
+            qp.payload_in += n
         qp.acked_psn = p.psn
         if last:
             self._pop(qp)

@@ -252,6 +252,7 @@ class Datagram:
         grh = frame[l3:l3 + 40] if p.ipv6 else bytes(20) + frame[l3:l3 + 20]
         ready = self.mmu.walk(walk, n, ready)
         self.dma.place(walk.segs, (0, 0), grh + bytes(p.payload), ready)
+        qp.payload_in += p.payload_len
         # The CQE follows the data's write in PCIe's posted-write order (PCIe base spec
         # 2.4.1), so it is issued once that write is, as the RC responder does.
         posted = self.pcie.last_write_start

@@ -50,6 +50,11 @@ class Port:
         # instead of three counters; `counters` adds them up when read.
         self._wire: dict[int, list] = {}
         self._busy_ns = 0.0
+        # Wire time of frames decided but not yet over (start, end), kept only while a time
+        # series asks how much has been sent by now (wire_ns_done): frames are handed to
+        # the port ahead of the wire, and a count taken then runs ahead of it.
+        self._ahead: deque[tuple[float, float]] | None = None
+        self._done_ns = 0.0  # busy time of the frames over (when _ahead is kept)
         self.pfc = frozenset(pfc_classes)
         self.queued = bool(self.pfc)
         # Queued transmitter (PFC): FIFOs by priority of (frame, ready_at), frames queued,
@@ -113,6 +118,23 @@ class Port:
         out["tx_busy_ns"] = self._busy_ns
         return out
 
+    def wire_ns_done(self) -> float:
+        """The transmitter's busy time up to now (frames with preamble, FCS and gap), the
+        frame on the wire counted in part: what has really gone out, which never runs ahead
+        of the line rate. Kept from the first call on."""
+        now = self.env.now
+        q = self._ahead
+        if q is None:
+            self._ahead = deque()
+            self._done_ns = self._busy_ns - max(0.0, self.free - now) if not self.queued \
+                else self._busy_ns
+            return self._done_ns
+        while q and q[0][1] <= now:
+            start, end = q.popleft()
+            self._done_ns += end - start
+        part = now - q[0][0] if q and q[0][0] < now else 0.0
+        return self._done_ns + part
+
     def count(self, name: str) -> None:
         """Count an event of the port's receive side (MAC control frames the NIC parses)."""
         self._c[name] += 1
@@ -166,6 +188,8 @@ class Port:
             return start
         rec[1] += 1
         self._busy_ns += dur
+        if self._ahead is not None:
+            self._ahead.append((start, end))
         # The last bit leaves before the inter-frame gap that follows it.
         self.link.carry(frame, self._end, end - self._ifg_ns)
         if on_sent is not None:
@@ -285,6 +309,8 @@ class Port:
         rec[1] += 1
         self._busy_ns += dur
         self._busy = True
+        if self._ahead is not None:
+            self._ahead.append((now, now + dur))
         last_bit = now + dur - self._ifg_ns
         self.link.carry(frame, self._end, last_bit)  # type: ignore[union-attr]
         env.at(now + dur, self._tick)

@@ -198,6 +198,9 @@ class QpCtx:
     last_tx: float = 0.0  # when the last paced packet was let go, and its wire bytes
     last_len: int = 0
     pace_gen: int = 0
+    # Payload bytes this QP has taken in from the wire and placed: requests at its responder,
+    # READ responses at its requester, datagrams. (A goodput that cannot outrun the wire.)
+    payload_in: int = 0
     held: bool = False  # waiting for next_tx (SendEngine.hold)
     ccs: Any = None
     cnp_at: float = float("-inf")

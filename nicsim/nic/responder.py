@@ -316,6 +316,7 @@ class Responder:
         off = r.seg_off
         r.msg_len += n
         self._bytes_placed += n
+        qp.payload_in += n
         nb = t if t > r.data_ready_at else r.data_ready_at
         if off + n <= ln:  # the common case: inside one physical segment
             if off + n < ln:

@@ -247,15 +247,29 @@ class Runner:
 
     def _probes(self, sampler: Sampler) -> None:
         conns = [c for cs in self.pools.values() for c in cs]
+        # Goodput as the payload each connection's two QPs took in from the wire (WRITE and
+        # SEND payload at the peer, READ responses at the requester), as it arrives: completions
+        # come in bursts (a coalesced ACK completes many WRs at once) that no wire carries.
+        ends = [(c.name, self.world.nics[c.src.host], c.qp.qp_num,  # type: ignore[attr-defined]
+                 self.world.nics[c.dst.host], c.peer.qp_num) for c in conns]  # type: ignore
+        last: dict[str, int] = {}
+
+        def taken_in() -> dict[str, int]:
+            for name, sn, sq, dn, dq in ends:
+                a, b = sn.qps.get(sq), dn.qps.get(dq)
+                if a is not None and b is not None:  # (else its QPs are gone: it stays)
+                    last[name] = a.payload_in + b.payload_in
+            return {name: last.get(name, 0) for name, *_ in ends}
+
         sampler.register(Probe(
-            "qp_goodput", "qp", "goodput_gbps",
-            lambda: {c.name: c.bytes_done for c in conns}, "rate", 8e-9,
-            "Goodput per QP (payload of WRs completed)"))
+            "qp_goodput", "qp", "goodput_gbps", taken_in, "rate", 8e-9,
+            "Goodput per QP (payload taken in from the wire)"))
         nics = self.world.nics
         sampler.register(Probe(
             "port_throughput", "host", "tx_gbps",
-            lambda: {h: n.port.counters["tx_bytes"] for h, n in nics.items()}, "rate", 8e-9,
-            "Transmit throughput per host (frames on the wire)"))
+            lambda: {h: n.port.wire_ns_done() * n.port.rate_gbps / 8 for h, n in nics.items()},
+            "rate", 8e-9, "Transmit throughput per host (the wire's occupancy: frames with "
+            "preamble, FCS and gap)"))
 
         def backlog() -> dict[str, float]:
             now = self.env.now
