@@ -123,3 +123,16 @@ def test_without_check_the_same_run_is_not_checked(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("NICSIM_CHECK", raising=False)
     monkeypatch.setattr(Port, "_when_sent", lambda self, t, on_sent: on_sent(t))
     assert main(["perftest", "ib_send_bw", "-c", "UD", "-s", "1024", "-n", "50"]) == 0
+
+
+def test_a_switch_whose_frames_do_not_add_up_is_named() -> None:
+    from nicsim.fabric.topology import Shape, TopologySpec
+    from nicsim.workloads.bulk import incast
+
+    w = World.from_topology(TopologySpec(Shape.STAR, hosts=3))
+    c = PhysicsChecker(w)
+    incast(w, ["h1", "h2"], "h0", msgs=4)
+    assert _finish(c) == []
+    w.switches["sw0"].ports[1].rx_frames += 1  # a frame counted and then lost track of
+    found = c.finish()
+    assert any(v.startswith("conservation: sw0 received") for v in found), found

@@ -11,8 +11,10 @@ violation of:
   than the last bit of its last packet leaving the port (UD and UC, IBA 9.8.1), or than the
   acknowledgement or response covering its last packet reaching the NIC (RC); and a payload
   placed from the wire lands no earlier than one PCIe latency after its packet arrived;
-- **conservation**: each NIC's count of the frames it sent is what its wire carried, and on a
-  link without faults, what a receiver counts as received is what the wire carried to it.
+- **conservation**: each NIC's count of the frames it sent is what its wire carried and its
+  count of frames received what reached it; on a link without faults a receiver got at least
+  what the wire delivered to it; every frame a switch received was queued, dropped or (a MAC
+  Control frame) consumed.
 
 `violations` lists the first few of each kind; `finish()` (after the world is closed, so
 that the frames still in flight have been seen) adds the end-of-run checks and returns every
@@ -273,7 +275,28 @@ class PhysicsChecker:
             if got is not None and got < delivered:
                 self._violate("conservation", f"{peer} counts {got} frames received; the wire "
                               f"from {name} delivered {delivered}")
+        for name, sw in w.switches.items():
+            self._switch_adds_up(name, sw.counters())
         return self.summary()
+
+    def _switch_adds_up(self, name: str, c: dict[str, int]) -> None:
+        """Every frame a switch received is queued (or was, and left or was dropped by the
+        PFC watchdog), dropped, or a MAC Control frame it consumed. (Not checked where IP
+        multicast was flooded: a flooded frame becomes a copy per port.)"""
+        if c.get("mcast_flooded"):
+            return
+        got = sum(v for k, v in c.items() if k.endswith(".rx_frames"))
+        queued = sum(v for k, v in c.items() if k.endswith(".enqueued"))
+        dropped = sum(v for k, v in c.items() if k.startswith("drop.")) + sum(
+            c.get(f"dropped.{r}", 0) for r in ("dynamic_threshold", "buffer_full",
+                                               "headroom_overflow"))
+        control = sum(v for k, v in c.items() if k.endswith(("pause_received",
+                                                             "pause_8023x_received",
+                                                             "bad_pfc_received")))
+        if got != queued + dropped + control:
+            self._violate("conservation", f"{name} received {got} frames; it queued {queued}, "
+                          f"dropped {dropped} and consumed {control} MAC Control frames "
+                          f"({queued + dropped + control})")
 
     def _received(self, port: str) -> int | None:
         """What the switch port `port` counts as received (None: not a switch port)."""
