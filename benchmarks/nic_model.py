@@ -21,11 +21,9 @@ from dataclasses import dataclass
 from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import CQ, MR, PD, QP, SGE, Context, QPCap, QPInitAttr, RecvWR, SendWR
 
-from nicsim.fabric.link import LinkConfig
-from nicsim.host.host import CpuCosts
-from nicsim.host.pcie import PcieConfig
-from nicsim.nic.config import NicConfig
 from nicsim.profiles import load_profile
+from nicsim.scenario.build import build_world
+from nicsim.scenario.schema import validate
 from nicsim.workloads.endpoint import ALL_ACCESS, connect_qp
 from nicsim.world import World
 
@@ -45,14 +43,10 @@ class Ends:
 
 
 def world(profile: str) -> World:
-    v = load_profile(profile).values()
-    nic = NicConfig(pcie=PcieConfig(**v["pcie"]), **v["nic"])
-    c = v["cpu"]
-    costs = CpuCosts(post_send=c["post_send_ns"], post_recv=c["post_recv_ns"],
-                     poll_empty=c["poll_empty_ns"], poll_cqe=c["poll_cqe_ns"],
-                     syscall=c["syscall_ns"], mmio_write=c["mmio_write_ns"])
-    return World.two_hosts(seed=1, link=LinkConfig(**v["link"]), nic=nic, costs=costs,
-                           mem_size=256 << 20)
+    """The two hosts of `profile`, as a scenario naming it builds them (nicsim.scenario)."""
+    sc = validate({"name": "nic_model", "seed": 1, "pcap": None, "ops": [{"op": "write"}],
+                   "profile": profile}, "--profile")
+    return build_world(sc, None, 256 << 20)
 
 
 def ends(profile: str, nqp: int, msg: int, inline: int = 0) -> Ends:

@@ -311,15 +311,27 @@ class PhysicsViolation(AssertionError):
     """What the physics checker found (one violation per line)."""
 
 
+_open: list[PhysicsChecker] = []  # (enabled) checkers whose world has not closed yet
+
+
 def _check_every_world(world: World) -> None:
     checker = PhysicsChecker(world)
+    _open.append(checker)
 
     def closed() -> None:
+        _open.remove(checker)
         found = checker.finish()
         if found:
             raise PhysicsViolation("\n".join(found))
 
     world.closing.append(closed)
+
+
+def close_all() -> None:
+    """Close every checked world still open (a program may never close its worlds), which
+    checks each; raises PhysicsViolation for the first that broke an invariant."""
+    while _open:
+        _open[0].world.close()
 
 
 def enable() -> None:
