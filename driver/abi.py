@@ -315,6 +315,14 @@ class DestroyQp(Request):
 # -- responses ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ContextResp:
+    """What opening the device tells the provider of it (the ucontext response of a real
+    provider's ABI, such as mlx5's): here, whether it has atomics (DevCap.NO_ATOMICS)."""
+
+    atomics: bool = True
+
+
 @dataclass
 class CreateQpResp:
     handle: int

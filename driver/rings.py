@@ -184,6 +184,7 @@ class ProviderQp:
     state: int = ibv_qp_state.IBV_QPS_RESET
     prefer_bf: bool = field(default_factory=prefer_bf)
     ud: bool = False  # a UD QP: each WQE carries its address vector (hwif.UdAv)
+    atomics: bool = True  # the device has atomics (abi.ContextResp)
     srq: ProviderSrq | None = None  # the SRQ it receives from
     rq_busy: list[bool] | None = None  # (a QP's own RQ completes in ring order)
     sq_head: int = 0  # WQEs posted (not wrapped)
@@ -261,6 +262,10 @@ class ProviderQp:
         if self.ud and op not in _UD_OPCODES:
             # A datagram is a SEND (IBA 9.8.2; rxe's validate_send_wr).
             raise ProviderError(f"{ibv_wr_opcode(op).name} on a UD QP", errno.EINVAL)
+        if op in _ATOMICS and not self.atomics:
+            # A device with atomic_cap NONE: as siw's post_send answers an opcode it lacks.
+            raise ProviderError(f"{ibv_wr_opcode(op).name}: the device has no atomics",
+                                errno.EINVAL)
         flags = 0
         sf = int(wr.send_flags)  # type: ignore[attr-defined]
         if sf & _SIGNALED or self.sq_sig_all:

@@ -708,11 +708,19 @@ class Cqc(Record):
 CQC_SIZE = Cqc.FMT.size
 
 
+GSI_QPN = 1  # QP1, the General Services Interface QP (IBA 13.5): a UD QP every device has
+
 class DevCap(IntFlag):
     """DeviceCaps.flags: optional command sets a device has (beside the counts of DeviceCaps).
     A device without one answers its commands BAD_OPCODE; the driver never issues them."""
 
     ODP = 1 << 0  # on-demand paging: QUERY_ODP, RESUME_PAGE_FAULT, ODP_INVALIDATE
+    # What a device lacks that the verbs otherwise assume (set: it lacks it; a device that
+    # predates these bits, as the RTL, reads 0 and has them):
+    NO_UD = 1 << 1  # no UD QPs but QP1, the CM's (CREATE_QP of another UD QP: BAD_PARAM)
+    NO_UC = 1 << 2  # no UC QPs (CREATE_QP: BAD_PARAM)
+    NO_ATOMICS = 1 << 3  # no atomics either way: a WQE is a local QP operation error, a
+    #                      request gets a NAK invalid request
 
 
 @dataclass(slots=True)

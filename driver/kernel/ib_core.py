@@ -33,8 +33,10 @@ from nicsim.driver.kernel.query import (
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
 from nicsim.hwif import (
+    GSI_QPN,
     Access,
     Cqc,
+    DevCap,
     DevFeature,
     OdpCaps,
     QpAttrMask,
@@ -592,6 +594,12 @@ class IbDevice:
             raise KernelError(f"unknown QP type {qp_type}", errno.EINVAL) from None
         if t not in _SUPPORTED_QP_TYPES:
             raise KernelError(f"QP type {t.name} is not supported by nsnic yet", errno.EOPNOTSUPP)
+        lacks = DevCap(self.hw.caps.flags)
+        if t is QpType.UC and DevCap.NO_UC in lacks or \
+                t is QpType.UD and DevCap.NO_UD in lacks and special_qpn != GSI_QPN:
+            # A device without the transport: as siw's create_qp refuses all but RC.
+            raise KernelError(f"QP type {t.name} is not supported by this device",
+                              errno.EOPNOTSUPP)
         if min(cap) < 0:
             raise KernelError("negative QP capability", errno.EINVAL)
         hw = _hw(lambda: self.hw.create_qp(t, pd.pdn, uctx.uar, uctx.rings, send_cq.hw.cqn,

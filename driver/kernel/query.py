@@ -14,6 +14,7 @@ from nicsim.hwif import (
     MCAST_MAX_GROUPS,
     MCAST_MAX_QP_ATTACH,
     PAGE_SIZE,
+    DevCap,
     DevFeature,
     PathMtu,
     PortInfo,
@@ -236,7 +237,9 @@ def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
         max_qp_rd_atom=c.max_qp_rd_atom, max_ee_rd_atom=0,  # type: ignore[attr-defined]
         max_res_rd_atom=c.max_qp * c.max_qp_rd_atom,  # type: ignore[attr-defined]
         max_qp_init_rd_atom=c.max_qp_rd_atom, max_ee_init_rd_atom=0,  # type: ignore
-        atomic_caps=int(AtomicCap.HCA), max_ee=0, max_rdd=0, max_mw=max_mpt - 1, max_raw_ipv6_qp=0,
+        atomic_caps=int(AtomicCap.NONE if c.flags & DevCap.NO_ATOMICS  # type: ignore
+                        else AtomicCap.HCA),
+        max_ee=0, max_rdd=0, max_mw=max_mpt - 1, max_raw_ipv6_qp=0,
         max_raw_ethy_qp=0, max_mcast_grp=groups, max_mcast_qp_attach=per_group,
         max_total_mcast_qp_attach=groups * per_group, max_ah=0, max_fmr=0, max_map_per_fmr=0,
         max_srq=srqs, max_srq_wr=c.max_qp_wr - 1 if srqs else 0,  # type: ignore[attr-defined]

@@ -31,6 +31,7 @@ from nicsim.driver.kernel.ib_core import (
 
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
+from nicsim.hwif import DevCap
 
 
 def cq_resp(u: Ucontext, cq: IbCq) -> CreateCqResp:
@@ -61,6 +62,7 @@ class UverbsFile:
         self.uctx = dev.open(aspace, privileged)
         self.commands = 0
         self.doorbells = DoorbellPage(dev.hw.bar, self.uctx.uar, dev.hw.bf_size)
+        self.context = a.ContextResp(atomics=not dev.hw.caps.flags & DevCap.NO_ATOMICS)
         # The descriptor a program sees for /dev/infiniband/uverbsN: a real one of the
         # process (of /dev/null), so what programs do with descriptors (os.dup, fcntl)
         # works; the simulated device is reached through this object, never through it.

@@ -1140,7 +1140,8 @@ class QP(_Resource):
         self._p = ProviderQp(ctx.host, ctx.aspace, ctx.file.doorbells, r, cap.max_send_sge,
                              cap.max_recv_sge, cap.max_inline_data, bool(init_attr.sq_sig_all),
                              ud=self._type == ibv_qp_type.IBV_QPT_UD,
-                             srq=None if srq is None else srq._p)
+                             srq=None if srq is None else srq._p,
+                             atomics=ctx.file.context.atomics)
         ctx.qps[r.qpn] = self._p
         self._created()
         if qp_attr is not None:

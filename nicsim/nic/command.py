@@ -21,6 +21,7 @@ from nicsim.host.pcie import Pcie
 from nicsim.hwif import (
     CMD_BUSY,
     CQC_SIZE,
+    GSI_QPN,
     MCAST_GID_SIZE,
     MPT_SIZE,
     MPT_SW_SIZE,
@@ -116,6 +117,19 @@ class CommandError(Exception):
         self.status = status
 
 
+def dev_caps(cfg: NicConfig) -> DevCap:
+    """DeviceCaps.flags of a configuration: the command sets it has, the transports and
+    operations it lacks."""
+    flags = DevCap.ODP if cfg.odp else DevCap(0)
+    if not cfg.ud:
+        flags |= DevCap.NO_UD
+    if not cfg.uc:
+        flags |= DevCap.NO_UC
+    if not cfg.atomics:
+        flags |= DevCap.NO_ATOMICS
+    return flags
+
+
 class CommandProcessor:
     """The firmware. It owns the tables the commands write (QPs, and through their blocks the
     CQs, EQs, SRQs, multicast groups, MPT and MTT) and tells the engines of what changed."""
@@ -138,7 +152,7 @@ class CommandProcessor:
         self.caps = DeviceCaps(cfg.max_qp, cfg.max_cq, 1 << cfg.log_mpt_entries,
                                1 << cfg.log_mtt_entries, cfg.max_qp_wr, cfg.max_sge,
                                cfg.max_cqe, cfg.max_qp_rd_atom, cfg.max_inline, cfg.max_uar,
-                               cfg.max_eq, cfg.max_srq, DevCap.ODP if cfg.odp else DevCap(0))
+                               cfg.max_eq, cfg.max_srq, dev_caps(cfg))
         # What this configuration executes; the rest is BAD_OPCODE (nothing is read).
         self.known = device_commands(self.caps, features)
 
@@ -390,6 +404,9 @@ class CommandProcessor:
             qtype = QpType(c.type)
         except ValueError:
             raise CommandError(CmdStatus.BAD_PARAM) from None
+        if qtype is QpType.UC and not cfg.uc or \
+                qtype is QpType.UD and not cfg.ud and c.qpn != GSI_QPN:
+            raise CommandError(CmdStatus.BAD_PARAM)  # (DevCap.NO_UC, NO_UD)
         for cqn in (c.send_cqn, c.recv_cqn):
             if cqn not in self.cq.cqs:
                 raise CommandError(CmdStatus.BAD_RESOURCE)

@@ -89,6 +89,11 @@ class NicConfig:
                        "asynchronous events)", ge=0, le=64)
     max_srq: int = knob(1 << 16, "SRQ numbers 1..max_srq-1 (0: no SRQs)", ge=0, le=1 << 24)
     multicast: bool = knob(True, "UD multicast groups")
+    # Transports and operations a device may lack (DevCap.NO_*): ERNIC is RC only, no atomics.
+    ud: bool = knob(True, "UD QPs (QP1, the CM's, is there either way)")
+    uc: bool = knob(True, "UC QPs")
+    atomics: bool = knob(True, "atomic operations (compare-and-swap, fetch-and-add), as "
+                         "requester and responder")
     # Priorities (802.1p, from DSCP >> 3) on which the port honours PFC pauses (none: PFC
     # frames are counted and ignored, and the port needs no event per frame).
     pfc_classes: tuple[int, ...] = ()

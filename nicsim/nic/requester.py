@@ -129,6 +129,10 @@ class Requester:
         self.cc = cc
         self.port = port
         self._lag = cfg.tx_pipeline_ns  # payload in the NIC to first bit on the wire
+        # What an RC QP may send on this device (a device without atomics: DevCap.NO_ATOMICS)
+        self._rc_ops = _WIRE_OPS[Transport.RC] if cfg.atomics else \
+            _WIRE_OPS[Transport.RC] - {WqeOpcode.ATOMIC_CMP_AND_SWP,
+                                       WqeOpcode.ATOMIC_FETCH_AND_ADD}
         self.counters = new_counters("wqes", "data_packets", "data_bytes", "read_requests",
                                      "atomic_requests", "local_errors", "flushed",
                                      "retransmitted_packets", "resends", "timeouts",
@@ -292,7 +296,8 @@ class Requester:
         if op in _LOCAL_OPS:  # memory windows: RC and UC (UD is served elsewhere)
             self._local_op(qp, wqe, op)  # type: ignore[arg-type]
             return
-        if op is None or op not in _WIRE_OPS[qp.transport]:
+        if op is None or op not in (self._rc_ops if qp.transport is Transport.RC
+                                    else _WIRE_OPS[qp.transport]):
             c["local_errors"] += 1
             self.completer.local_error(qp, wqe.index, op or _SEND,
                                       CqeStatus.LOC_QP_OP_ERR, VendorErr.BAD_OPCODE)

@@ -88,6 +88,7 @@ class Responder:
         self.windows = windows
         self.srq = srq
         self.port = port
+        self._atomics = cfg.atomics  # (a device without: DevCap.NO_ATOMICS)
         self.tracer: Tracer | None = None  # (Nic.observe)
         self._rx_lag = cfg.rx_pipeline_ns
         self._tx_lag = cfg.tx_pipeline_ns
@@ -288,8 +289,10 @@ class Responder:
             self._flush(qp, p, t)
         elif kind is _K_ATOMIC_WRITE:
             self._atomic_write(qp, p, t)
-        else:
+        elif self._atomics:
             self._atomic(qp, p, t)
+        else:  # an atomic to a device without them: an invalid request (IBA 9.7.5.2.4)
+            self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t, CqeStatus.REM_INV_REQ_ERR)
 
     def _advance(self, qp: QpCtx, psn: int, ackreq: bool, t: float) -> None:
         """The packet is done: expect the next PSN, and ACK if asked or if enough are due."""

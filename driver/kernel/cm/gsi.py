@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from nicsim.driver.abi import DoorbellPage
 from nicsim.driver.enums import ibv_qp_state, ibv_wc_opcode, ibv_wc_status, ibv_wr_opcode
-from nicsim.driver.kernel.cm.mad import GSI_QKEY, GSI_QPN, MAD_SIZE
+from nicsim.driver.kernel.cm.mad import GSI_QKEY, MAD_SIZE
 from nicsim.driver.kernel.ib_core import IbDevice, KernelError
 from nicsim.driver.kernel.uverbs import cq_resp, qp_resp
 from nicsim.driver.rings import ProviderCq, ProviderError, ProviderQp
@@ -29,6 +29,7 @@ from nicsim.driver.rings import ProviderCq, ProviderError, ProviderQp
 from nicsim.hwif import (
     CQE_OWNER_OFFSET,
     CQE_SIZE,
+    GSI_QPN,
     Access,
     QpAttrMask,
     QpState,

@@ -15,13 +15,14 @@ import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from nicsim.hwif import GSI_QPN  # noqa: F401 (QP1, named here for the CM and its users)
+
 MAD_SIZE = 256
 HDR_SIZE = 24
 DATA_SIZE = MAD_SIZE - HDR_SIZE
 BASE_VERSION = 1
 MGMT_CLASS_CM = 0x07  # IBA 13.4.4: Communication Management
 CM_CLASS_VERSION = 2
-GSI_QPN = 1
 GSI_QKEY = 0x80010000  # the well-known Q_Key of QP1 (IBA 13.5.1)
 PERMISSIVE_LID = 0xFFFF  # RoCE has no LIDs: the path's LID fields carry the permissive LID
 

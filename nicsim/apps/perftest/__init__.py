@@ -25,6 +25,7 @@ from nicsim.apps.perftest.params import (
     parse,
 )
 from nicsim.checks import physics
+from nicsim.driver.user.errors import PyverbsRDMAError
 
 __all__ = ["TOOLS", "main", "run"]
 
@@ -132,7 +133,10 @@ def run(p: Params, stdout: TextIO, stderr: TextIO) -> dict[str, Any]:
     print("\n".join(lines), file=stdout, flush=True)
     results: list[Any] = []
     for size in p.sizes:
-        posted, completed = bench.run(size)
+        try:
+            posted, completed = bench.run(size)
+        except PyverbsRDMAError as ex:  # (a device without atomics refuses them: EINVAL)
+            raise PerftestError(f"Couldn't post send: qp 0 scnt=0 ({ex})") from None
         win = bench.window
         if win is not None:
             timed = report.bw_timed if p.kind is TestKind.BW else report.lat_timed
