@@ -35,3 +35,19 @@ def test_incast_series_stay_under_the_line_and_a_forged_one_is_named(tmp_path: P
         csv.writer(f).writerow(["1910.000", "h4->h0#0", "1600"])
     found = check_result(r)
     assert found and found[0].startswith("qp_goodput above the wire: h4->h0#0 at 1910.000 us")
+
+
+def test_port_backlog_is_bytes_queued_not_idle_time(tmp_path: Path) -> None:
+    """The receiver of an incast sends only ACKs and CNPs: its queue never holds more than
+    it ever sent (it showed 322,424 B queued for 138,364 B sent, counting scheduled idle
+    time as backlog)."""
+    sc, _ = load(str(ROOT / "examples" / "incast.yaml"), [])
+    r = Runner(sc, None, tmp_path).run()
+    rows = list(csv.reader((tmp_path / "timeseries" / "port_backlog.csv").open()))[1:]
+    by_host: dict[str, float] = {}
+    for _t, host, v in rows:
+        by_host[host] = max(by_host.get(host, 0.0), float(v))
+    c = r.counters["h0"]
+    sent_wire = c["port.tx_bytes"] + 24 * c["port.tx_frames"]  # preamble, FCS, gap
+    assert 0 < by_host["h0"] <= sent_wire
+    assert by_host["h0"] < 16 * 1100  # a few ACK or CNP frames at most

@@ -135,6 +135,21 @@ class Port:
         part = now - q[0][0] if q and q[0][0] < now else 0.0
         return self._done_ns + part
 
+    def backlog_ns(self) -> float:
+        """Wire time of what is queued and not yet sent (the frame on the wire counted by its
+        part still to go): without the idle gaps a schedule may hold. Kept from the first
+        call on (see wire_ns_done)."""
+        self.wire_ns_done()  # (starts the bookkeeping, retires what is over)
+        now = self.env.now
+        q = self._ahead
+        assert q is not None
+        if self.queued:
+            # Frames still in the priority queues have not started: their wire time, too.
+            waiting = sum(self._wire_ns(len(f)) for pq in self._q for f, _r, _s in pq)
+        else:
+            waiting = 0.0
+        return waiting + sum(end - (start if start > now else now) for start, end in q)
+
     def count(self, name: str) -> None:
         """Count an event of the port's receive side (MAC control frames the NIC parses)."""
         self._c[name] += 1

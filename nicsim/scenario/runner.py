@@ -272,12 +272,11 @@ class Runner:
             "preamble, FCS and gap)"))
 
         def backlog() -> dict[str, float]:
-            now = self.env.now
-            return {h: max(0.0, n.port.free - now) * build.host_rate_gbps(self.sc, h) / 8
-                    for h, n in nics.items()}
+            return {h: n.port.backlog_ns() * n.port.rate_gbps / 8 for h, n in nics.items()}
 
         sampler.register(Probe("port_backlog", "host", "backlog_bytes", backlog, "level", 1.0,
-                               "NIC transmit backlog (bytes queued for the wire)"))
+                               "NIC transmit backlog (bytes queued for the wire, with "
+                               "preamble, FCS and gap)"))
         for p in getattr(self.world, "probes", []):
             sampler.register(p)
 
