@@ -94,7 +94,7 @@ def _prepare_out(args: argparse.Namespace) -> Path | None:
         from nicsim.results import output  # (matplotlib: only when there is a DIR to plot in)
 
         try:
-            output.prepare(out)
+            output.prepare_run(out, args.force)
         except output.OutputError as e:
             raise UsageError(str(e)) from None
     return out
@@ -123,6 +123,12 @@ def _run(args: argparse.Namespace) -> int:
             from nicsim.results import output
 
             result.files = output.write(result, out)
+    except KeyboardInterrupt:
+        if out is not None:
+            from nicsim.results import output
+
+            output.interrupted(out)
+        raise
     except OSError as e:
         where = f"{e.filename}: " if e.filename else (f"{pcap}: " if pcap else "")
         raise UsageError(f"writing {where}{e.strerror or e}") from None
@@ -230,7 +236,10 @@ def parser() -> argparse.ArgumentParser:
                      help="set any scenario field, e.g. link.rate_gbps=25 or flows[0].load=0.5 "
                           "(repeatable)")
     run.add_argument("--out", metavar="DIR", help="write flows.csv, time series, summary.json, "
-                                                 "plots and report.html into DIR")
+                                                 "plots and report.html into DIR (new or empty)")
+    run.add_argument("--force", action="store_true",
+                     help="--out into a directory that holds an earlier run's results: "
+                          "replace them (other files stay)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--check", action="store_true",
                      help="check the run against physics (wire rate, completions after their "
@@ -286,6 +295,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return _quiet_pipe(lambda: perftest_main((sys.argv[1:] if argv is None else argv)[1:]))
     try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return _interrupted()
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
         try:
             args = parser().parse_args(argv)
             if getattr(args, "check", False):
@@ -313,11 +329,20 @@ def _broken_pipe() -> int:
     return 141
 
 
+def _interrupted() -> int:
+    """Ctrl-C: one line, and the shell's status for SIGINT (128 + 2)."""
+    sys.stdout.flush()
+    print("interrupted", file=sys.stderr)
+    return 130
+
+
 def _quiet_pipe(fn: Any) -> int:
     try:
         return int(fn())
     except BrokenPipeError:
         return _broken_pipe()
+    except KeyboardInterrupt:
+        return _interrupted()
 
 
 if __name__ == "__main__":

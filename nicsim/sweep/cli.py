@@ -14,7 +14,7 @@ def sweep_main(args: argparse.Namespace) -> int:
     from nicsim.results.output import OutputError, prepare
     from nicsim.scenario.schema import ScenarioError
     from nicsim.sweep import combine
-    from nicsim.sweep.run import run
+    from nicsim.sweep.run import Interrupted, run
     from nicsim.sweep.spec import load_sweep
     from nicsim.usage import UsageError
 
@@ -58,6 +58,13 @@ def sweep_main(args: argparse.Namespace) -> int:
         rows = run(sw, out, args.workers, args.dask, report)
     except RuntimeError as e:
         raise UsageError(str(e)) from None
+    except Interrupted as stop:
+        # Ctrl-C: what finished is kept; a rerun resumes the rest.
+        files = combine.write(sw, out, stop.rows) if stop.rows else []
+        print(f"sweep {sw.name}: interrupted after {len(stop.rows)} of {len(sw.points)} "
+              f"points" + (f"; results so far: {out}/ ({', '.join(files)})" if files else ""),
+              file=sys.stderr)
+        raise
     files = combine.write(sw, out, rows)
     bad = [r for r in rows if r.get("status") != "ok"]
     print(f"sweep {sw.name}: {len(rows)} points, {len(rows) - len(bad)} ok"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -55,13 +56,27 @@ def run_local(todo: list[Job], workers: int | None) -> Iterator[dict[str, Any]]:
     n = workers or os.cpu_count() or 1
     if not todo:
         return
-    with ProcessPoolExecutor(max_workers=min(n, len(todo))) as ex:
+    ex = ProcessPoolExecutor(max_workers=min(n, len(todo)), initializer=_leave_sigint)
+    try:
         pending: dict[Future, Job] = {ex.submit(run_point, *j): j for j in todo}
         while pending:
             ready, _ = wait(pending, return_when=FIRST_COMPLETED)
             for f in ready:
                 job = pending.pop(f)
                 yield _result(f, job)
+    except BaseException:
+        # Ctrl-C (or the caller stopped listening): stop the points running now, at once
+        # (the executor would let them finish; its processes are the only handle on them).
+        for proc in list(getattr(ex, "_processes", {}).values()):
+            proc.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown()
+
+
+def _leave_sigint() -> None:
+    """A worker leaves Ctrl-C to the sweep, which stops it (no traceback per worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_dask(todo: list[Job], address: str) -> Iterator[dict[str, Any]]:
@@ -95,7 +110,18 @@ def run(sw: Sweep, out: Path, workers: int | None, dask: str | None,
     for i, r in enumerate(rows, 1):
         report(r, i, total)
     gen = run_dask(todo, dask) if dask else run_local(todo, workers)
-    for r in gen:
-        rows.append(r)
-        report(r, len(rows), total)
+    try:
+        for r in gen:
+            rows.append(r)
+            report(r, len(rows), total)
+    except KeyboardInterrupt:
+        raise Interrupted(sorted(rows, key=lambda r: r["point"])) from None
     return sorted(rows, key=lambda r: r["point"])
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep: the rows of the points finished so far."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.rows = rows
