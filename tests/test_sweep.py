@@ -100,3 +100,24 @@ def test_sweep_on_a_dask_cluster(tmp_path):
     assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
     assert [r["seed"] for r in rows] == ["1", "2", "1", "2"]
     assert all((out / r["dir"] / "summary.json").is_file() for r in rows)
+
+
+def test_a_changed_fixed_set_reruns_the_points_instead_of_resuming_stale_ones(tmp_path, capsys):
+    """A point's identity is its whole resolved scenario (and the code): the same directory
+    name with another `set:` is another point (it resumed the old results: depth 1 -> 4 gave
+    the depth-1 goodput again)."""
+    p = setup(tmp_path, "scenario: base.yaml\nparameters:\n  streams[0].bytes: [4096]\n"
+                        "set:\n  streams[0].depth: 1\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(p), "--out", str(out), "--workers", "1"]) == 0
+    g1 = float(points(out)[0]["goodput_gbps"])
+    p.write_text("scenario: base.yaml\nparameters:\n  streams[0].bytes: [4096]\n"
+                 "set:\n  streams[0].depth: 4\n")
+    capsys.readouterr()
+    assert main(["sweep", str(p), "--out", str(out), "--workers", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "finished before" not in err
+    g4 = float(points(out)[0]["goodput_gbps"])
+    assert g4 > g1  # deeper queue, more goodput: the new point's figure
+    assert main(["sweep", str(p), "--out", str(out), "--workers", "1"]) == 0
+    assert "ok (finished before)" in capsys.readouterr().err  # unchanged: resumed

@@ -4,6 +4,8 @@ whatever goes wrong comes back in the row (the sweep reports it and goes on)."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import shutil
@@ -42,6 +44,38 @@ def metrics(s: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def identity(base: str, overrides: list[str], pcap: bool) -> str:
+    """What decides a point's result: the whole scenario as resolved (base, its profile and
+    every override, validated) and the code that runs it. A finished point whose identity
+    differs is run again, however its directory is named."""
+    from nicsim.scenario.load import load
+    from nicsim.scenario.schema import ScenarioError
+
+    try:
+        sc, _ = load(base, [(f"--set {o}", o) for o in overrides])
+    except ScenarioError:
+        return ""  # (no identity: it is run, and fails saying why)
+    h = hashlib.sha256(sc.model_dump_json().encode())
+    h.update(f"pcap={pcap};code={code_identity()}".encode())
+    return h.hexdigest()[:32]
+
+
+@functools.cache
+def code_identity() -> str:
+    """A hash of nicsim's own files (the model, the driver, their data): a result made by
+    other code is another result."""
+    import nicsim
+    import nicsim.driver
+
+    h = hashlib.sha256()
+    for root in (Path(nicsim.__file__).parent, Path(nicsim.driver.__file__).parent):
+        for f in sorted(root.rglob("*")):
+            if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
+                h.update(str(f.relative_to(root)).encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:32]
+
+
 def run_point(base: str, overrides: list[str], out: str, pcap: bool,
               row: dict[str, Any]) -> dict[str, Any]:
     """Run one point into `out` (cleared first: an unfinished earlier attempt leaves no
@@ -59,6 +93,7 @@ def run_point(base: str, overrides: list[str], out: str, pcap: bool,
         if d.exists():
             shutil.rmtree(d)
         d.mkdir()
+        row["identity"] = identity(base, overrides, pcap)
         sc, _ = load(base, [(f"--set {o}", o) for o in overrides])
         if not pcap:
             sc = sc.model_copy(update={"pcap": None})

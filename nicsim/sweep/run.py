@@ -17,18 +17,21 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any
 
-from nicsim.sweep.point import DONE, run_point
+from nicsim.sweep.point import DONE, identity, run_point
 from nicsim.sweep.spec import Point, Sweep, row_params
 
 Job = tuple[str, list[str], str, bool, dict[str, Any]]
 
 
-def finished(d: Path) -> dict[str, Any] | None:
-    """The row of a point that ran to the end before (ok or not); None to run it (again)."""
+def finished(d: Path, ident: str) -> dict[str, Any] | None:
+    """The row of a point that ran to the end before (ok or not) as the same point (its
+    identity: the resolved scenario and the code); None to run it (again)."""
     try:
         row = json.loads((d / DONE).read_text())
     except (OSError, ValueError):
         return None
+    if row.get("identity") != ident:
+        return None  # another scenario or other code made it: stale
     return row if row.get("status") in ("ok", "not ok") else None
 
 
@@ -37,7 +40,7 @@ def jobs(sw: Sweep, out: Path) -> tuple[list[dict[str, Any]], list[Job]]:
     done, todo = [], []
     for pt in sw.points:
         d = out / pt.dirname
-        row = finished(d)
+        row = finished(d, identity(str(sw.base), pt.overrides(sw.spec.set), sw.spec.pcap))
         if row is not None:
             row["resumed"] = True
             done.append(row)
