@@ -12,21 +12,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from nicsim.checks import physics
 from nicsim.scenario.load import load
 from nicsim.scenario.schema import ScenarioError
-from nicsim.usage import UsageError
+from nicsim.usage import OneLineParser, UsageError
 
 DEFAULT_PCAP_DIR = "traces"  # the default template's directory, made if missing
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with its errors on one line (no usage dump), exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def _probability(text: str) -> float:
@@ -216,8 +209,8 @@ def _profiles(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="nicsim", description="An RDMA (RoCEv2) NIC simulator.")
-    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    ap = OneLineParser(prog="nicsim", description="An RDMA (RoCEv2) NIC simulator.")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=OneLineParser)
     run = sub.add_parser("run", help="run a scenario (the built-in default without FILE)")
     run.add_argument("scenario", nargs="?", help="scenario YAML file")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -276,7 +269,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("exec", help="run a program (pyverbs, or any Python verbs program) on a "
                                 "simulated world: nicsim exec --help")
     pcp = sub.add_parser("pcap", help="pcap tools")
-    pcs = pcp.add_subparsers(dest="pcap_cmd", required=True, parser_class=_Parser)
+    pcs = pcp.add_subparsers(dest="pcap_cmd", required=True, parser_class=OneLineParser)
     chk = pcs.add_parser("check", help="validate every frame of a capture")
     chk.add_argument("file")
     chk.set_defaults(fn=_pcap_check)

@@ -204,10 +204,17 @@ def main(argv: list[str] | None = None) -> int:
     from nicsim.exec.spec import SpecError
 
     try:
-        return tools[args[0]](args[1:])
+        rc = tools[args[0]](args[1:])
+        sys.stdout.flush()
+        return rc
     except SpecError as e:
         print(f"{args[0]}: NICSIM_WORLD: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`| head -1`): stop quietly, as the real tools do; stdout
+        # goes to /dev/null first, or Python complains again when it flushes at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from pathlib import Path
 import nicsim.driver
 from nicsim.exec.spec import ENV, SHIM_DIR_ENV, SpecError, from_env, save
 from nicsim.exec.world import build, netdevs
+from nicsim.usage import OneLineParser, UsageError
 
 
 def facade_dir() -> Path:
@@ -23,7 +24,7 @@ def facade_dir() -> Path:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="nicsim exec",
         description="Run COMMAND with nicsim's pyverbs package importable and the simulated "
         "world's devices visible to it (and to `rdma link show`, `ip addr show`). Options "
@@ -60,7 +61,11 @@ def _shims(where: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     cmd = list(args.command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -79,7 +84,14 @@ def main(argv: list[str]) -> int:
         print(f"error: nicsim exec: {e}", file=sys.stderr)
         return 2
     if spec.pcap:
-        spec = spec.with_text(f"pcap={Path(spec.pcap).resolve()}")
+        d = Path(spec.pcap)
+        # DIR is made, not its parents (as run --out: a missing parent is more likely a typo)
+        if not d.is_dir() and not d.parent.is_dir():
+            print(f"error: nicsim exec: --pcap {d}: directory {d.parent} does not exist",
+                  file=sys.stderr)
+            return 2
+        d.mkdir(exist_ok=True)
+        spec = spec.with_text(f"pcap={d.resolve()}")
     env[ENV] = spec.to_env()
     env["PYTHONPATH"] = os.pathsep.join(
         [str(facade_dir())] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])

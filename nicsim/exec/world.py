@@ -52,7 +52,7 @@ def build(spec: WorldSpec, pcap: bool = True) -> World:
 def _taps(w: World, where: Path) -> None:
     from nicsim.fabric.pcap import PcapTap
 
-    where.mkdir(parents=True, exist_ok=True)
+    where.mkdir(exist_ok=True)  # (not its parents: see nicsim.exec.launch)
     pid = os.getpid()
     for name, nic in w.nics.items():
         path = where / f"nicsim-{pid}-{name}.pcap"

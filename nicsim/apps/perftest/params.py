@@ -13,6 +13,7 @@ from __future__ import annotations
 import getopt
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
+from pathlib import Path
 
 
 class Verb(StrEnum):
@@ -270,7 +271,28 @@ def parse(tool: str, argv: list[str]) -> Params:
     if conn_arg is not None:
         p.conn = _conn(conn_arg, verb)
     _dependencies(p, size_given)
+    _outputs(p)
     return p
+
+
+# What --waterfall can write (matplotlib's formats that make sense for a figure).
+_FIGURE_FORMATS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
+def _outputs(p: Params) -> None:
+    """Files nicsim's options write go into directories that exist, in formats it writes:
+    said before the run, in one line, not after it as a traceback."""
+    if p.out_json and not Path(p.out_json_file).resolve().parent.is_dir():
+        raise PerftestError(f"nicsim perftest: --out_json_file {p.out_json_file}: directory "
+                            f"{Path(p.out_json_file).parent} does not exist", code=2)
+    if p.waterfall is not None:
+        w = Path(p.waterfall)
+        if w.suffix.lower() not in _FIGURE_FORMATS:
+            raise PerftestError(f"nicsim perftest: --waterfall {w}: a figure file "
+                                f"({', '.join(_FIGURE_FORMATS)})", code=2)
+        if not w.resolve().parent.is_dir():
+            raise PerftestError(f"nicsim perftest: --waterfall {w}: directory {w.parent} "
+                                f"does not exist", code=2)
 
 
 def _conn(text: str, verb: Verb) -> Conn:
