@@ -51,3 +51,17 @@ def test_perftest_checks_its_output_files_before_the_run(arg: str, says: str,
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert r.stdout == ""  # nothing ran
+
+
+def test_exec_python_is_nicsims_interpreter_without_an_active_venv(tmp_path: Path) -> None:
+    """`nicsim exec -- python app.py` with the system's Python first on PATH (no venv
+    activated): it runs with nicsim's interpreter, where pyverbs is nicsim's."""
+    app = tmp_path / "app.py"
+    app.write_text("import sys\nimport pyverbs.device as d\n"
+                   "print(len(d.get_device_list()), sys.executable)\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-m", "nicsim", "exec", "--", "python", str(app)],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    n, exe = r.stdout.split()
+    assert n == "2" and Path(exe).resolve() == Path(sys.executable).resolve()

@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
 def _shims(where: Path) -> None:
     """`rdma`, `ip` and `cat` scripts that run nicsim.exec.answers with this interpreter
     (`cat` only for the simulated devices' sysfs files: anything else goes to the system's
-    cat)."""
+    cat), and `python`/`python3` that are this interpreter."""
     py = shlex.quote(sys.executable)
     for tool in ("rdma", "ip", "cat"):
         f = where / tool
@@ -57,6 +57,12 @@ def _shims(where: Path) -> None:
             run = ('case "$*" in */sys/class/infiniband/*) ' + run.strip() + ";; esac\n"
                    f'PATH=$(printf %s "$PATH" | sed "s#^{where}:##") exec cat "$@"\n')
         f.write_text("#!/bin/sh\n" + run)
+        f.chmod(0o755)
+    # `python` and `python3` are nicsim's own interpreter, whatever is active: a user types
+    # `nicsim exec -- python app.py`, and another Python has no nicsim for its pyverbs.
+    for name in ("python", "python3"):
+        f = where / name
+        f.write_text(f"#!/bin/sh\nexec {py} \"$@\"\n")
         f.chmod(0o755)
 
 
