@@ -134,3 +134,15 @@ def test_other_vendors_interfaces_say_this_is_not_their_device(tmp_path: Path) -
     """)
     r = _exec(["--", sys.executable, "-c", code], tmp_path)
     assert r.stdout.strip() == "This is not an MLX5 device 1 True", r.stderr
+
+
+def test_older_pyverbs_names_and_address_handle_limit(tmp_path: Path) -> None:
+    """`import pyverbs.enums as e` (older pyverbs, most examples online) works, and the
+    device says it takes address handles (max_ah was 0 although UD with AHs works)."""
+    code = ("import pyverbs.enums as e\n"
+            "from pyverbs.device import Context\n"
+            "assert e.IBV_QPT_UD == 4 and e.IBV_WR_SEND == 2 and e.RDMA_PS_TCP == 0x106\n"
+            "print(Context(name='nsnic0').query_device().max_ah)\n")
+    r = _exec(["--", sys.executable, "-c", code], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout) >= 1 << 16

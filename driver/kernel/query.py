@@ -23,6 +23,9 @@ from nicsim.hwif import (
 )
 
 GID_TABLE_LEN = 16  # entries per port; index 0 holds the netdev's address (RoCEv2)
+# Address handles are the provider's (the WQE carries the address vector, hwif.UdAv): no
+# device table bounds them, and the device says so as mlx5 does (max_ah = INT_MAX).
+MAX_AH = (1 << 31) - 1
 PKEY_DEFAULT = 0xFFFF  # RoCE: one P_Key, the default full-membership one (Annex A17.4.2)
 MAX_MSG_SZ = 1 << 31  # the largest message (IBA 9.4.1)
 FIRST_QPN = 0x11  # QPNs below are special (IBA 10.2.4) or kept back by the driver
@@ -241,7 +244,7 @@ def device_attrs(caps: object, dev_id: int, mac: str, log_mtt: int,
                         else AtomicCap.HCA),
         max_ee=0, max_rdd=0, max_mw=max_mpt - 1, max_raw_ipv6_qp=0,
         max_raw_ethy_qp=0, max_mcast_grp=groups, max_mcast_qp_attach=per_group,
-        max_total_mcast_qp_attach=groups * per_group, max_ah=0, max_fmr=0, max_map_per_fmr=0,
+        max_total_mcast_qp_attach=groups * per_group, max_ah=MAX_AH, max_fmr=0, max_map_per_fmr=0,
         max_srq=srqs, max_srq_wr=c.max_qp_wr - 1 if srqs else 0,  # type: ignore[attr-defined]
         max_srq_sge=c.max_sge if srqs else 0, max_pkeys=1,  # type: ignore[attr-defined]
         local_ca_ack_delay=0, phys_port_cnt=1, num_comp_vectors=num_comp_vectors,
