@@ -258,6 +258,9 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--dask", metavar="ADDRESS",
                     help="submit the points to this Dask scheduler (pip install nicsim[dask])")
     sw.add_argument("--quiet", action="store_true", help="no progress lines")
+    sw.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="set a scenario field for every point, as the sweep's own set: "
+                         "does (repeatable; e.g. flows[0].count=100 to shrink a sweep)")
     sw.add_argument("--check", action="store_true",
                     help="check every point's run against physics (see nicsim run --check)")
     sw.set_defaults(fn=_sweep)

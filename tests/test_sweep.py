@@ -68,10 +68,10 @@ def test_local_sweep_resumes_and_reports_a_failing_point(tmp_path, capsys):
         assert (d / "report.html").is_file() and (d / "flows.csv").is_file()
         s = json.loads((d / "summary.json").read_text())
         assert s["configuration"]["streams"][0]["count"] == 20  # the fixed `set`
-        assert float(r["goodput_gbps"]) == pytest.approx(s["goodput"][0]["gbps"])
-    g1, g4 = (float(r["goodput_gbps"]) for r in rows[:2])
+        assert float(r["goodput_total_gbps"]) == pytest.approx(s["goodput"][0]["gbps"])
+    g1, g4 = (float(r["goodput_total_gbps"]) for r in rows[:2])
     assert g1 < g4 < 25  # a 25 Gb/s link, bigger messages go faster
-    assert (out / "report.html").is_file() and (out / "goodput_gbps.png").is_file()
+    assert (out / "report.html").is_file() and (out / "goodput_max_direction_gbps.png").is_file()
     mark = out / rows[0]["dir"] / "done.json"
     before = mark.stat().st_mtime_ns
     (out / rows[1]["dir"] / "done.json").unlink()
@@ -110,14 +110,42 @@ def test_a_changed_fixed_set_reruns_the_points_instead_of_resuming_stale_ones(tm
                         "set:\n  streams[0].depth: 1\n")
     out = tmp_path / "out"
     assert main(["sweep", str(p), "--out", str(out), "--workers", "1"]) == 0
-    g1 = float(points(out)[0]["goodput_gbps"])
+    g1 = float(points(out)[0]["goodput_total_gbps"])
     p.write_text("scenario: base.yaml\nparameters:\n  streams[0].bytes: [4096]\n"
                  "set:\n  streams[0].depth: 4\n")
     capsys.readouterr()
     assert main(["sweep", str(p), "--out", str(out), "--workers", "1"]) == 0
     err = capsys.readouterr().err
     assert "finished before" not in err
-    g4 = float(points(out)[0]["goodput_gbps"])
+    g4 = float(points(out)[0]["goodput_total_gbps"])
     assert g4 > g1  # deeper queue, more goodput: the new point's figure
     assert main(["sweep", str(p), "--out", str(out), "--workers", "1"]) == 0
     assert "ok (finished before)" in capsys.readouterr().err  # unchanged: resumed
+
+
+def test_set_on_the_command_line_and_seeds_with_their_interval(tmp_path, capsys):
+    """`sweep --set` shrinks a sweep without editing it; with seeds, each point's plotted
+    figures come with their mean and 95% interval over the seeds; goodput is named for
+    what it is: the busiest direction, and the total over directions."""
+    p = setup(tmp_path, "scenario: base.yaml\nparameters:\n  streams[0].bytes: [1024, 4096]\n"
+                        "seeds: 3\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(p), "--out", str(out), "--workers", "2",
+                 "--set", "streams[0].count=8"]) == 0
+    rows = points(out)
+    assert len(rows) == 6
+    for r in rows:
+        s = json.loads((out / r["dir"] / "summary.json").read_text())
+        assert s["configuration"]["streams"][0]["count"] == 8  # the --set
+        assert float(r["goodput_max_direction_gbps"]) <= float(r["goodput_total_gbps"]) + 1e-9
+    for size in ("1024", "4096"):
+        group = [r for r in rows if r["streams[0].bytes"] == size]
+        vals = [float(r["goodput_max_direction_gbps"]) for r in group]
+        mean = sum(vals) / 3
+        assert all(float(r["goodput_max_direction_gbps_mean"]) == pytest.approx(mean)
+                   for r in group)
+        ci = float(group[0]["goodput_max_direction_gbps_ci95"])
+        sd = (sum((v - mean) ** 2 for v in vals) / 2) ** 0.5
+        assert ci == pytest.approx(4.303 * sd / 3 ** 0.5)  # t(0.975, 2 dof)
+    assert main(["sweep", str(p), "--out", str(out), "--set", "nonsense"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err

@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from nicsim.trace.stats import plot_bin_size
+from nicsim.trace.stats import mean_ci95, plot_bin_size
 from nicsim.trace.timeseries import Probe
 
 MAX_SERIES = 8  # lines in one time-series plot; the busiest are drawn, the rest named
@@ -101,7 +101,7 @@ def timeseries(probe: Probe, csv_path: Path, path: Path) -> Path | None:
 def sweep_lines(rows: list[dict[str, Any]], x: str, metrics: list[str], by: str | None,
                 path: Path, title: str) -> Path | None:
     """One metric (or several) of a sweep's points against a swept parameter, one line per
-    value of another parameter (`by`), the mean over seeds."""
+    value of another parameter (`by`): the mean over seeds with its 95% interval."""
     pts: dict[Any, dict[Any, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         for m in metrics:
@@ -117,8 +117,11 @@ def sweep_lines(rows: list[dict[str, Any]], x: str, metrics: list[str], by: str 
     for (b, m), d in sorted(pts.items(), key=lambda kv: str(kv[0])):
         xs = sorted(d) if numeric else list(d)
         label = m if b is None else (f"{by}={b}" + (f" {m}" if len(metrics) > 1 else ""))
-        ax.plot(range(len(xs)) if not numeric else xs, [float(np.mean(d[k])) for k in xs],
-                "o-", label=label)
+        # The mean over seeds, and its 95% interval where there are several seeds.
+        spread = [mean_ci95(d[k]) for k in xs]
+        yerr = [h or 0.0 for _m, h in spread]
+        ax.errorbar(range(len(xs)) if not numeric else xs, [m for m, _h in spread],
+                    yerr=yerr if any(yerr) else None, fmt="o-", capsize=3, label=label)
         if not numeric:
             ax.set_xticks(range(len(xs)), [str(k) for k in xs])
     ax.set_xlabel(x)

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 DEFAULT_DIR = "sweeps"  # results go to sweeps/<name> unless --out says otherwise
 
 
@@ -19,6 +21,11 @@ def sweep_main(args: argparse.Namespace) -> int:
     from nicsim.usage import UsageError
 
     sw = load_sweep(args.sweep)
+    for item in args.set or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"sweep --set {item!r}: KEY=VALUE")
+        sw.spec.set[key.strip()] = yaml.safe_load(value)
     if not sw.base.is_file():
         raise ScenarioError(f"{args.sweep}: scenario: no file {sw.base}")
     if args.workers is not None and args.workers < 1:

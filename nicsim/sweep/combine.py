@@ -12,13 +12,16 @@ from typing import Any
 from nicsim.results import html, plots
 from nicsim.sweep.point import METRICS
 from nicsim.sweep.spec import Sweep
+from nicsim.trace.stats import mean_ci95
 
-PLOTTED = (("goodput_gbps", "Goodput (Gb/s, all directions)"),
+PLOTTED = (("goodput_max_direction_gbps", "Goodput of the busiest direction (Gb/s)"),
            ("slowdown_p99", "FCT slowdown p99"),
            ("small_slowdown_p99", "FCT slowdown p99, smallest flows"),
            ("latency_p99_us", "Latency p99 (us)"))
-UNITS = {"goodput_gbps": "Gb/s, payload of successful WRs over their time in flight, summed "
-                         "over directions",
+UNITS = {"goodput_total_gbps": "Gb/s, payload of successful WRs over their time in flight, "
+                               "summed over every direction (src -> dst): it can exceed one "
+                               "link's rate",
+         "goodput_max_direction_gbps": "Gb/s, the same for the busiest direction alone",
          "latency_p50_us": "us", "latency_p99_us": "us",
          "slowdown_p50": "FCT / ideal, of the largest group",
          "slowdown_p99": "FCT / ideal, of the largest group",
@@ -27,11 +30,33 @@ UNITS = {"goodput_gbps": "Gb/s, payload of successful WRs over their time in fli
 
 
 def columns(sw: Sweep) -> list[str]:
-    return ["point", *sw.keys, "seed", "status", "stop", *METRICS, "wall_s", "error", "dir"]
+    spread = [f"{m}_{s}" for m, _t in PLOTTED for s in ("mean", "ci95")] \
+        if sw.spec.seeds else []
+    return ["point", *sw.keys, "seed", "status", "stop", *METRICS, *spread, "wall_s", "error",
+            "dir"]
+
+
+def _spread(sw: Sweep, rows: list[dict[str, Any]]) -> None:
+    """Each row gets the mean and 95% interval, over its seeds, of the plotted figures of
+    its point (the same parameters)."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("status") in ("ok", "not ok"):
+            groups.setdefault(tuple(str(r.get(k)) for k in sw.keys), []).append(r)
+    for members in groups.values():
+        for m, _t in PLOTTED:
+            vals = [float(r[m]) for r in members if r.get(m) not in (None, "")]
+            if not vals:
+                continue
+            mean, half = mean_ci95(vals)
+            for r in members:
+                r[f"{m}_mean"], r[f"{m}_ci95"] = mean, half
 
 
 def write(sw: Sweep, out: Path, rows: list[dict[str, Any]]) -> list[str]:
     cols = columns(sw)
+    if sw.spec.seeds:
+        _spread(sw, rows)
     with (out / "points.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
@@ -59,7 +84,7 @@ def write(sw: Sweep, out: Path, rows: list[dict[str, Any]]) -> list[str]:
                      f"{sum(1 for r in rows if r.get('status') == 'ok')} ok, "
                      f"{sum(1 for r in rows if r.get('status') == 'not ok')} not ok, "
                      f"{len(failed)} failed.</p>")]
-    shown = ["point", *keys, "seed", "status", "goodput_gbps", "slowdown_p99",
+    shown = ["point", *keys, "seed", "status", "goodput_max_direction_gbps", "slowdown_p99",
              "latency_p99_us", "wall_s"]
     body = html.table(shown + ["report"], [
         [r.get(c) for c in shown] + [f"{r['dir']}/report.html" if r.get("status") != "failed"

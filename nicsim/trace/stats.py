@@ -150,3 +150,21 @@ def plot_bin(size: int) -> int:
 def plot_bin_size(b: int) -> float:
     """The geometric middle of plot bin b, in bytes."""
     return 10 ** ((b + 0.5) / PLOT_BINS_PER_DECADE)
+
+
+# Student's t at 97.5% for n - 1 degrees of freedom (a 95% interval of a mean over n seeds);
+# 1.96 (the normal's) from 30 on.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045)
+
+
+def mean_ci95(values: list[float]) -> tuple[float, float | None]:
+    """The mean of `values` and the half-width of its 95% interval (None for one value)."""
+    n = len(values)
+    m = sum(values) / n
+    if n < 2:
+        return m, None
+    sd = (sum((v - m) ** 2 for v in values) / (n - 1)) ** 0.5
+    t = _T975[n - 2] if n - 2 < len(_T975) else 1.96
+    return m, t * sd / n ** 0.5
