@@ -73,10 +73,14 @@ def _pcap_path(args: argparse.Namespace, sc: Any, out: Path | None) -> str | Non
     # Fail now rather than after the run: the file must take a write (/dev/full does not).
     try:
         with path.open("wb") as f:
-            f.write(b"\0" * 24)  # a pcap header's worth; the capture rewrites the file
+            f.write(b"\0" * 24)  # a pcap header's worth
             f.flush()
     except OSError as e:
         raise UsageError(f"{where} {path}: {e.strerror}") from None
+    if path.is_file():
+        # The capture makes it again (a fabric's captures are named after their ports and
+        # leave this name unused: 24 zero bytes left here are no pcap).
+        path.unlink()
     return str(path)
 
 
