@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: run test tools lint bench clean
+.PHONY: run test tools lint docs figures bench clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,13 @@ test: $(VENV)/.test tools
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check .
 	$(PY) scripts/lint_imports.py
+
+docs: $(VENV)/.test
+	$(VENV)/bin/mkdocs build --strict
+
+# docs/benchmarks.md: every benchmark run now on this machine (several minutes)
+figures: $(VENV)/.test
+	$(PY) scripts/figures.py
 
 clean:
 	rm -rf $(VENV) hdl_tb/sim_build traces/*.pcap

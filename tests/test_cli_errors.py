@@ -65,3 +65,19 @@ def test_exec_python_is_nicsims_interpreter_without_an_active_venv(tmp_path: Pat
     assert r.returncode == 0, r.stderr
     n, exe = r.stdout.split()
     assert n == "2" and Path(exe).resolve() == Path(sys.executable).resolve()
+
+
+def test_run_rtl_without_cocotb_names_the_extra(tmp_path: Path, monkeypatch, capsys) -> None:
+    """`nicsim run --rtl` where the hdl extra is not installed: one line saying what to
+    install, not a ModuleNotFoundError traceback."""
+    import importlib.util
+
+    from nicsim.cli import main
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("cocotb") else found(name, *a))
+    root = Path(__file__).resolve().parents[1]
+    assert main(["run", str(root / "examples" / "rtl.yaml"), "--rtl", "a", "--no-pcap"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cocotb" in err[0] and "[hdl]" in err[0], err

@@ -1,5 +1,5 @@
 """The fabric's fast paths give what the general paths give: the same frames at the same
-times, the same counters (docs/architecture.md, "Fast paths and the general path").
+times, the same counters (docs/explanation/fast-paths.md).
 
 - A switch's ingress takes a direct entry per frame from its links (nicsim.fabric.link,
   `attach(direct=True)`); the general path keeps frames in the link's own queue and delivers

@@ -96,7 +96,7 @@ def run(toplevel: str, sources: list[str], test_module: str,
 
     sim = sim or os.environ.get("SIM", "icarus")
     if not simulator_available(sim):
-        raise RtlRunError(f"simulator {sim!r} is not installed (the README's test command "
+        raise RtlRunError(f"simulator {sim!r} is not installed (`make test` "
                           "installs it)")
     parameters = dict(parameters or {})
     if build_dir is None:

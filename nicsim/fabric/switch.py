@@ -1,8 +1,8 @@
 """A routed, output-queued, store-and-forward Ethernet switch: the fabric's ToR and spine.
 
-What a switch knows (switches are fabric, not NICs: docs/architecture.md): frames, traffic
-classes, queues, a shared buffer and pauses. It parses only what forwarding needs: Ethernet, an
-optional 802.1Q tag (its PCP), IPv4/IPv6 (destination, DSCP, ECN, TTL / hop limit) and the
+What a switch knows (switches are fabric, not NICs: docs/explanation/architecture.md): frames,
+traffic classes, queues, a shared buffer and pauses. It parses only what forwarding needs: Ethernet,
+an optional 802.1Q tag (its PCP), IPv4/IPv6 (destination, DSCP, ECN, TTL / hop limit) and the
 UDP/TCP ports of the ECMP hash.
 
 Pipeline of one frame (all work is done when its last bit arrives, in `_receive`):

@@ -11,7 +11,7 @@ both. A value is given plain or with its source next to it:
 `base: NAME` starts from another profile and changes what it lists. A scenario's `profile:`
 (or `nicsim run --profile`) puts the profile under the scenario: fields the scenario sets
 itself win. Numbers live here, mechanisms in the model (profiles are data:
-docs/architecture.md).
+docs/explanation/architecture.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 the other's the SimPy model, in one co-simulated world (nicsim.cosim).
 
 The scenario is checked here, before anything is built, against what the RTL NIC does (the
-README's roce_nic section): two hosts on one cable, the RTL as the first of them, and only the
+docs/tutorials/rtl.md): two hosts on one cable, the RTL as the first of them, and only the
 operations its requester and responder implement. The run itself happens in a cocotb process
 (nicsim.apps.rtl_scenario) that the command starts on Icarus Verilog (or Verilator): the same
 Runner, the same report, the same integrity check of every byte; the simulators' own output
@@ -21,15 +21,15 @@ from pathlib import Path
 from nicsim.scenario import build
 from nicsim.scenario.schema import FaultSpec, OpKind, Scenario, ScenarioError
 
-# What roce_nic's requester sends and its responder answers (README, "What roce_nic does"):
-# listed, so that an operation the scenarios gain later is refused until the RTL does it.
+# What roce_nic's requester sends and its responder answers (docs/tutorials/rtl.md, "What roce_nic
+# does"): listed, so that an operation the scenarios gain later is refused until the RTL does it.
 RTL_REQUESTER_OPS = frozenset({OpKind.WRITE, OpKind.WRITE_IMM, OpKind.SEND, OpKind.SEND_IMM,
                                OpKind.READ, OpKind.CMP_SWAP, OpKind.FETCH_ADD})
 RTL_RESPONDER_OPS = RTL_REQUESTER_OPS
 WIDTHS = (64, 512)
 RTL_CLK_NS = 4.0  # the co-simulation's clock (cosim_world): 250 MHz
-# RTL cycles per CPU second of a co-simulation on Icarus (README, co-simulation speed; Verilator
-# is 2.5-5x faster): what the warning below estimates with.
+# RTL cycles per CPU second of a co-simulation on Icarus (docs/tutorials/cosim.md, "Speed";
+# Verilator is 2.5-5x faster): what the warning below estimates with.
 ICARUS_CYCLES_PER_S = 2_400
 ENV_SCENARIO = "NICSIM_RTL_SCENARIO"  # JSON: source, overrides, base, pcap, result file
 

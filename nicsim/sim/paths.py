@@ -1,7 +1,7 @@
 """One switch that turns every fast path off, to check them against the general path.
 
 The model takes shortcuts where a stream of packets repeats itself, each written to give
-exactly what the general path gives (docs/architecture.md, "Fast paths and the general path"):
+exactly what the general path gives (docs/explanation/fast-paths.md):
 
 - frames between two NICs travel unbuilt (nicsim.wire.packet.Unbuilt);
 - the parser remembers each flow's Ethernet, IP and UDP checks (nicsim.wire.packet.L3_CACHE);

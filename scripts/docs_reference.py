@@ -1,0 +1,232 @@
+"""The documentation's reference pages, made from the code (an mkdocs hook: every build makes
+them again, so they cannot fall behind it).
+
+    docs/reference/cli.md        every command's --help, as argparse (and perftest) print it
+    docs/reference/scenario.md   every scenario field: type, default, meaning (the pydantic
+                                 models and the configuration knobs)
+    docs/reference/counters.md   every counter a NIC and a switch report, by block
+    docs/reference/profiles.md   every shipped profile, each value with its source
+    docs/reference/hwif.md       the hardware/software contract: registers, commands, layouts
+
+Run by mkdocs (mkdocs.yml `hooks:`), or by hand: python scripts/docs_reference.py
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import io
+import os
+import types
+import typing
+from collections.abc import Callable
+from contextlib import redirect_stdout, suppress
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "docs" / "reference"
+NOTE = ("<!-- Made by scripts/docs_reference.py from the code at every docs build: edit the "
+        "code, not this page. -->\n\n")
+
+
+def _help(fn: Callable[[], object]) -> str:
+    buf = io.StringIO()
+    with redirect_stdout(buf), suppress(SystemExit):
+        fn()
+    return buf.getvalue()
+
+
+def cli() -> str:
+    import argparse
+
+    from nicsim.apps.perftest import TOOLS, USAGE
+    from nicsim.cli import parser
+    from nicsim.exec.launch import _parser as exec_parser
+
+    ap = parser()
+    out = ["# Command line\n", NOTE, "`nicsim --help`:\n", "```text", ap.format_help().rstrip(),
+           "```\n"]
+    sub = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+    for name, p in sub.choices.items():
+        if name == "perftest":
+            text = USAGE.format(tools=", ".join(TOOLS))
+        elif name == "exec":
+            text = exec_parser().format_help()
+        else:
+            text = p.format_help()
+            for a in p._actions:  # (nested commands: nicsim pcap check)
+                if isinstance(a, argparse._SubParsersAction):
+                    text += "".join("\n" + q.format_help() for q in a.choices.values())
+        out += [f"## nicsim {name}\n", "```text", text.rstrip(), "```\n"]
+    return "\n".join(out)
+
+
+def _type(t: object) -> str:
+    if t is None or t is type(None):
+        return "null"
+    origin = typing.get_origin(t)
+    if origin is typing.Annotated:
+        return _type(typing.get_args(t)[0])
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type(a) for a in typing.get_args(t))
+    if origin is typing.Literal:
+        return " or ".join(repr(a) for a in typing.get_args(t))
+    if origin is not None:
+        args = ", ".join(_type(a) for a in typing.get_args(t))
+        return f"{getattr(origin, '__name__', str(origin))}[{args}]"
+    if isinstance(t, type):
+        if issubclass(t, enum.Enum):
+            return " or ".join(repr(m.value) for m in t)
+        return t.__name__
+    return str(t)
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def scenario() -> str:
+    from pydantic import BaseModel
+    from pydantic_core import PydanticUndefined
+
+    from nicsim.scenario.schema import Scenario
+
+    seen: dict[type[BaseModel], str] = {}  # model -> the first field path it is at
+
+    def walk(m: type[BaseModel], path: str) -> None:
+        if m in seen:
+            return
+        seen[m] = path
+        for name, f in m.model_fields.items():
+            lists = any(typing.get_origin(t) is list for t in _types_in(f.annotation))
+            for t in _types_in(f.annotation):
+                if isinstance(t, type) and issubclass(t, BaseModel):
+                    walk(t, f"{path}.{name}{'[i]' if lists else ''}".lstrip("."))
+
+    walk(Scenario, "")
+    out = ["# Scenario schema\n", NOTE,
+           "Every field a scenario file may set (the [scenario guide](../how-to/scenarios.md) "
+           "explains them with examples). A field left out takes its default; an unknown one "
+           "is an error that names it.\n"]
+    for m, path in seen.items():
+        doc = inspect.cleandoc(m.__dict__.get("__doc__") or "")  # (its own, not BaseModel's)
+        out += [f"## `{path}`\n" if path else "## The scenario\n", doc + "\n" if doc else "",
+                "| field | type | default | meaning |", "|---|---|---|---|"]
+        for name, f in m.model_fields.items():
+            default = "required" if f.default is PydanticUndefined and f.default_factory is None \
+                else ("(made)" if f.default_factory is not None else repr(f.default))
+            out.append(f"| `{name}` | {_cell(_type(f.annotation))} | {_cell(default)} | "
+                       f"{_cell(f.description or '')} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _types_in(t: object) -> list[object]:
+    args = typing.get_args(t)
+    return [t, *[x for a in args for x in _types_in(a)]]
+
+
+def counters() -> str:
+    import importlib
+
+    from nicsim.fabric.topology import Shape, TopologySpec
+    from nicsim.world import World
+
+    nic = World.two_hosts().nics["a"].counters()
+    sw = next(iter(World.from_topology(TopologySpec(Shape.STAR, hosts=2))
+                   .switches.values())).counters()
+    groups: dict[str, list[str]] = {}
+    for k in nic:
+        groups.setdefault(k.split(".", 1)[0], []).append(k)
+    modules = {"rx": "nic", "port": "port", "pcie": "dma", "sched": "scheduler",
+               "wqe_fetch": "wqe_fetch", "requester": "requester", "responder": "responder",
+               "completer": "completer", "odp": "odp", "cq": "cq", "cmd": "command",
+               "np": "cc.notify", "xlate": "translation"}
+    out = ["# Counters\n", NOTE,
+           "`Nic.counters()` (in `nicsim run --json` under `counters`, per host) and "
+           "`Switch.counters()` (under `switches`). A NIC's counters, by the block that keeps "
+           "them:\n"]
+    for g, keys in groups.items():
+        mod = modules.get(g)
+        doc = ""
+        if mod is not None:
+            try:
+                m = importlib.import_module(f"nicsim.nic.{mod}")
+                doc = (inspect.getdoc(m) or "").split("\n\n")[0].replace("\n", " ")
+            except ImportError:
+                doc = ""
+        out += [f"## {g}\n", doc + "\n" if doc else "",
+                ", ".join(f"`{k}`" for k in keys) + "\n"]
+    import nicsim.fabric.switch as switch
+
+    doc = inspect.getdoc(switch) or ""
+    i = doc.find("Counters (")
+    j = doc.find("\n\n", doc.find("buffer.shared_bytes", i))
+    out += ["## Switch\n", "```text", doc[i:j].strip(), "```\n",
+            f"A two-port switch reports {len(sw)} counters.\n"]
+    return "\n".join(out)
+
+
+def profiles() -> str:
+    from nicsim.profiles import SECTIONS, load_profile, profile_names
+
+    out = ["# Profiles\n", NOTE, "Each shipped profile, every value with where it comes from "
+           "(`nicsim profiles NAME` prints the same; \"model default\" is the model's own).\n"]
+    for name in profile_names():
+        p = load_profile(name)
+        values = p.values()
+        out += [f"## {name}\n", f"{p.title}. perftest device class: "
+                                f"{p.perftest_device.value}.\n",
+                "| field | value | source |", "|---|---|---|"]
+        for s in SECTIONS:
+            for k, v in values[s].items():
+                src = p.sources.get(f"{s}.{k}") or \
+                    ("" if k in p.sections.get(s, {}) else "model default")
+                out.append(f"| `{s}.{k}` | {_cell(v)} | {_cell(src)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def hwif() -> str:
+    from dataclasses import is_dataclass
+
+    from nicsim import hwif as h
+
+    out = ["# The hardware/software interface (`nicsim/hwif.py`)\n", NOTE,
+           (inspect.getdoc(h) or "") + "\n"]
+    enums = [(n, o) for n, o in vars(h).items()
+             if isinstance(o, type) and issubclass(o, enum.Enum) and o.__module__ == h.__name__]
+    records = [(n, o) for n, o in vars(h).items()
+               if isinstance(o, type) and is_dataclass(o) and o.__module__ == h.__name__]
+    out.append("## Enumerations\n")
+    for n, e in enums:
+        doc = inspect.getdoc(e) or ""
+        out += [f"### {n}\n", doc + "\n" if doc and doc != inspect.getdoc(type(e)) else "",
+                "| name | value |", "|---|---|"]
+        out += [f"| `{m.name}` | {m.value:#x} |" if isinstance(m.value, int)
+                else f"| `{m.name}` | {m.value} |" for m in e]
+        out.append("")
+    out.append("## Records (layouts)\n")
+    for n, r in records:
+        doc = inspect.getdoc(r) or ""
+        out += [f"### {n}\n", "```text", doc, "```\n"]
+    return "\n".join(out)
+
+
+PAGES = {"cli.md": cli, "scenario.md": scenario, "counters.md": counters,
+         "profiles.md": profiles, "hwif.md": hwif}
+
+
+def generate() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("COLUMNS", "100")  # (argparse wraps its help to the terminal)
+    for name, fn in PAGES.items():
+        (OUT / name).write_text(fn())
+
+
+def on_pre_build(config: object, **_: object) -> None:  # mkdocs hook
+    generate()
+
+
+if __name__ == "__main__":
+    generate()
