@@ -17,6 +17,8 @@ import errno
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from nicsim.driver import sched
+
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
 
@@ -87,6 +89,14 @@ def current() -> Process:
     return _current
 
 
+def _hosts() -> list[Host]:
+    """The hosts of the current process's devices (none before it has a world)."""
+    return [d.host for d in _current.devices] if _current is not None else []
+
+
 def privileged() -> bool:
     """Whether the current process (if any) has CAP_NET_RAW."""
     return _current is not None and _current.cap_net_raw
+
+
+sched.program_hosts = _hosts
