@@ -17,6 +17,7 @@ import enum
 import inspect
 import io
 import os
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -62,11 +63,13 @@ def cli() -> str:
 
 
 def _type(t: object) -> str:
+    from pydantic import BaseModel
+
     if t is None or t is type(None):
         return "null"
     origin = typing.get_origin(t)
     if origin is typing.Annotated:
-        return _type(typing.get_args(t)[0])
+        return _type(typing.get_args(t)[0]) + _bounds(typing.get_args(t)[1:])
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type(a) for a in typing.get_args(t))
     if origin is typing.Literal:
@@ -77,15 +80,80 @@ def _type(t: object) -> str:
     if isinstance(t, type):
         if issubclass(t, enum.Enum):
             return " or ".join(repr(m.value) for m in t)
+        if issubclass(t, BaseModel):
+            return "mapping"  # (its section says what)
         return t.__name__
     return str(t)
+
+
+def _num(x: float) -> str:
+    if isinstance(x, float):
+        return f"{x:g}"
+    if x >= 1 << 20 and not x & (x - 1):
+        return f"2^{x.bit_length() - 1}"
+    if x >= 1 << 20 and not x & (x + 1):
+        return f"2^{x.bit_length()}-1"
+    return f"{x:,}" if x >= 100_000 else str(x)
+
+
+def _bounds(meta: typing.Iterable[object]) -> str:
+    """A field's bounds, as " (0..7)", " (> 0)", " (length 8)", or ""."""
+    import annotated_types as at
+    from pydantic.fields import FieldInfo
+
+    b: dict[str, typing.Any] = {}
+    for m in meta:
+        for c in (m.metadata if isinstance(m, FieldInfo) else [m]):
+            if isinstance(c, at.Ge | at.Gt | at.Le | at.Lt | at.MinLen | at.MaxLen):
+                b.update((k, getattr(c, k)) for k in ("ge", "gt", "le", "lt", "min_length",
+                                                      "max_length") if hasattr(c, k))
+    out = []
+    if "ge" in b and "le" in b:
+        out.append(f"{_num(b['ge'])}..{_num(b['le'])}")
+    else:
+        out += [f"{op} {_num(b[k])}" for k, op in (("ge", ">="), ("gt", ">"), ("le", "<="),
+                                                    ("lt", "<")) if k in b]
+    lo, hi = b.get("min_length"), b.get("max_length")
+    if lo is not None and lo == hi:
+        out.append(f"length {lo}")
+    elif lo is not None and hi is not None:
+        out.append(f"length {lo}..{hi}")
+    elif lo is not None or hi is not None:
+        out.append(f"length >= {lo}" if lo is not None else f"length <= {hi}")
+    return f" ({', '.join(out)})" if out else ""
+
+
+def _value(v: object) -> str:
+    """A default as a scenario file would write it (null as "none")."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, enum.Enum):
+        return _value(v.value)
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_value(x)}" for k, x in v.items()) + "}"
+    return repr(v)
 
 
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _plain(text: str) -> str:
+    """Plain text (a field's description) as Markdown: `*` and `_` outside code spans are
+    characters, not emphasis (edge{p}_{i}, *_cycles)."""
+    parts = text.split("`")
+    return "`".join(re.sub(r"\\|\*|(?<!\w)_|_(?!\w)", r"\\\g<0>", x) if i % 2 == 0 else x
+                    for i, x in enumerate(parts))
+
+
 def scenario() -> str:
+    from markdown.extensions.toc import slugify  # (the anchors mkdocs gives the headings)
     from pydantic import BaseModel
     from pydantic_core import PydanticUndefined
 
@@ -93,30 +161,45 @@ def scenario() -> str:
 
     seen: dict[type[BaseModel], str] = {}  # model -> the first field path it is at
 
+    def models(annotation: object) -> list[type[BaseModel]]:
+        return [t for t in _types_in(annotation)
+                if isinstance(t, type) and issubclass(t, BaseModel)]
+
     def walk(m: type[BaseModel], path: str) -> None:
         if m in seen:
             return
         seen[m] = path
         for name, f in m.model_fields.items():
             lists = any(typing.get_origin(t) is list for t in _types_in(f.annotation))
-            for t in _types_in(f.annotation):
-                if isinstance(t, type) and issubclass(t, BaseModel):
-                    walk(t, f"{path}.{name}{'[i]' if lists else ''}".lstrip("."))
+            for t in models(f.annotation):
+                walk(t, f"{path}.{name}{'[i]' if lists else ''}".lstrip("."))
+
+    def link(m: type[BaseModel]) -> str:  # to the model's section: its heading's anchor
+        return f"[`{seen[m]}`](#{slugify(seen[m], '-')})"
+
+    def default(f: typing.Any) -> str:
+        if f.default_factory is not None:
+            return "(made)"
+        if f.default is PydanticUndefined:
+            return "required"
+        nested = models(f.annotation)
+        if isinstance(f.default, BaseModel):
+            return f"see {link(type(f.default))}"
+        return f"{_value(f.default)}, see {link(nested[0])}" if nested else _value(f.default)
 
     walk(Scenario, "")
     out = ["# Scenario schema\n", NOTE,
            "Every field a scenario file may set (the [scenario guide](../how-to/scenarios.md) "
            "explains them with examples). A field left out takes its default; an unknown one "
-           "is an error that names it.\n"]
+           "is an error that names it. A default of none is YAML's `null`.\n"]
     for m, path in seen.items():
         doc = inspect.cleandoc(m.__dict__.get("__doc__") or "")  # (its own, not BaseModel's)
         out += [f"## `{path}`\n" if path else "## The scenario\n", doc + "\n" if doc else "",
                 "| field | type | default | meaning |", "|---|---|---|---|"]
         for name, f in m.model_fields.items():
-            default = "required" if f.default is PydanticUndefined and f.default_factory is None \
-                else ("(made)" if f.default_factory is not None else repr(f.default))
-            out.append(f"| `{name}` | {_cell(_type(f.annotation))} | {_cell(default)} | "
-                       f"{_cell(f.description or '')} |")
+            kind = _type(f.annotation) + _bounds(f.metadata)
+            out.append(f"| `{name}` | {_cell(kind)} | {_cell(default(f))} | "
+                       f"{_cell(_plain(f.description or ''))} |")
         out.append("")
     return "\n".join(out)
 

@@ -24,13 +24,16 @@ _ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130}
 @dataclass(frozen=True)
 class PcieConfig:
     gen: int = knob(3, "PCIe generation (1..5)", ge=1, le=5)
-    lanes: int = knob(16, "lanes", ge=1, le=32)
-    mps: int = knob(256, "max payload size of a TLP, bytes", ge=128, le=4096)
-    mrrs: int = knob(512, "max read request size, bytes", ge=128, le=4096)
-    tlp_overhead: int = knob(24, "bytes per TLP: framing 2 + sequence 2 + 4DW header 16 + "
-                             "LCRC 4", ge=0, le=64)
-    latency_ns: float = knob(200.0, "one-way latency, device <-> root complex", ge=0)
-    host_mem_ns: float = knob(80.0, "root complex to memory and back, for reads", ge=0)
+    lanes: int = knob(16, "link width, lanes", ge=1, le=32)
+    mps: int = knob(256, "max payload size: writes and read completions split into TLPs of "
+                   "at most this, bytes", ge=128, le=4096)
+    mrrs: int = knob(512, "max read request size: a DMA read splits into requests of at most "
+                    "this, bytes", ge=128, le=4096)
+    tlp_overhead: int = knob(24, "bytes around each TLP's payload: framing 2 + sequence 2 + "
+                             "4DW header 16 + LCRC 4", ge=0, le=64)
+    latency_ns: float = knob(200.0, "one-way latency, device <-> root complex, ns", ge=0)
+    host_mem_ns: float = knob(80.0, "root complex to memory and back, for a DMA read, ns",
+                              ge=0)
 
     @property
     def bytes_per_ns(self) -> float:

@@ -22,8 +22,10 @@ class Strict(BaseModel):
 class ProfileLinkSpec(Strict):
     """What a NIC profile says of its link (nicsim.profiles)."""
 
-    rate_gbps: Annotated[float, Field(gt=0, le=1600)] = 100.0
-    prop_ns: Annotated[float, Field(ge=0)] = 50.0
+    rate_gbps: Annotated[float, Field(gt=0, le=1600, description=(
+        "line rate, Gb/s; preamble and SFD, FCS and the inter-frame gap take wire time too "
+        "(in a fabric: every host's link)"))] = 100.0
+    prop_ns: Annotated[float, Field(ge=0, description="propagation delay, ns")] = 50.0
 
 
 
@@ -49,16 +51,23 @@ class WatchdogSpec(Strict):
     waiting and none leaving for `detect_ms` is stormed (pauses ignored; a switch drops its
     frames) until no pause has come for `restore_ms`."""
 
-    enabled: bool = True
-    detect_ms: Annotated[float, Field(gt=0, le=60_000)] = 200.0
-    restore_ms: Annotated[float, Field(gt=0, le=60_000)] = 200.0
+    enabled: bool = Field(True, description="the watchdog runs (false: none)")
+    detect_ms: Annotated[float, Field(gt=0, le=60_000, description=(
+        "a paused queue with frames waiting and none leaving this long is stormed, ms"))] = 200.0
+    restore_ms: Annotated[float, Field(gt=0, le=60_000, description=(
+        "a stormed queue recovers once no pause has come for this long, ms"))] = 200.0
 
 
 class NicSpec(_section(NicConfig, "")):  # type: ignore[misc]
-    """Every knob of nicsim.nic.config.NicConfig (capacities the device reports,
-    fixed-function latencies, the sizes of its queues and caches), and its PFC watchdog."""
+    """Every knob of nicsim.nic.config.NicConfig (capacities the device reports in
+    QUERY_DEVICE and enforces, fixed-function latencies, the sizes of its queues and caches),
+    and its PFC watchdog. The `*_cycles` count cycles of `clock_mhz`: what a stage occupies
+    one of its units for (its initiation interval, which bounds rates); the `*_ns` fields are
+    latencies."""
 
-    pfc_watchdog: WatchdogSpec = WatchdogSpec()  # of the NIC's transmit queues
+    pfc_watchdog: WatchdogSpec = Field(WatchdogSpec(), description=(
+        "the PFC watchdog of the NIC's transmit queues (a stormed queue's frames are sent, "
+        "pauses ignored)"))
 
     @model_validator(mode="after")
     def _consistent(self) -> NicSpec:
@@ -74,24 +83,37 @@ class NicSpec(_section(NicConfig, "")):  # type: ignore[misc]
 
 
 class CpuSpec(Strict):
-    """The host CPU's time for verbs calls (nicsim.host.host.CpuCosts), in ns."""
+    """The host CPU's time for verbs calls (nicsim.host.host.CpuCosts), and the socket
+    path's costs (the fields marked "sockets", used by nicsim.apps.echo's TCP model)."""
 
-    post_send_ns: NsFloat = 80.0
-    post_recv_ns: NsFloat = 30.0
-    poll_empty_ns: NsFloat = 20.0
-    poll_cqe_ns: NsFloat = 40.0
-    syscall_ns: NsFloat = 700.0
-    mmio_write_ns: NsFloat = 20.0
-    odp_fault_ns: NsFloat = 4000.0  # the driver's page-fault handler, per fault
-    odp_page_ns: NsFloat = 300.0  # ... and per page it makes present
-    spread: Annotated[float, Field(ge=0, le=10, description="each CPU cost varies in "
-                                   "[c, c*(1+spread)], seeded")] = 0.0
+    post_send_ns: NsFloat = Field(80.0, description="a post send: the WQE written, the "
+                                  "doorbell stored, ns")
+    post_recv_ns: NsFloat = Field(30.0, description="a post receive, ns")
+    poll_empty_ns: NsFloat = Field(20.0, description="a poll that finds no CQE, ns")
+    poll_cqe_ns: NsFloat = Field(40.0, description="a poll, per CQE it returns, ns")
+    syscall_ns: NsFloat = Field(700.0, description="a uverbs command's user/kernel "
+                                "crossing, ns")
+    mmio_write_ns: NsFloat = Field(20.0, description="an MMIO store on the control path "
+                                   "(and each 64 B of a BlueFlame write past the first), ns")
+    odp_fault_ns: NsFloat = Field(4000.0, description="the driver's ODP page-fault "
+                                  "handler, per fault, ns")
+    odp_page_ns: NsFloat = Field(300.0, description="the ODP page-fault handler, per page "
+                                 "it makes present, ns")
+    spread: Annotated[float, Field(ge=0, le=10, description=(
+        "each CPU cost is drawn from [c, c*(1+spread)] by the host's seeded generator "
+        "(0: exact)"))] = 0.0
     # The socket path's cost model (nicsim.apps.echo): what a send() and a receive cost the
     # host beyond the wire. Assumed orders of magnitude for a current x86 server kernel, not
     # fitted to a measurement: a profile that knows better sets them.
-    sock_syscall_ns: NsFloat = 300.0  # send()/recv() entry and exit
-    sock_copy_gbps: Annotated[float, Field(gt=0)] = 80.0  # copy in/out of the kernel, ~10 GB/s
-    tcp_tx_seg_ns: NsFloat = 700.0  # tcp_sendmsg .. driver xmit, per segment
-    tcp_rx_seg_ns: NsFloat = 900.0  # NAPI poll, IP and TCP receive, socket queue, per segment
-    irq_ns: NsFloat = 1000.0  # interrupt delivery, handler, softirq raise, per burst
-    wakeup_ns: NsFloat = 2500.0  # waking the blocked reader: scheduler and context switch
+    sock_syscall_ns: NsFloat = Field(300.0, description="sockets: a send()/recv() entry "
+                                     "and exit, ns")
+    sock_copy_gbps: Annotated[float, Field(gt=0, description=(
+        "sockets: copy into and out of the kernel, Gb/s (80: about 10 GB/s)"))] = 80.0
+    tcp_tx_seg_ns: NsFloat = Field(700.0, description="sockets: tcp_sendmsg to the driver's "
+                                   "transmit, per segment, ns")
+    tcp_rx_seg_ns: NsFloat = Field(900.0, description="sockets: NAPI poll, IP and TCP "
+                                   "receive, socket queue, per segment, ns")
+    irq_ns: NsFloat = Field(1000.0, description="sockets: interrupt delivery, handler and "
+                            "softirq raise, per burst, ns")
+    wakeup_ns: NsFloat = Field(2500.0, description="sockets: waking the blocked reader "
+                               "(scheduler and context switch), ns")

@@ -1,7 +1,7 @@
 """Scenario files: what `nicsim run FILE.yaml` accepts, validated with pydantic.
 
-Every field is documented in docs/how-to/scenarios.md and, generated from these models, in
-docs/reference/scenario.md. Unknown fields are errors, types are strict (`bytes: true` or `seed:
+Every field's description here is its documentation: docs/reference/scenario.md is generated
+from these models (scripts/docs_reference.py). Unknown fields are errors, types are strict (`bytes: true` or `seed:
 "1"` are refused, not coerced), fields that an op does not use are refused when given (an `imm` on a
 plain `write`), and every error is one line naming the field, so a typo or a contradiction is caught
 rather than silently ignored.
@@ -56,35 +56,61 @@ HostName = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class FaultSpec(Strict):
-    loss: Probability = 0.0
-    corrupt: Probability = 0.0
-    duplicate: Probability = 0.0
-    reorder: Probability = 0.0
-    reorder_ns: Annotated[float, Field(ge=0)] = 2000.0
+    """Faults of a link: per-frame probabilities, each direction, drawn from `seed`."""
+
+    loss: Probability = Field(0.0, description="a frame is lost")
+    corrupt: Probability = Field(0.0, description="a frame has one random bit flipped")
+    duplicate: Probability = Field(0.0, description="a frame arrives twice")
+    reorder: Probability = Field(0.0, description="a frame is held back, so later ones pass "
+                                 "it")
+    reorder_ns: Annotated[float, Field(ge=0, description=(
+        "a reordered (or duplicated) frame is held back by up to this, ns"))] = 2000.0
 
 
 class LinkSpec(ProfileLinkSpec):
-    faults: FaultSpec = FaultSpec()
+    """Every host's link: the one cable of two hosts, or each host's cable to its switch."""
+
+    faults: FaultSpec = Field(FaultSpec(), description="its faults (in a fabric: on every "
+                              "link, switch to switch too)")
 
 
 class HostSpec(Strict):
-    mem_mib: Annotated[int, Field(ge=0, le=1 << 20, description="0: as the traffic needs")] = 0
-    buffer_mib: Annotated[int | None, Field(ge=1, le=4096)] = None
+    """Each host's memory."""
+
+    mem_mib: Annotated[int, Field(ge=0, le=1 << 20, description=(
+        "simulated memory per host, MiB (0: what the traffic needs, rounded up to a power of "
+        "two, at least 64)"))] = 0
+    buffer_mib: Annotated[int | None, Field(ge=1, le=4096, description=(
+        "memory each host registers for WR buffers, MiB (none: as the traffic needs; flows: "
+        "64 MiB + 4 x the largest flow, per flows entry)"))] = None
 
 
 class QpSpec(Strict):
-    path_mtu: Annotated[int, Field(description="256, 512, 1024, 2048 or 4096")] = 1024
-    max_send_wr: Annotated[int, Field(ge=1, le=32768)] = 128
-    max_recv_wr: Annotated[int, Field(ge=1, le=32768)] = 128
-    max_send_sge: Annotated[int, Field(ge=1, le=16)] = 4
-    max_recv_sge: Annotated[int, Field(ge=1, le=16)] = 4
-    max_inline_data: Annotated[int, Field(ge=0, le=256)] = 0
-    timeout: Annotated[int, Field(ge=0, le=31, description="4.096 us x 2^timeout")] = 14
-    retry_cnt: Annotated[int, Field(ge=0, le=7)] = 7
-    rnr_retry: Annotated[int, Field(ge=0, le=7, description="7: retry forever")] = 7
-    min_rnr_timer: Annotated[int, Field(ge=0, le=31)] = 12
-    max_rd_atomic: Annotated[int, Field(ge=1, le=16)] = 4
-    dscp: Annotated[int, Field(ge=0, le=63, description="26: class 3, lossless by default")] = 0
+    """The attributes of every QP the traffic uses (RC)."""
+
+    path_mtu: Annotated[int, Field(description=(
+        "path MTU, bytes: 256, 512, 1024, 2048 or 4096"))] = 1024
+    max_send_wr: Annotated[int, Field(ge=1, le=32768, description="send queue size, "
+                                      "WRs")] = 128
+    max_recv_wr: Annotated[int, Field(ge=1, le=32768, description="receive queue size, "
+                                      "WRs")] = 128
+    max_send_sge: Annotated[int, Field(ge=1, le=16, description="SGEs per send WQE")] = 4
+    max_recv_sge: Annotated[int, Field(ge=1, le=16, description="SGEs per receive WQE")] = 4
+    max_inline_data: Annotated[int, Field(ge=0, le=256, description="inline data limit, "
+                                          "bytes")] = 0
+    timeout: Annotated[int, Field(ge=0, le=31, description=(
+        "transport timer: 4.096 us x 2^timeout (0: none)"))] = 14
+    retry_cnt: Annotated[int, Field(ge=0, le=7, description="retries after a timeout or "
+                                    "NAK")] = 7
+    rnr_retry: Annotated[int, Field(ge=0, le=7, description="RNR retries (7: "
+                                    "forever)")] = 7
+    min_rnr_timer: Annotated[int, Field(ge=0, le=31, description=(
+        "the RNR timer code the responder sends (IBA table 45)"))] = 12
+    max_rd_atomic: Annotated[int, Field(ge=1, le=16, description=(
+        "READs and atomics outstanding, each way"))] = 4
+    dscp: Annotated[int, Field(ge=0, le=63, description=(
+        "the QPs' DSCP (GRH traffic class >> 2); a switch's class is DSCP >> 3, so 26 is "
+        "class 3, lossless by default"))] = 0
 
     @model_validator(mode="after")
     def _mtu(self) -> QpSpec:
@@ -103,21 +129,33 @@ def _refuse_unused(model: BaseModel, op: OpKind, rules: dict[str, tuple[OpKind, 
 
 
 class OpSpec(Strict):
-    op: Op
-    bytes: Annotated[int, Field(ge=0, le=1 << 30)] = 8
-    sges: Annotated[int, Field(ge=1, le=16)] = 1
-    recv_sges: Annotated[int, Field(ge=1, le=16)] = 1
-    local_offset: Annotated[int, Field(ge=0, le=4095)] = 0
-    remote_offset: Annotated[int, Field(ge=0, le=4095)] = 0
-    repeat: Annotated[int, Field(ge=1, le=100_000_000)] = 1
-    imm: Annotated[int, Field(ge=0, le=0xFFFFFFFF)] = 0
-    compare: U64 = 0
-    swap_add: U64 = 1
-    initial: U64 = 0
-    signaled: bool = True
-    src: HostName | None = None
-    dst: HostName | None = None
-    qp: Annotated[int, Field(ge=0, le=1023)] = 0
+    """An explicit work request. The `ops` run in order, `depth` of them outstanding."""
+
+    op: Op = Field(description="the operation")
+    bytes: Annotated[int, Field(ge=0, le=1 << 30, description=(
+        "message length (atomics: exactly 8)"))] = 8
+    sges: Annotated[int, Field(ge=1, le=16, description=(
+        "the local buffer split into this many SGEs (at most qp.max_send_sge)"))] = 1
+    recv_sges: Annotated[int, Field(ge=1, le=16, description=(
+        "SENDs only: the receive buffer split into this many SGEs (at most "
+        "qp.max_recv_sge)"))] = 1
+    local_offset: Annotated[int, Field(ge=0, le=4095, description=(
+        "misalignment of the local buffer within its page, bytes"))] = 0
+    remote_offset: Annotated[int, Field(ge=0, le=4095, description=(
+        "misalignment of the remote buffer within its page, bytes (atomics: 8-aligned)"))] = 0
+    repeat: Annotated[int, Field(ge=1, le=100_000_000, description=(
+        "run this op N times, each on fresh buffers"))] = 1
+    imm: Annotated[int, Field(ge=0, le=0xFFFFFFFF, description=(
+        "write_imm and send_imm only: the immediate data"))] = 0
+    compare: U64 = Field(0, description="cmp_swap only: the compare value")
+    swap_add: U64 = Field(1, description="atomics: the swap (cmp_swap) or add (fetch_add) "
+                          "value")
+    initial: U64 = Field(0, description="atomics: the remote value before the op")
+    signaled: bool = Field(True, description="request a completion")
+    src: HostName | None = Field(None, description="the requester (none: the first host)")
+    dst: HostName | None = Field(None, description="the responder (none: the second host)")
+    qp: Annotated[int, Field(ge=0, le=1023, description=(
+        "which QP of the pair's pool (the pool grows to have it)"))] = 0
 
     @model_validator(mode="after")
     def _consistent(self) -> OpSpec:
@@ -146,17 +184,25 @@ class StreamSpec(Strict):
     """perftest-like: `qps` QPs, each with `depth` WRs outstanding, `count` WRs each or for
     `duration_us`; a completion every `signal_every` WRs (and always on the last)."""
 
-    op: Op = OpKind.WRITE
-    bytes: Annotated[int, Field(ge=0, le=1 << 30)] = 65536
-    depth: Annotated[int, Field(ge=1, le=32768)] = 128
-    count: Annotated[int | None, Field(ge=1, le=1_000_000_000)] = None
-    duration_us: Annotated[float | None, Field(gt=0)] = None
-    signal_every: Annotated[int, Field(ge=1, le=32768)] = 1
-    inline: bool = False
-    qps: Annotated[int, Field(ge=1, le=1024)] = 1
-    src: HostName | None = None
-    dst: HostName | None = None
-    start_us: Annotated[float, Field(ge=0)] = 0.0
+    op: Op = Field(OpKind.WRITE, description="the operation (atomics: bytes 8)")
+    bytes: Annotated[int, Field(ge=0, le=1 << 30, description="message size")] = 65536
+    depth: Annotated[int, Field(ge=1, le=32768, description=(
+        "WRs outstanding per QP (-t), at most qp.max_send_wr"))] = 128
+    count: Annotated[int | None, Field(ge=1, le=1_000_000_000, description=(
+        "WRs per QP (-n); give count or duration_us"))] = None
+    duration_us: Annotated[float | None, Field(gt=0, description=(
+        "post for this long (-D), then one last, signaled WR, us; give count or "
+        "duration_us"))] = None
+    signal_every: Annotated[int, Field(ge=1, le=32768, description=(
+        "a completion every N WRs (--cq-mod), and always on the last; at most depth"))] = 1
+    inline: bool = Field(False, description="post inline (-I; needs qp.max_inline_data >= "
+                         "bytes)")
+    qps: Annotated[int, Field(ge=1, le=1024, description="QPs, each its own loop "
+                              "(-q)")] = 1
+    src: HostName | None = Field(None, description="the requester (none: the first host)")
+    dst: HostName | None = Field(None, description="the responder (none: the second host)")
+    start_us: Annotated[float, Field(ge=0, description=(
+        "when it starts, us from the start of the traffic"))] = 0.0
 
     @model_validator(mode="after")
     def _consistent(self) -> StreamSpec:
@@ -185,15 +231,24 @@ class PatternSpec(Strict):
     """Rounds of messages between hosts: incast (fan_in senders to dst), a random permutation
     (each host sends to one other and receives from one), or all-to-all."""
 
-    kind: Annotated[PatternKind, Field(strict=False)]
-    hosts: Annotated[list[HostName] | None, Field(min_length=2)] = None
-    dst: HostName | None = None
-    fan_in: Annotated[int | None, Field(ge=1)] = None
-    op: Op = OpKind.WRITE
-    bytes: Annotated[int, Field(ge=0, le=1 << 30)] = 65536
-    rounds: Annotated[int, Field(ge=1, le=10_000_000)] = 1
-    every_us: Annotated[float | None, Field(gt=0)] = None
-    start_us: Annotated[float, Field(ge=0)] = 0.0
+    kind: Annotated[PatternKind, Field(strict=False, description=(
+        "incast: fan_in senders to dst; permutation: a random derangement each round (every "
+        "host sends to one and receives from one); all_to_all: every host to every other"))]
+    hosts: Annotated[list[HostName] | None, Field(min_length=2, description=(
+        "the hosts taking part (none: all)"))] = None
+    dst: HostName | None = Field(None, description="incast only: the receiver (none: the "
+                                 "first of hosts)")
+    fan_in: Annotated[int | None, Field(ge=1, description=(
+        "incast only: senders per round, drawn at random each round (none: all the "
+        "others)"))] = None
+    op: Op = Field(OpKind.WRITE, description="write or send")
+    bytes: Annotated[int, Field(ge=0, le=1 << 30, description="per message")] = 65536
+    rounds: Annotated[int, Field(ge=1, le=10_000_000, description="how many rounds")] = 1
+    every_us: Annotated[float | None, Field(gt=0, description=(
+        "a round every this long, us (none: each round starts when the previous one is "
+        "done)"))] = None
+    start_us: Annotated[float, Field(ge=0, description=(
+        "when the first round starts, us from the start of the traffic"))] = 0.0
 
     @model_validator(mode="after")
     def _consistent(self) -> PatternSpec:
@@ -212,15 +267,24 @@ class FlowsSpec(Strict):
     """Open-loop flows: sizes from a CDF, Poisson arrivals at `load` of each sending host's
     link rate, random source and destination (or all to `dst`); each flow one message."""
 
-    cdf: Annotated[str, Field(min_length=1)] = "websearch"
-    load: Annotated[float, Field(gt=0, le=1.0)] = 0.3
-    count: Annotated[int | None, Field(ge=1, le=1_000_000_000)] = None
-    duration_us: Annotated[float | None, Field(gt=0)] = None
-    op: Op = OpKind.WRITE
-    hosts: Annotated[list[HostName] | None, Field(min_length=2)] = None
-    dst: HostName | None = None
-    start_us: Annotated[float, Field(ge=0)] = 0.0
-    qps: Annotated[int, Field(ge=1, le=1024)] = 8
+    cdf: Annotated[str, Field(min_length=1, description=(
+        "flow sizes: websearch (DCTCP's web search), fb_hadoop (Facebook's Hadoop cluster), "
+        "or a CDF file (a relative path is from the scenario's directory)"))] = "websearch"
+    load: Annotated[float, Field(gt=0, le=1.0, description=(
+        "each sender offers this fraction of its link rate, in payload"))] = 0.3
+    count: Annotated[int | None, Field(ge=1, le=1_000_000_000, description=(
+        "flows in all; give count or duration_us"))] = None
+    duration_us: Annotated[float | None, Field(gt=0, description=(
+        "the flows arriving within this long, us; give count or duration_us"))] = None
+    op: Op = Field(OpKind.WRITE, description="each flow is one write or send")
+    hosts: Annotated[list[HostName] | None, Field(min_length=2, description=(
+        "senders and receivers: random pairs of distinct hosts (none: all)"))] = None
+    dst: HostName | None = Field(None, description="every flow to this host, from the "
+                                 "others (none: random receivers)")
+    start_us: Annotated[float, Field(ge=0, description=(
+        "when arrivals start, us from the start of the traffic"))] = 0.0
+    qps: Annotated[int, Field(ge=1, le=1024, description=(
+        "QPs for flows in each pair's pool; a flow takes the least loaded"))] = 8
 
     @model_validator(mode="after")
     def _consistent(self) -> FlowsSpec:
@@ -236,9 +300,13 @@ class FlowsSpec(Strict):
 
 
 class RedSpec(Strict):
-    kmin_bytes: Annotated[int, Field(ge=0)] = 5_000
-    kmax_bytes: Annotated[int, Field(ge=0)] = 200_000
-    pmax: Probability = 0.01
+    """ECN marking (RED/WRED, the DCQCN paper's values) on the egress queue an arriving ECT
+    frame joins: none below Kmin, probability rising linearly to Pmax at Kmax, every frame at
+    or above Kmax."""
+
+    kmin_bytes: Annotated[int, Field(ge=0, description="Kmin: queue depth, bytes")] = 5_000
+    kmax_bytes: Annotated[int, Field(ge=0, description="Kmax: queue depth, bytes")] = 200_000
+    pmax: Probability = Field(0.01, description="Pmax: the marking probability at Kmax")
 
     @model_validator(mode="after")
     def _band(self) -> RedSpec:
@@ -249,39 +317,85 @@ class RedSpec(Strict):
 
 
 class PfcSpec(Strict):
-    enabled: bool = True
-    classes: list[Annotated[int, Field(ge=0, le=7)]] = [3]
-    xoff_bytes: Annotated[int | None, Field(gt=0)] = None
-    alpha: Annotated[float, Field(gt=0)] = 0.125
-    xon_offset_bytes: Annotated[int | None, Field(ge=0)] = None
-    headroom_bytes: Annotated[int | None, Field(ge=0)] = None
-    response_ns: Annotated[float, Field(ge=0)] = 0.0
-    watchdog: WatchdogSpec = WatchdogSpec()  # of the switch's lossless egress queues
+    """Priority flow control (IEEE 802.1Qbb) of the switches' lossless classes."""
+
+    enabled: bool = Field(True, description="PFC for the lossless classes (false: every class "
+                          "is lossy)")
+    classes: list[Annotated[int, Field(ge=0, le=7)]] = Field(
+        [3], description="the lossless classes (priorities)")
+    xoff_bytes: Annotated[int | None, Field(gt=0, description=(
+        "XOFF when a port's class holds this many bytes (none: dynamic, alpha x the free "
+        "shared buffer)"))] = None
+    alpha: Annotated[float, Field(gt=0, description=(
+        "the dynamic XOFF threshold's alpha"))] = 0.125
+    xon_offset_bytes: Annotated[int | None, Field(ge=0, description=(
+        "XON this far below XOFF, and once the headroom is empty, bytes (none: 2 x "
+        "mtu_bytes)"))] = None
+    headroom_bytes: Annotated[int | None, Field(ge=0, description=(
+        "reserved per port and lossless class, bytes (none: computed; if given, at least the "
+        "computed figure)"))] = None
+    response_ns: Annotated[float, Field(ge=0, description=(
+        "the sender's reaction time beyond finishing its frame, added to the headroom, "
+        "ns"))] = 0.0
+    watchdog: WatchdogSpec = Field(WatchdogSpec(), description=(
+        "the PFC watchdog of the switch's lossless egress queues (a stormed queue's frames "
+        "are dropped)"))
 
 
 class SwitchSpec(Strict):
-    buffer_bytes: Annotated[int, Field(gt=0)] = 12 * 1024 * 1024
-    alpha: Annotated[float, Field(gt=0)] = 1.0
-    mtu_bytes: Annotated[int, Field(ge=60, le=65535)] = 9216
-    fwd_latency_ns: Annotated[float, Field(ge=0)] = 500.0
-    classify: Literal["dscp", "pcp"] = "dscp"
-    scheduler: Literal["strict", "dwrr"] = "strict"
+    """Every switch of a world (a fabric's): output-queued, store-and-forward, 8 traffic
+    classes per port."""
+
+    buffer_bytes: Annotated[int, Field(gt=0, description=(
+        "shared packet buffer, bytes (12 MiB: about a Broadcom Trident II, the DCQCN paper's "
+        "switch)"))] = 12 * 1024 * 1024
+    alpha: Annotated[float, Field(gt=0, description=(
+        "dynamic threshold of a lossy queue: at most alpha x the free shared buffer "
+        "(Choudhury and Hahne)"))] = 1.0
+    mtu_bytes: Annotated[int, Field(ge=60, le=65535, description=(
+        "largest frame (without FCS, tags included), bytes; longer ones are dropped"))] = 9216
+    fwd_latency_ns: Annotated[float, Field(ge=0, description=(
+        "a frame's last bit in to its being eligible to leave, ns"))] = 500.0
+    classify: Literal["dscp", "pcp"] = Field("dscp", description=(
+        "a frame's class: DSCP >> 3 (dscp), or the VLAN PCP (pcp)"))
+    scheduler: Literal["strict", "dwrr"] = Field("strict", description=(
+        "between an egress port's classes: strict priority (class 7 first), or dwrr with "
+        "dwrr_weights"))
     dwrr_weights: Annotated[list[Annotated[float, Field(gt=0)]],
-                            Field(min_length=8, max_length=8)] = [1.0] * 8
-    red: RedSpec | None = RedSpec()  # the ECN band of every class (null: no marking)
-    pfc: PfcSpec = PfcSpec()
+                            Field(min_length=8, max_length=8, description=(
+                                "dwrr: the weights of classes 0..7"))] = [1.0] * 8
+    red: RedSpec | None = Field(RedSpec(), description="the ECN marking of every class "
+                                "(none: no marking)")
+    pfc: PfcSpec = Field(PfcSpec(), description="priority flow control")
 
 
 class TopologySpec(Strict):
-    shape: Literal["back_to_back", "star", "leaf_spine", "fat_tree"] = "back_to_back"
-    hosts: Annotated[int, Field(ge=2, le=4096)] = 2
-    leaves: Annotated[int, Field(ge=1, le=1024)] = 2
-    spines: Annotated[int, Field(ge=1, le=1024)] = 2
-    hosts_per_leaf: Annotated[int, Field(ge=1, le=1024)] = 2
-    k: Annotated[int, Field(ge=2, le=48)] = 4
-    fabric_link: LinkSpec | None = None  # switch to switch (default: as `link`)
-    link_faults: dict[str, FaultSpec] = {}  # by link name ("h3-sw0"): instead of link.faults
-    taps: list[str] | None = None  # ports with a pcap tap (default: every host port)
+    """The network: hosts `a` and `b` on one cable, or hosts `h0`, `h1`, ... on switches."""
+
+    shape: Literal["back_to_back", "star", "leaf_spine", "fat_tree"] = Field(
+        "back_to_back", description=(
+            "back_to_back: hosts a, b on one cable; star: hosts h0..h{n-1} on switch sw0; "
+            "leaf_spine: leaves leaf0.. of hosts_per_leaf hosts, every leaf cabled to every "
+            "spine spine0..; fat_tree: the k-ary fat tree of Al-Fares et al."))
+    hosts: Annotated[int, Field(ge=2, le=4096, description="star: hosts")] = 2
+    leaves: Annotated[int, Field(ge=1, le=1024, description="leaf_spine: leaf "
+                                 "switches")] = 2
+    spines: Annotated[int, Field(ge=1, le=1024, description="leaf_spine: spine "
+                                 "switches")] = 2
+    hosts_per_leaf: Annotated[int, Field(ge=1, le=1024, description="leaf_spine: hosts on "
+                                         "each leaf")] = 2
+    k: Annotated[int, Field(ge=2, le=48, description=(
+        "fat_tree: even; k pods of k/2 edge (edge{p}_{i}) and k/2 aggregation (agg{p}_{i}) "
+        "switches, (k/2)^2 cores, k^3/4 hosts"))] = 4
+    fabric_link: LinkSpec | None = Field(None, description=(
+        "the switch-to-switch links' rate and delay (none: as link; their faults come from "
+        "link.faults and link_faults)"))
+    link_faults: dict[str, FaultSpec] = Field({}, description=(
+        "faults of single links by name, instead of link.faults: the two ends in the order "
+        "the shape cables them (h3-sw0, leaf0-spine1)"))
+    taps: list[str] | None = Field(None, description=(
+        "the ports with a pcap tap: h0.eth0 for a host, sw0.p3 for port 3 of a switch, "
+        "numbered in cabling order (none: every host port)"))
 
 
 class PfcStormSpec(Strict):
@@ -289,10 +403,14 @@ class PfcStormSpec(Strict):
     or a host that means harm), each refreshing the last before it runs out, from `start_us`
     until `stop_us` (none: to the end of the run)."""
 
-    host: HostName
-    priorities: Annotated[list[Annotated[int, Field(ge=0, le=7)]], Field(min_length=1)] = [3]
-    start_us: Annotated[float, Field(ge=0)] = 0.0
-    stop_us: Annotated[float | None, Field(gt=0)] = None
+    host: HostName = Field(description="the host whose NIC sends the pauses")
+    priorities: Annotated[list[Annotated[int, Field(ge=0, le=7)]], Field(
+        min_length=1, description="the priorities it pauses")] = [3]
+    start_us: Annotated[float, Field(ge=0, description=(
+        "when it starts, us from the start of the traffic"))] = 0.0
+    stop_us: Annotated[float | None, Field(gt=0, description=(
+        "when it stops, us from the start of the traffic (none: at the end of the "
+        "run)"))] = None
 
     @model_validator(mode="after")
     def _order(self) -> PfcStormSpec:
@@ -302,36 +420,65 @@ class PfcStormSpec(Strict):
 
 
 class StopSpec(Strict):
-    time_limit_us: Annotated[float | None, Field(gt=0)] = None
-    stall_us: Annotated[float | None, Field(gt=0)] = None
+    """When a run stops before its traffic is done."""
+
+    time_limit_us: Annotated[float | None, Field(gt=0, description=(
+        "stop after this much simulated time, us; WRs still outstanding are reported (none: "
+        "no limit)"))] = None
+    stall_us: Annotated[float | None, Field(gt=0, description=(
+        "stop when nothing progresses this long while work is outstanding, us (none: 2 x "
+        "(qp.retry_cnt + 1) transport timeouts, at least 1 ms; 1 s if qp.timeout is "
+        "0)"))] = None
 
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 class Scenario(Strict):
-    name: str = "scenario"
-    seed: Annotated[int, Field(ge=0, le=(1 << 63) - 1)] = 1
-    depth: Annotated[int, Field(ge=1, le=32768, description="WRs of `ops` outstanding")] = 1
-    link: LinkSpec = LinkSpec()
-    topology: TopologySpec = TopologySpec()
-    switch: SwitchSpec = SwitchSpec()
-    cc: str | dict[str, Any] | None = None
-    profile: str | None = None  # a NIC profile (nicsim.profiles): name or path
-    pcie: PcieSpec = PcieSpec()
-    nic: NicSpec = NicSpec()
-    cpu: CpuSpec = CpuSpec()
-    host: HostSpec = HostSpec()
-    qp: QpSpec = QpSpec()
-    qps_per_pair: Annotated[int, Field(ge=1, le=1024)] = 1
-    pcap: str | None = "traces/{name}.pcap"
-    stop: StopSpec = StopSpec()
-    sample_us: Annotated[float, Field(gt=0)] = 10.0
-    ops: list[OpSpec] = []
-    streams: list[StreamSpec] = []
-    patterns: list[PatternSpec] = []
-    flows: list[FlowsSpec] = []
-    pfc_storms: list[PfcStormSpec] = []
+    """A scenario: the world's parameters and its traffic (`ops`, `streams`, `patterns`,
+    `flows`: at least one entry in all)."""
+
+    name: str = Field("scenario", description=(
+        "names the run and its files: letters, digits, '.', '_' and '-', starting with a "
+        "letter or digit, at most 100"))
+    seed: Annotated[int, Field(ge=0, le=(1 << 63) - 1, description=(
+        "seeds payload data, flow arrivals and sizes, patterns and link faults"))] = 1
+    depth: Annotated[int, Field(ge=1, le=32768, description=(
+        "WRs of ops kept outstanding (at most qp.max_send_wr)"))] = 1
+    link: LinkSpec = Field(LinkSpec(), description="every host's link")
+    topology: TopologySpec = Field(TopologySpec(), description="the network of hosts and "
+                                   "switches")
+    switch: SwitchSpec = Field(SwitchSpec(), description="every switch's settings")
+    cc: str | dict[str, Any] | None = Field(None, description=(
+        "congestion control in every NIC: a preset (none, dcqcn_paper, dcqcn_mlx, "
+        "dcqcn_tuned) or a mapping that overrides a preset's parameters ({preset: dcqcn_mlx, "
+        "rai_mbps: 100, cnp: {interval_us: 50}}; preset dcqcn_mlx if not given); none: no "
+        "rate limits, CNPs counted and ignored"))
+    profile: str | None = Field(None, description=(
+        "a NIC profile, by name or path: its link, pcie, nic and cpu fields go under the "
+        "scenario's own (none: the model's defaults, as nsnic-100g)"))
+    pcie: PcieSpec = Field(PcieSpec(), description="the PCIe link between each host and its "
+                           "NIC")
+    nic: NicSpec = Field(NicSpec(), description="every NIC")
+    cpu: CpuSpec = Field(CpuSpec(), description="the hosts' CPU costs")
+    host: HostSpec = Field(HostSpec(), description="the hosts' memory")
+    qp: QpSpec = Field(QpSpec(), description="every QP of the traffic")
+    qps_per_pair: Annotated[int, Field(ge=1, le=1024, description=(
+        "QPs in each host pair's pool, at least (a stream or flows entry may ask for "
+        "more)"))] = 1
+    pcap: str | None = Field("traces/{name}.pcap", description=(
+        "capture of the link (null: none); {name} is the only placeholder; in a fabric, "
+        "one file per tapped port, the port's name before the extension"))
+    stop: StopSpec = Field(StopSpec(), description="when a run stops early")
+    sample_us: Annotated[float, Field(gt=0, description=(
+        "time-series sampling interval, simulated us (with --out)"))] = 10.0
+    ops: list[OpSpec] = Field([], description="explicit work requests, in order")
+    streams: list[StreamSpec] = Field([], description="perftest-like loops")
+    patterns: list[PatternSpec] = Field([], description="rounds of messages between hosts")
+    flows: list[FlowsSpec] = Field([], description="open-loop flows: sizes from a CDF, Poisson "
+                                   "arrivals")
+    pfc_storms: list[PfcStormSpec] = Field([], description="NICs that keep pausing their "
+                                           "link (a fault)")
 
     @model_validator(mode="before")
     @classmethod
