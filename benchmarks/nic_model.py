@@ -24,7 +24,7 @@ from nicsim.driver.user.verbs import CQ, MR, PD, QP, SGE, Context, QPCap, QPInit
 from nicsim.profiles import load_profile
 from nicsim.scenario.build import build_world
 from nicsim.scenario.schema import validate
-from nicsim.workloads.endpoint import ALL_ACCESS, connect_qp
+from nicsim.workloads.endpoint import ALL_ACCESS, connect_qp, roce_v2_gid
 from nicsim.world import World
 
 TX_DEPTH = 128  # ib_write_bw's default --tx-depth
@@ -64,8 +64,8 @@ def ends(profile: str, nqp: int, msg: int, inline: int = 0) -> Ends:
         sides.append((ctx, cq, mr, qps))
     (ca, cqa, mra, qa), (cb, cqb, mrb, qb) = sides
     for x, y in zip(qa, qb, strict=True):
-        connect_qp(x, y.qp_num, cb.query_gid(), e.IBV_MTU_4096)
-        connect_qp(y, x.qp_num, ca.query_gid(), e.IBV_MTU_4096)
+        connect_qp(x, y.qp_num, roce_v2_gid(cb)[1], e.IBV_MTU_4096)
+        connect_qp(y, x.qp_num, roce_v2_gid(ca)[1], e.IBV_MTU_4096)
     return Ends(w, list(zip(qa, qb, strict=True)), cqa, cqb, mra, mrb)
 
 

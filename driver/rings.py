@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -47,6 +48,7 @@ _SOLICITED = int(ibv_send_flags.IBV_SEND_SOLICITED)
 _INLINE = int(ibv_send_flags.IBV_SEND_INLINE)
 _WQE_INLINE = int(WqeFlags.INLINE)  # in the WQE's flags byte (hwif SendWqeCtrl offset 1)
 _ATOMICS = (ibv_wr_opcode.IBV_WR_ATOMIC_CMP_AND_SWP, ibv_wr_opcode.IBV_WR_ATOMIC_FETCH_AND_ADD)
+_WITH_IMM = (ibv_wr_opcode.IBV_WR_SEND_WITH_IMM, ibv_wr_opcode.IBV_WR_RDMA_WRITE_WITH_IMM)
 MAX_MSG = 1 << 31  # the largest message (IBA 9.4.1 / rxe's validate_send_wr)
 _U64, _U32 = (1 << 64) - 1, (1 << 32) - 1
 _WR_FIELDS = (("wr_id", _U64), ("send_flags", _U32), ("imm_data", _U32), ("remote_addr", _U64),
@@ -141,7 +143,7 @@ def _ud_fields(wr: object) -> tuple[int, int, bytes]:
             and 0 <= qkey <= _U32):
         raise ProviderError(f"remote QPN {qpn!r} or Q_Key {qkey!r} out of range", errno.EINVAL)
     return qpn, qkey, UdAv(av.dmac, av.traffic_class, av.hop_limit, av.dgid,
-                           av.flow_label).pack()
+                           av.flow_label, av.sgid_index).pack()
 
 
 class ProviderError(Exception):
@@ -293,7 +295,14 @@ class ProviderQp:
         imm = wr.imm_data  # type: ignore[attr-defined]
         raddr, rkey = wr.remote_addr, wr.rkey  # type: ignore[attr-defined]
         cmp_add, swap = wr.compare_add, wr.swap  # type: ignore[attr-defined]
-        if op in _INVALIDATES:
+        if op in _WITH_IMM:
+            # ibv_send_wr's imm_data is a __be32 (the program stores htonl(x)): its bytes go
+            # to the wire as they are. The WQE carries the ImmDt's value (hwif SendWqeCtrl).
+            try:
+                imm = socket.ntohl(imm)
+            except TypeError:  # a value that compares like an integer but is not one
+                raise _misfit(wr, _WR_FIELDS) from None
+        elif op in _INVALIDATES:
             # ibv_send_wr's imm_data and invalidate_rkey are one union member
             imm = wr.invalidate_rkey or imm  # type: ignore[attr-defined]
         elif op == ibv_wr_opcode.IBV_WR_BIND_MW:
@@ -399,6 +408,7 @@ class ProviderSrq:
         return self.rq_wrid[slot]
 
 
+_CQE_WITH_IMM = int(CqeFlags.WITH_IMM)
 _FLAG_MAP = tuple((int(a), int(b)) for a, b in (
     (CqeFlags.WITH_IMM, ibv_wc_flags.IBV_WC_WITH_IMM),
     (CqeFlags.WITH_INV, ibv_wc_flags.IBV_WC_WITH_INV),
@@ -507,5 +517,8 @@ class ProviderCq:
         for hw, verbs in _FLAG_MAP:
             if c.flags & hw:
                 flags |= verbs
-        return RawWc(wr_id, c.status, c.opcode, c.vendor_err, c.byte_len, c.qpn, c.imm_inv,
-                     flags, c.src_qp)
+        # The CQE carries the ImmDt's value; ibv_wc's imm_data is a __be32 holding the wire's
+        # bytes (the program reads ntohl(wc.imm_data)). An invalidated rkey is host order.
+        imm = socket.htonl(c.imm_inv) if c.flags & _CQE_WITH_IMM else c.imm_inv
+        return RawWc(wr_id, c.status, c.opcode, c.vendor_err, c.byte_len, c.qpn, imm, flags,
+                     c.src_qp)

@@ -35,10 +35,13 @@ class Side:
         from nicsim.driver import enums as e
         from nicsim.driver.user.verbs import GID, AHAttr, GlobalRoute, QPAttr
 
+        from nicsim.workloads.endpoint import roce_v2_gid
+
         acc = qp.get("access", e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
                      e.IBV_ACCESS_REMOTE_READ)
         self.qp.to_init(QPAttr(qp_access_flags=acc))
-        av = AHAttr(gr=GlobalRoute(dgid=GID("::ffff:" + ip)))
+        av = AHAttr(gr=GlobalRoute(dgid=GID("::ffff:" + ip),
+                                   sgid_index=roce_v2_gid(self.ctx)[0]))
         self.qp.to_rtr(QPAttr(path_mtu=mtu, dest_qp_num=peer.qp.qp_num, rq_psn=qp.get("psn", 0),
                               max_dest_rd_atomic=4, min_rnr_timer=1, ah_attr=av))
         self.qp.to_rts(QPAttr(sq_psn=peer_psn(peer, qp), timeout=qp.get("timeout", 14),

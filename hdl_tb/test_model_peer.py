@@ -63,6 +63,8 @@ def program(w, drv: Driver, seed: int) -> dict:  # noqa: ANN001
     from nicsim.driver import enums as e
     from nicsim.driver.user import verbs as v
 
+    from nicsim.workloads.endpoint import roce_v2_gid
+
     host = w.hosts["b"]
     rng = random.Random(seed)
     ctx = v.Context("nsnic0", host=host)
@@ -75,7 +77,8 @@ def program(w, drv: Driver, seed: int) -> dict:  # noqa: ANN001
     qp.to_init(v.QPAttr(qp_access_flags=acc))
     qp.to_rtr(v.QPAttr(path_mtu=e.IBV_MTU_1024, dest_qp_num=DUT_QPN, rq_psn=PSN0,
                        max_dest_rd_atomic=1, min_rnr_timer=1,
-                       ah_attr=v.AHAttr(gr=v.GlobalRoute(dgid=v.GID("::ffff:" + DUT_IP)))))
+                       ah_attr=v.AHAttr(gr=v.GlobalRoute(dgid=v.GID("::ffff:" + DUT_IP),
+                                                         sgid_index=roce_v2_gid(ctx)[0]))))
     qp.to_rts(v.QPAttr(sq_psn=0, timeout=14, retry_cnt=7, rnr_retry=7, max_rd_atomic=1))
     qp.post_recv(v.RecvWR(wr_id=9, num_sge=1, sg=[v.SGE(mr.buf + 100, 1000, mr.lkey)]))
     send_data, write_data = rng.randbytes(777), rng.randbytes(1024)

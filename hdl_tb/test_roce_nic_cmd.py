@@ -145,6 +145,8 @@ def scenario(host, probe: Probe, mtt_chunk: int) -> list[tuple[str, object]]:  #
         RecvWR,
     )
 
+    from nicsim.workloads.endpoint import roce_v2_gid
+
     out: list[tuple[str, object]] = []
 
     def note(label: str, value: object) -> None:
@@ -194,7 +196,7 @@ def scenario(host, probe: Probe, mtt_chunk: int) -> list[tuple[str, object]]:  #
     note("query after bad", hw.query_qp(qpn))
 
     av = AHAttr(gr=GlobalRoute(dgid=GID("::ffff:" + PEER_IP), traffic_class=0x2e,
-                               hop_limit=33))
+                               hop_limit=33, sgid_index=roce_v2_gid(ctx)[0]))
     attempt("to_rtr", lambda: qp.to_rtr(QPAttr(path_mtu=4, dest_qp_num=0x12345,
                                                rq_psn=0x1abcdef, max_dest_rd_atomic=3,
                                                min_rnr_timer=5, ah_attr=av)))
@@ -445,8 +447,9 @@ def _model_host(params: dict[str, int]):  # noqa: ANN202
                     max_cqe=params["MAX_CQE"], max_qp_rd_atom=params["MAX_QP_RD_ATOM"],
                     max_inline=params["MAX_INLINE"], max_uar=params["MAX_UAR"],
                     # what the RTL lacks (its QUERY_DEVICE and FEATURES say so): on-demand
-                    # paging, event queues, SRQs, multicast, BlueFlame
-                    odp=False, max_eq=0, max_srq=0, multicast=False, bf_size=0)
+                    # paging, event queues, SRQs, multicast, BlueFlame, RoCE v1
+                    odp=False, max_eq=0, max_srq=0, multicast=False, bf_size=0,
+                    roce_v1=False)
     nic = Nic(env, "model.nic0", cfg, host.mem)
     rec = CmdRecorder(nic)
     host.plug("0000:01:00.0", rec, nic.pcie, NetDev("eth0", MAC, IP))
@@ -625,6 +628,8 @@ def rtl_only(host, tb_calls: dict) -> dict:  # noqa: ANN001, C901
         SendWR,
     )
 
+    from nicsim.workloads.endpoint import roce_v2_gid
+
     res: dict[str, object] = {}
     Kernel(host)
     ctx = Context("nsnic0", host=host)
@@ -632,7 +637,7 @@ def rtl_only(host, tb_calls: dict) -> dict:  # noqa: ANN001, C901
     scq, rcq = CQ(ctx, 16), CQ(ctx, 16)
     qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=scq, rcq=rcq, cap=QPCap(8, 8, 2, 1)))
     mr = MR(pd, 8192, e.IBV_ACCESS_LOCAL_WRITE)
-    av = AHAttr(gr=GlobalRoute(dgid=GID("::ffff:" + PEER_IP)))
+    av = AHAttr(gr=GlobalRoute(dgid=GID("::ffff:" + PEER_IP), sgid_index=roce_v2_gid(ctx)[0]))
     qp.to_init(QPAttr(qp_access_flags=e.IBV_ACCESS_LOCAL_WRITE))
     qp.to_rtr(QPAttr(path_mtu=3, dest_qp_num=0x99, ah_attr=av))
     qp.to_rts(QPAttr())

@@ -139,6 +139,8 @@ def post_program(host, plan: Plan, wait_frames) -> dict:  # noqa: ANN001
         SendWR,
     )
 
+    from nicsim.workloads.endpoint import roce_v2_gid
+
     Kernel(host)
     ctx = Context("nsnic0", host=host)
     pd = PD(ctx)
@@ -154,7 +156,7 @@ def post_program(host, plan: Plan, wait_frames) -> dict:  # noqa: ANN001
         qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=QPCap(32, 4, 4, 1)))
         qp.to_init(QPAttr(qp_access_flags=e.IBV_ACCESS_LOCAL_WRITE))
         av = AHAttr(gr=GlobalRoute(dgid=GID(q.dgid), traffic_class=q.traffic_class,
-                                   hop_limit=q.hop_limit))
+                                   hop_limit=q.hop_limit, sgid_index=roce_v2_gid(ctx)[0]))
         qp.to_rtr(QPAttr(path_mtu=q.path_mtu, dest_qp_num=q.dest_qpn, rq_psn=0,
                          max_dest_rd_atomic=1, min_rnr_timer=1, ah_attr=av))
         qp.to_rts(QPAttr(sq_psn=q.sq_psn, timeout=14, retry_cnt=7, rnr_retry=7,

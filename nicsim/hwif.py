@@ -91,6 +91,35 @@ class DevFeature(IntFlag):
     MULTICAST = 1 << 1  # ATTACH_MCAST / DETACH_MCAST: UD multicast groups (MCAST_* limits)
     FLUSH = 1 << 2  # WqeOpcode.FLUSH and its responder side (global visibility only)
     ATOMIC_WRITE = 1 << 3  # WqeOpcode.ATOMIC_WRITE and its responder side
+    ROCE_V1 = 1 << 4  # RoCE v1 framing (a GRH on Ethernet, Annex A16) beside RoCE v2: the
+    #                   GID table has a v1 entry for each address (gid_table)
+
+
+class GidType(IntEnum):
+    """How a GID table entry is used on the wire (ibv_gid_type_sysfs: what sysfs gid_attrs
+    and ibv_query_gid_type report)."""
+
+    ROCE_V1 = 0  # IB_ROCE_V1: the GID in a GRH, Ethernet type 0x8915 (Annex A16)
+    ROCE_V2 = 1  # ROCE_V2: the GID as an IP address, UDP port 4791 (Annex A17)
+
+
+def link_local_gid(mac: bytes) -> bytes:
+    """The port's default GID: fe80::/64 with the interface identifier made from the MAC
+    (modified EUI-64, RFC 4291 appendix A: the universal/local bit flipped, ff:fe in the
+    middle), as Linux gives the netdev's IPv6 link-local address."""
+    return b"\xfe\x80" + bytes(6) + bytes((mac[0] ^ 2,)) + mac[1:3] + b"\xff\xfe" + mac[3:6]
+
+
+def gid_table(mac: bytes, ip: bytes, roce_v1: bool) -> tuple[tuple[bytes, GidType], ...]:
+    """A port's GID table, as Linux's roce_gid_mgmt fills it for a netdev with MAC `mac`
+    and address `ip` (4 bytes IPv4, 16 IPv6): the link-local GID first, then the address
+    (IPv4-mapped ::ffff:a.b.c.d, or the IPv6 address), each once per RoCE version the device
+    has (v1 before v2). A ConnectX port reads 0 fe80::..v1, 1 fe80::..v2, 2 ::ffff:a.b.c.d v1,
+    3 ::ffff:a.b.c.d v2 (so `-x 3` is RoCE v2 over IPv4); a v2-only device (rxe) 0 fe80::,
+    1 ::ffff:a.b.c.d. Device and driver both derive it from the netdev's addresses."""
+    addrs = [link_local_gid(mac), bytes(10) + b"\xff\xff" + ip if len(ip) == 4 else ip]
+    kinds = (GidType.ROCE_V1, GidType.ROCE_V2) if roce_v1 else (GidType.ROCE_V2,)
+    return tuple((a, k) for a in dict.fromkeys(addrs) for k in kinds)
 
 
 BF_MAX = 256  # the largest BlueFlame buffer (doorbell word and WQE) the layout allows
@@ -428,15 +457,17 @@ class UdAv(Record):
       7     1   hop_limit (IP TTL / hop limit)
       8    16   dgid (IPv6, or IPv4-mapped ::ffff:a.b.c.d)
      24     4   flow_label (20 bits)
-     28     4   reserved
+     28     1   sgid_index (the source GID and RoCE version: the port's gid_table entry)
+     29     3   reserved
     """
 
-    FMT = struct.Struct("<6sBB16sI4x")
+    FMT = struct.Struct("<6sBB16sIB3x")
     dmac: bytes
     traffic_class: int
     hop_limit: int
     dgid: bytes
     flow_label: int
+    sgid_index: int = 0
 
 
 UD_AV_SIZE = UdAv.FMT.size  # 32
@@ -648,7 +679,7 @@ class Qpc(Record):
     fields named by attr_mask. Addresses: dgid/sgid are IPv6 or IPv4-mapped (::ffff:a.b.c.d).
     """
 
-    FMT = struct.Struct("<IBBBBIIIQQBBBBBBBBIIIII6s6s16s16sHBBII8x")
+    FMT = struct.Struct("<IBBBBIIIQQBBBBBBBBIIIII6s6s16s16sHBBIIB7x")
     qpn: int
     state: int
     type: int
@@ -681,6 +712,9 @@ class Qpc(Record):
     max_dest_rd_atomic: int
     traffic_class: int  # DSCP << 2 | ECN, plus hop limit << 8
     uar: int = 0  # the doorbell page this QP's doorbells must come through (CREATE_QP)
+    # The port's gid_table entry sgid is (MODIFY_QP with AV): its RoCE version. (A device
+    # with v2 only, as the RTL, frames from sgid and dgid alone.)
+    sgid_index: int = 0
 
 
 QPC_SIZE = Qpc.FMT.size

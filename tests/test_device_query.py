@@ -84,24 +84,29 @@ def test_bad_port_is_einval() -> None:
 
 
 def test_gid_table() -> None:
+    """The table a ConnectX port shows (show_gids): the link-local GID made from the MAC,
+    then the IPv4-mapped address, each as RoCE v1 and v2; the rest of the table empty."""
     w = World.two_hosts()
-    ctx = _ctx(w, "b")
-    assert ctx.query_gid(1, 0) == GID("::ffff:10.0.0.2")
-    assert ctx.query_gid(1, 0).gid == "0000:0000:0000:0000:0000:ffff:0a00:0002"
-    assert ctx.query_gid_type(1, 0) == e.IBV_GID_TYPE_SYSFS_ROCE_V2
-    assert ctx.query_gid(1, 3) == GID()  # an empty entry reads as zero
-    ent = ctx.query_gid_ex(1, 0)
-    assert ent.gid_type == e.IBV_GID_TYPE_ROCE_V2 and ent.gid_index == 0
-    assert ent.gid_str() == "0000:0000:0000:0000:0000:ffff:0a00:0002"
+    ctx = _ctx(w, "b")  # MAC 02:00:00:00:00:0b, 10.0.0.2
+    ll, v4 = "fe80:0000:0000:0000:0000:00ff:fe00:000b", "0000:0000:0000:0000:0000:ffff:0a00:0002"
+    v1, v2 = e.IBV_GID_TYPE_SYSFS_IB_ROCE_V1, e.IBV_GID_TYPE_SYSFS_ROCE_V2
+    assert [(ctx.query_gid(1, i).gid, ctx.query_gid_type(1, i)) for i in range(4)] == \
+        [(ll, v1), (ll, v2), (v4, v1), (v4, v2)]
+    assert ctx.query_gid(1, 3) == GID("::ffff:10.0.0.2")
+    assert ctx.query_gid(1, 4) == GID()  # an empty entry reads as zero
+    ent = ctx.query_gid_ex(1, 3)
+    assert ent.gid_type == e.IBV_GID_TYPE_ROCE_V2 and ent.gid_index == 3
+    assert ent.gid_str() == v4
+    assert ctx.query_gid_ex(1, 0).gid_type == e.IBV_GID_TYPE_ROCE_V1
     with pytest.raises(PyverbsRDMAError) as ei:
-        ctx.query_gid_ex(1, 3)
+        ctx.query_gid_ex(1, 4)
     assert ei.value.error_code == errno.ENODATA
     with pytest.raises(PyverbsRDMAError) as ei:
         ctx.query_gid(1, GID_TABLE_LEN)
     assert ei.value.error_code == errno.EINVAL
-    assert [g.gid_index for g in ctx.query_gid_table(4)] == [0]
+    assert [g.gid_index for g in ctx.query_gid_table(4)] == [0, 1, 2, 3]
     with pytest.raises(PyverbsRDMAError) as ei:
-        ctx.query_gid_table(0)
+        ctx.query_gid_table(3)
     assert ei.value.error_code == -errno.EINVAL  # ibv_query_gid_table returns -errno
 
 

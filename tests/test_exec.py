@@ -12,6 +12,7 @@ from pathlib import Path
 from scapy.utils import RawPcapReader
 
 from nicsim.fabric.pcap import check_pcap
+from nicsim.hwif import link_local_gid
 
 # A pyverbs program as rdma-core's tests write them: an RC pair on the first device, a
 # WRITE between them (loopback), then a check of the bytes and the completion.
@@ -88,21 +89,33 @@ def test_an_unmodified_pyverbs_program_runs(tmp_path: Path) -> None:
     (cap,) = [p for p in (tmp_path / "caps").iterdir() if p.name.endswith("-a.pcap")]
     frames = [bytes(f) for f, _ in RawPcapReader(str(cap))]
     assert len(frames) == 3 and not check_pcap(cap).bad  # 2 WRITE packets and an ACK
-    assert all(f[26:30] == f[30:34] == bytes([10, 0, 0, 1]) for f in frames)
+    # GID index 0 is the link-local RoCE v1 entry (as on a ConnectX port): GRH frames, the
+    # GIDs made from nsnic0's MAC, looped back inside the NIC.
+    ll = link_local_gid(frames[0][6:12])
+    assert all(f[12:14] == b"\x89\x15" and f[22:38] == f[38:54] == ll for f in frames), \
+        frames[0][:60].hex()
 
 
 def test_rdma_ip_and_sysfs_agree_with_the_world(tmp_path: Path) -> None:
     r = _exec(["--hosts", "3", "--", "sh", "-c",
                "rdma link show -j; ip -j addr show eth2; "
                "cat /sys/class/infiniband/nsnic1/ports/1/gids/0 "
+               "/sys/class/infiniband/nsnic1/ports/1/gids/3 "
+               "/sys/class/infiniband/nsnic1/ports/1/gid_attrs/types/2 "
+               "/sys/class/infiniband/nsnic1/ports/1/gid_attrs/types/3 "
+               "/sys/class/infiniband/nsnic1/ports/1/gids/4 "
                "/sys/class/infiniband/nsnic2/ports/1/pkeys/0"], tmp_path)
     assert r.returncode == 0, r.stderr
-    links, addrs, gid, pkey = r.stdout.strip().splitlines()
+    links, addrs, ll, gid, v1, v2, empty, pkey = r.stdout.strip().splitlines()
     assert [(x["ifname"], x["state"], x["netdev"]) for x in json.loads(links)] == \
         [("nsnic0", "ACTIVE", "eth0"), ("nsnic1", "ACTIVE", "eth1"), ("nsnic2", "ACTIVE", "eth2")]
     (a,) = json.loads(addrs)
     assert a["addr_info"][0]["local"] == "10.0.0.3" and a["address"] == "02:00:00:00:00:03"
+    # The table a ConnectX port shows: link-local v1 and v2, then the IPv4 address v1 and v2.
+    assert ll == "fe80:0000:0000:0000:0000:00ff:fe00:0002"
     assert gid == "0000:0000:0000:0000:0000:ffff:0a00:0002" and pkey == "0xffff"
+    assert (v1, v2) == ("IB/RoCE v1", "RoCE v2")
+    assert empty == "0000:0000:0000:0000:0000:0000:0000:0000"
 
 
 def test_one_host_has_its_port_down(tmp_path: Path) -> None:

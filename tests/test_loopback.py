@@ -24,6 +24,7 @@ from nicsim.driver.user.verbs import (
 from scapy.utils import RawPcapReader
 
 from nicsim.fabric.pcap import check_pcap
+from nicsim.workloads.endpoint import roce_v2_gid
 from nicsim.world import World
 
 ACC = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
@@ -45,10 +46,10 @@ def _pair(w: World) -> tuple[Context, CQ, QP, QP, MR, MR]:
     cq = CQ(ctx, 64)
     qa, qb = (QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=QPCap(16, 16, 2, 2)))
               for _ in range(2))
-    gid = ctx.query_gid(1, 0)
+    index, gid = roce_v2_gid(ctx)  # RoCE v2 over the host's IPv4 address
     for x, y in ((qa, qb), (qb, qa)):
         x.to_rts(QPAttr(qp_access_flags=ACC, dest_qp_num=y.qp_num,
-                        ah_attr=AHAttr(GlobalRoute(dgid=gid))))
+                        ah_attr=AHAttr(GlobalRoute(dgid=gid, sgid_index=index))))
     return ctx, cq, qa, qb, MR(pd, 16384, ACC), MR(pd, 16384, ACC)
 
 

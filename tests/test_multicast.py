@@ -27,6 +27,7 @@ from nicsim.fabric.topology import Shape, TopologySpec
 from nicsim.testing.ud import QKEY, Side
 from nicsim.wire import MCAST_QPN, parse
 from nicsim.wire.opcodes import Opcode
+from nicsim.workloads.endpoint import roce_v2_gid
 from nicsim.world import World
 
 GROUP = GID("::ffff:239.1.2.3")
@@ -34,7 +35,7 @@ GROUP_MAC = bytes.fromhex("01005e010203")
 
 
 def _send_to_group(s: Side, data: bytes, group: GID = GROUP, wr_id: int = 1) -> None:
-    ah = AH(s.pd, attr=AHAttr(GlobalRoute(dgid=group)))
+    ah = AH(s.pd, attr=AHAttr(GlobalRoute(dgid=group, sgid_index=roce_v2_gid(s.ctx)[0])))
     s.mr.write(data, len(data))
     wr = SendWR(wr_id=wr_id, opcode=e.IBV_WR_SEND, num_sge=1,
                 sg=[SGE(s.mr.buf, len(data), s.mr.lkey)])

@@ -84,8 +84,9 @@ def test_the_device_advertises_blueflame_in_its_features_register():
     assert word & DevFeature.BLUEFLAME and word >> 16 == 128
     word = World.two_hosts(nic=NicConfig(bf_size=0)).nics["a"].mmio_read(Reg.FEATURES)
     assert not word & DevFeature.BLUEFLAME and word >> 16 == 0
-    # The model's other features: multicast, FLUSH and ATOMIC WRITE (the RTL reads 0).
-    assert word == DevFeature.MULTICAST | DevFeature.FLUSH | DevFeature.ATOMIC_WRITE
+    # The model's other features: multicast, FLUSH, ATOMIC WRITE, RoCE v1 (the RTL reads 0).
+    assert word == DevFeature.MULTICAST | DevFeature.FLUSH | DevFeature.ATOMIC_WRITE \
+        | DevFeature.ROCE_V1
 
 
 def test_a_bad_blueflame_write_is_counted_and_ignored():

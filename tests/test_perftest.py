@@ -48,7 +48,7 @@ def test_write_bw_prints_perftests_blocks_in_order() -> None:
               r" ibv_wr\* API     : ON\t\tUsing Enhanced Reorder      : OFF",
               r" TX depth        : 128", r" CQ Moderation   : 100",
               r" CQE Poll Batch  : Dynamic", r" Mtu             : 4096\[B\]",
-              r" Link type       : Ethernet", r" GID index       : 0",
+              r" Link type       : Ethernet", r" GID index       : 3",
               r" Max inline data : 0\[B\]", r" rdma_cm QPs\t : OFF",
               r" Data ex. method : Ethernet"]
     for pat, line in zip(expect, lines[2:], strict=False):
@@ -224,8 +224,9 @@ def test_read_and_atomic_headers_show_outstanding_reads() -> None:
     (["ib_write_bw", "-c", "DC"], [" DC connections are not supported by nicsim's perftest "
                                    "(the simulated NIC has RC, UC and UD QPs)"]),
     (["ib_atomic_bw", "-s", "16"], ["Message size cannot be changed for Atomic tests "]),
-    (["ib_write_bw", "-x", "3"], [" Failed to query GID index 3: nsnic0 has no such GID "
-                                  "(its table holds index 0, RoCE v2)"]),
+    (["ib_write_bw", "-x", "5"], [" Failed to query GID index 5: nsnic0 has no such GID "
+                                  "(nicsim exec -- cat /sys/class/infiniband/nsnic0/ports/1/"
+                                  "gids/N lists them)"]),
 ])
 def test_bad_flags_fail_as_perftest_does(argv: list[str], lines: list[str]) -> None:
     code, _out, err = run(*argv)
@@ -361,3 +362,182 @@ def test_invalid_mtu_runs_at_the_ports_mtu_with_perftests_lines() -> None:
                                     " Please choose mtu from {256,512,1024,2048,4096}",
                                     " Will run with the port active mtu - 5"]
     assert " Mtu             : 4096[B]" in out
+
+
+# -- bidirectional (-b) and the server's output (--server-output) ------------------------------
+
+
+def _wire_gbps(rate: float, size: int, mtu: int = 4096) -> float:
+    """The most payload a wire carries one way: no extension header at all (a SEND's)."""
+    n = -(-size // mtu)
+    pad = sum(-min(mtu, size - i * mtu) & 3 for i in range(n))
+    return rate * size / (size + pad + n * packet_overhead(0))
+
+
+def _perftest(tool: str, *argv: str) -> tuple[dict, str]:
+    out, err = io.StringIO(), io.StringIO()
+    res = perftest_run(parse(tool, list(argv)), out, err)
+    return res, out.getvalue()
+
+
+@pytest.mark.parametrize(("tool", "extra"), [("ib_write_bw", ()), ("ib_read_bw", ()),
+                                             ("ib_send_bw", ("-q", "2")),
+                                             ("ib_atomic_bw", ())])
+def test_bidirectional_moves_traffic_both_ways_and_reports_the_sum(tool: str,
+                                                                    extra: tuple) -> None:
+    size = 8 if tool == "ib_atomic_bw" else 65536
+    nq = int(extra[1]) if extra else 1
+    argv = [*(["-s", str(size)] if size != 8 else []), "-n", "200", "--report_gbits", *extra]
+    uni, _ = _perftest(tool, *argv)
+    bi, out = _perftest(tool, "-b", *argv)
+    # Unidirectional, host b only answers; with -b it posts as well: each NIC executed the
+    # other's requests, and (for the big messages) each port carried a direction's data.
+    assert uni["world"].nics["a"].counters()["responder.requests"] == 0
+    for nic in bi["world"].nics.values():
+        c = nic.counters()
+        assert c["responder.requests"] >= 200 * nq
+        if size > 8:
+            assert c["port.tx_bytes"] >= 200 * nq * size
+    (u,), (r,), (sr,) = uni["results"], bi["results"], bi["server_results"]
+    # Each end measured its own direction and prints the sum of both (perftest's -b table).
+    assert r.own_avg is not None and sr.own_avg is not None
+    assert r.bw_avg == pytest.approx(r.own_avg + sr.own_avg)
+    assert r.bw_avg == sr.bw_avg and r.iters == 200 * nq
+    assert rows(out) == [[str(size), str(200 * nq), f"{r.bw_peak:.2f}", f"{r.bw_avg:.2f}",
+                          f"{r.msg_rate:.6f}"]]
+    # About twice one direction, and physical: each direction under its wire, the sum and
+    # its peaks under twice that.
+    assert r.bw_avg > 1.9 * u.bw_avg
+    bound = _wire_gbps(100.0, size)
+    assert max(r.own_avg, sr.own_avg) <= bound
+    assert r.bw_avg <= r.bw_peak <= 2 * bound
+
+
+def test_bidirectional_output_parses_like_the_unidirectional_one() -> None:
+    code, out, err = run("ib_send_bw", "-b", "-s", "4096", "-n", "300", "--report_gbits")
+    assert code == 0, err
+    code, uni, _ = run("ib_send_bw", "-s", "4096", "-n", "300", "--report_gbits")
+    lines, ulines = out.splitlines(), uni.splitlines()
+    assert lines[1] == " " * 20 + "Send Bidirectional BW Test"
+    # Both ends' depths (each end sends and receives), then the unidirectional header.
+    tx = ulines.index(" TX depth        : 128")
+    assert lines[tx:tx + 2] == [" TX depth        : 128", " RX depth        : 300"]
+    assert lines[2:tx] == ulines[2:tx] and lines[tx + 2:-2] == ulines[tx + 1:-2]
+    (row,) = rows(out)
+    assert re.fullmatch(rf" 4096\s+300\s+{NUM}\s+{NUM}\s+\d+\.\d{{6}}", lines[-2])
+    assert lines[-1] == DASH and row[:2] == ["4096", "300"]
+    # -b is for bandwidth tests, as perftest says.
+    code, _, err = run("ib_write_lat", "-b")
+    assert code == 1 and err.splitlines() == [" Bidirectional is only available in BW test",
+                                              " Parser function exited with Error"]
+
+
+def test_bidirectional_send_duration_counts_both_directions_at_each_end(tmp_path: Path) -> None:
+    srv = tmp_path / "server.txt"
+    code, out, err = run("ib_send_bw", "-b", "-D", "1", "-s", "4096", "--report_gbits",
+                         "--profile", _slow(tmp_path), f"--server-output={srv}")
+    assert code == 0, err
+    bound = _wire_gbps(0.1, 4096)
+    for text in (out, srv.read_text()):
+        (row,) = rows(text)
+        iters, avg = int(row[1]), float(row[3])
+        # (perftest's run_iter_bi counts receives and send completions in the window)
+        assert 1.8 * bound < avg <= 2 * bound + 0.005
+        assert iters == pytest.approx(avg * 1e9 / 8 / 4096, rel=0.02)
+
+
+def _blocks(text: str) -> list[list[str]]:
+    """The output's blocks between dashed lines (the banner and warnings in the first)."""
+    out: list[list[str]] = [[]]
+    for ln in text.splitlines():
+        if ln == DASH:
+            out.append([])
+        else:
+            out[-1].append(ln)
+    return out
+
+
+def test_server_output_has_the_servers_header_addresses_and_table(tmp_path: Path) -> None:
+    srv = tmp_path / "server.txt"
+    code, out, err = run("ib_write_bw", "-s", "4096", "-n", "200", "--report_gbits")
+    code2, out2, _ = run("ib_write_bw", "-s", "4096", "-n", "200", "--report_gbits",
+                         f"--server-output={srv}")
+    assert code == code2 == 0, err
+    assert out2 == out  # the client's output is what it was
+    text = srv.read_text()
+    assert text.endswith(DASH + "\n")
+    banner, head, addr, table, tail = _blocks(text)
+    assert banner == ["", "*" * 36, "* Waiting for client to connect... *", "*" * 36]
+    client_head = _blocks(out)[1]
+    # The server's header is the client's without TX depth (perftest prints it on the
+    # sending side only).
+    assert head == [ln for ln in client_head if not ln.startswith(" TX depth")]
+    # Its own address first (host b, 10.0.0.2), then the client's: the client's two
+    # lines swapped.
+    client_addr = _blocks(out)[2]
+    assert addr[0].startswith(" local address") and addr[1].endswith("255:255:10:00:00:02")
+    assert addr[2].startswith(" remote address") and addr[3].endswith("255:255:10:00:00:01")
+    assert [a.split(":", 1)[1] for a in addr] == [a.split(":", 1)[1] for a in
+                                                  client_addr[2:] + client_addr[:2]]
+    # A WRITE server's table is the client's report, sent to it at the end.
+    assert table == _blocks(out)[3] and tail == []
+
+
+def test_server_output_of_send_bw_is_the_receivers_own_measure() -> None:
+    argv = ("ib_send_bw", "-s", "65536", "-n", "300", "--report_gbits")
+    code, out, err = run(*argv, "--server-output=-")
+    assert code == 0, err
+    # "-": the server's output follows the client's on stdout.
+    _, client, _ = run(*argv)
+    assert out.startswith(client)
+    server = out[len(client):]
+    # A SEND server measures no peak, and says so first.
+    assert server.splitlines()[0] == " WARNING: BW peak won't be measured in this run."
+    head = _blocks(server)[1]
+    assert " RX depth        : 300" in head and not any("TX depth" in ln for ln in head)
+    (row,) = rows(server)
+    assert row[:3] == ["65536", "300", "0.00"]
+    # From its first receive to its last (perftest's arithmetic: n messages over that span,
+    # which holds n-1 of them and less, the first receive's own latency): about the client's
+    # figure. The receives themselves came no faster than the wire.
+    avg = float(row[3])
+    assert avg == pytest.approx(float(rows(client)[0][3]), rel=0.02)
+    span_ns = 300 * 65536 * 8 / avg
+    wire_ns = 65536 * 8 / _wire_gbps(100.0, 65536)
+    assert span_ns >= 298 * wire_ns
+
+
+@pytest.mark.parametrize(("tool", "table"), [("ib_write_lat", True), ("ib_send_lat", True),
+                                              ("ib_read_lat", False),
+                                              ("ib_atomic_lat", False)])
+def test_server_output_of_latency_tests(tmp_path: Path, tool: str, table: bool) -> None:
+    srv = tmp_path / "server.txt"
+    code, out, err = run(tool, "-n", "100", f"--server-output={srv}")
+    assert code == 0, err
+    # (from the banner on: an unknown device's inline note puts a dashed line before it)
+    text = srv.read_text()
+    blocks = _blocks(text[text.index("\n" + "*" * 36):])
+    assert blocks[1][0].strip() == _blocks(out)[-4][0].strip()  # the header: the test's title
+    assert blocks[-1] == [] and len(blocks[2]) == 4  # two address lines, each with its GID
+    if table:
+        # The ping-pong's other end times its own posts: a table like the client's.
+        assert blocks[3][0] == _blocks(out)[3][0] and len(rows(srv.read_text())) == 1
+        assert rows(srv.read_text())[0][:2] == rows(out)[0][:2]
+    else:  # a READ or atomic server only waits: its address lines end its output
+        assert len(blocks) == 4
+
+
+@pytest.mark.parametrize(("index", "local"), [
+    ("0", "254:128:00:00:00:00:00:00:00:00:00:255:254:00:00:10"),  # link-local, RoCE v1
+    ("1", "254:128:00:00:00:00:00:00:00:00:00:255:254:00:00:10"),  # link-local, RoCE v2
+    ("2", "00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:01"),  # IPv4-mapped, RoCE v1
+])
+def test_each_gid_of_the_table_carries_traffic(index: str, local: str) -> None:
+    """-x picks any entry of the port's GID table, as on a ConnectX port (show_gids); the
+    run moves its data and prints the entry's GID."""
+    code, out, err = run("ib_write_bw", "-x", index, "-s", "4096", "-n", "50",
+                         "--report_gbits")
+    assert code == 0, err
+    assert f" GID index       : {index}" in out.splitlines()
+    assert f" GID: {local}" in out.splitlines()
+    assert re.search(rf"^ 4096\s+50\s+{NUM}", out, re.M)

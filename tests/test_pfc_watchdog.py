@@ -26,7 +26,7 @@ from nicsim.fabric.switch import PfcConfig, SwitchConfig
 from nicsim.fabric.topology import Shape, TopologySpec
 from nicsim.nic.config import NicConfig
 from nicsim.testing.rdma import Side, make_side
-from nicsim.workloads.endpoint import connect_qp
+from nicsim.workloads.endpoint import connect_qp, roce_v2_gid
 from nicsim.world import World
 
 DSCP = 26  # class 3: lossless by default
@@ -43,7 +43,7 @@ def _world(switch: SwitchConfig | None = None, nic: NicConfig | None = None) -> 
 def _link(w: World, x: str, y: str, **qp: int) -> tuple[Side, Side]:
     a, b = make_side(w, x, 4 * MIB), make_side(w, y, 4 * MIB)
     for s, t in ((a, b), (b, a)):
-        connect_qp(s.qp, t.qp.qp_num, t.ctx.query_gid(), e.IBV_MTU_4096, traffic_class=TC,
+        connect_qp(s.qp, t.qp.qp_num, roce_v2_gid(t.ctx)[1], e.IBV_MTU_4096, traffic_class=TC,
                    **qp)
     return a, b
 

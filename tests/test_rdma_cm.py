@@ -254,7 +254,7 @@ def test_malformed_mads_are_counted_and_dropped(world: World) -> None:
     gsi_a = pair.cli._k.gsi
     bad = bytearray(m.Mad(m.AttrId.RTU, 1, m.Rtu(1, 2)).pack())
     bad[1] = 0x04  # not the CM class
-    gsi_a.send(cm_b.gsi(world.hosts["b"].kernel.devices["nsnic1"]).dev.hw.gid(0),  # type: ignore
+    gsi_a.send(cm_b.gsi(world.hosts["b"].kernel.devices["nsnic1"]).dev.hw.gid(3)[0],  # type: ignore
                bytes(bad))
     pair.cli.connect(ConnParam())
     assert CMEvent(pair.sch).event_type == EV.RDMA_CM_EVENT_CONNECT_REQUEST

@@ -5,6 +5,7 @@ receive WQE, errors as rxe reports them."""
 from __future__ import annotations
 
 import errno
+import socket
 from pathlib import Path
 
 import pytest
@@ -40,18 +41,20 @@ def test_datagram_with_immediate_lands_behind_its_grh(tmp_path: Path) -> None:
     assert a.qp.qp_state == e.IBV_QPS_RTS  # a QPAttr takes a UD QP all the way to RTS
     b.recv(5)
     data = bytes(range(251)) * 4
-    a.send(b, data, imm=0xCAFE)
+    a.send(b, data, imm=socket.htonl(0xCAFE))  # imm_data is a __be32
     (sw,) = a.wait()
     assert (sw.wr_id, sw.status, sw.opcode, sw.byte_len) == (1, 0, e.IBV_WC_SEND, len(data))
     (rw,) = b.wait()
     assert (rw.wr_id, rw.status, rw.opcode) == (5, 0, e.IBV_WC_RECV)
     assert rw.byte_len == 40 + len(data) and rw.src_qp == a.qp.qp_num
-    assert rw.wc_flags == e.IBV_WC_GRH | e.IBV_WC_WITH_IMM and rw.imm_data == 0xCAFE
+    assert rw.wc_flags == e.IBV_WC_GRH | e.IBV_WC_WITH_IMM
+    assert socket.ntohl(rw.imm_data) == 0xCAFE
     w.close()
     (frame,) = [bytes(f) for f, _ in RawPcapReader(str(pcap))]
     p = parse(frame)
     assert p.opcode == Opcode.UD_SEND_ONLY_WITH_IMMEDIATE and p.dqpn == b.qp.qp_num
     assert (p.deth_qkey, p.deth_src_qp, p.imm) == (QKEY, a.qp.qp_num, 0xCAFE)
+    assert frame[14 + 20 + 8 + 12 + 8:][:4] == bytes.fromhex("0000cafe")  # BTH, DETH, ImmDt
     buf = b.mr.read(40 + len(data), 8192)
     assert buf[:20] == bytes(20) and buf[20:40] == frame[14:34]  # RoCEv2/IPv4 "GRH"
     assert buf[40:] == data

@@ -25,6 +25,7 @@ from nicsim.driver.user.verbs import (
 )
 
 from nicsim.testing.rdma import ALL_ACCESS, connect, make_side, pair, wait
+from nicsim.workloads.endpoint import roce_v2_gid
 from nicsim.world import World
 
 
@@ -92,7 +93,8 @@ def test_query_qp_reads_back_what_the_nic_holds():
     assert attr.qp_state == e.IBV_QPS_RTS
     assert attr.dest_qp_num == b.qp.qp_num
     assert attr.path_mtu == e.IBV_MTU_1024
-    assert attr.ah_attr.gr.dgid == b.ctx.query_gid()
+    assert attr.ah_attr.gr.dgid == roce_v2_gid(b.ctx)[1]
+    assert attr.ah_attr.gr.sgid_index == roce_v2_gid(a.ctx)[0] == 3
 
 
 def test_unknown_neighbour_is_ehostunreach(world):

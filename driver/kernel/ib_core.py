@@ -22,7 +22,6 @@ from nicsim.driver.kernel.hw.odp import Advice
 from nicsim.driver.kernel.query import (
     PKEY_DEFAULT,
     DeviceAttrs,
-    GidType,
     PortAttrs,
     QueryError,
     check_port,
@@ -38,6 +37,7 @@ from nicsim.hwif import (
     Cqc,
     DevCap,
     DevFeature,
+    GidType,
     OdpCaps,
     QpAttrMask,
     Qpc,
@@ -224,6 +224,8 @@ class AddressVector:
     hop_limit: int
     flow_label: int
     sl: int
+    sgid_index: int = 0  # the GID table entry of sgid (the device frames by its type)
+    gid_type: GidType = GidType.ROCE_V2
 
 
 @dataclass
@@ -345,7 +347,7 @@ class IbDevice:
     def query_gid(self, port: int, index: int) -> tuple[bytes, GidType]:
         """A GID table entry and its type; ENODATA for an empty entry."""
         _query(lambda: check_port(port))
-        return _hw(lambda: self.hw.gid(index)), GidType.ROCE_V2
+        return _hw(lambda: self.hw.gid(index))
 
     @staticmethod
     def query_pkey(port: int, index: int) -> int:
@@ -678,8 +680,13 @@ class IbDevice:
             if not isinstance(attrs.dgid, bytes) or len(attrs.dgid) != 16 or \
                     not 0 <= attrs.traffic_class <= 0xFFFF:
                 raise KernelError("bad address vector", errno.EINVAL)
+            _check_ints(sgid_index=attrs.sgid_index)
+            try:
+                a.sgid = self.hw.gid(attrs.sgid_index)[0]
+            except HwError as e:  # (ib_get_cached_gid_attr: no such entry)
+                raise KernelError(f"sgid_index {attrs.sgid_index}: {e}", errno.EINVAL) from None
             a.dgid, a.traffic_class = attrs.dgid, attrs.traffic_class
-            a.sgid = _hw(lambda: self.hw.gid(0))
+            a.sgid_index = attrs.sgid_index
             a.smac = bytes(int(x, 16) for x in self.hw.fn.netdev.mac.split(":"))
             a.dmac = _hw(lambda: self.hw.resolve_dmac(attrs.dgid))
         a.state = nxt
@@ -751,11 +758,12 @@ class IbDevice:
                 and 0 <= flow_label <= 0xFFFFF and 0 <= sl <= 15):
             raise KernelError("GRH field out of range", errno.EINVAL)
         try:
-            sgid = self.hw.gid(sgid_index)
+            sgid, kind = self.hw.gid(sgid_index)
         except HwError as e:
             raise KernelError(f"sgid_index {sgid_index}: {e}", errno.EINVAL) from None
         dmac = _hw(lambda: self.hw.resolve_dmac(dgid))
-        return AddressVector(dgid, sgid, dmac, traffic_class, hop_limit, flow_label, sl)
+        return AddressVector(dgid, sgid, dmac, traffic_class, hop_limit, flow_label, sl,
+                             sgid_index, kind)
 
     def create_ah(self, uctx: Ucontext, pd: IbPd, av: AddressVector) -> IbAh:
         ah = IbAh(0, pd, av)

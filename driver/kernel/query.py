@@ -22,7 +22,7 @@ from nicsim.hwif import (
     PortState,
 )
 
-GID_TABLE_LEN = 16  # entries per port; index 0 holds the netdev's address (RoCEv2)
+GID_TABLE_LEN = 16  # entries per port (hwif.gid_table fills the first four, or two)
 # Address handles are the provider's (the WQE carries the address vector, hwif.UdAv): no
 # device table bounds them, and the device says so as mlx5 does (max_ah = INT_MAX).
 MAX_AH = (1 << 31) - 1
@@ -31,13 +31,6 @@ MAX_MSG_SZ = 1 << 31  # the largest message (IBA 9.4.1)
 FIRST_QPN = 0x11  # QPNs below are special (IBA 10.2.4) or kept back by the driver
 MAX_PD = 1 << 24  # PD numbers are the driver's own (the NIC compares them, 32 bits wide)
 LINK_LAYER_ETHERNET = 2  # IBV_LINK_LAYER_ETHERNET
-
-
-class GidType(IntEnum):
-    """ibv_gid_type_sysfs: how a GID entry is used on the wire."""
-
-    ROCE_V1 = 0
-    ROCE_V2 = 1
 
 
 class DeviceCap(IntFlag):

@@ -127,14 +127,11 @@ def _wait(ch: EventChannel, match: Callable[[CmEvent], bool], what: str) -> CmEv
                 return ev
         if ch.closed:
             raise fail(what, "the event channel is closed", errno.EBADF)
-        if sched.idle():
-            continue
         due = min(cm_of(h.kernel).next_timer() for h in hosts)  # type: ignore[arg-type]
         if env.peek() != float("inf"):
             hosts[0].poll_wait(0.0, 0, 0, max(min(_WAIT_NS, due - env.now), 1.0))
         elif due != float("inf"):
-            if sched.quiet():  # no other side acts before the CM's next timer: go to it
-                env.advance(due)
+            sched.advance_to(hosts[0], due)  # (other sides' wake-ups come first)
         elif not sched.wait_for_others(started):
             raise fail(what, "no CM event can arrive: the simulated world is idle and no "
                        "other side of the program can act", errno.ETIMEDOUT)
@@ -291,12 +288,12 @@ class UDParam(PyverbsObject):
             raise TypeError("UDParam takes a CMEvent")
         ev = cm_event.ev
         self.qp_num, self.qkey = ev.qp_num, ev.qkey
-        self._dgid = ev.ah_dgid
+        self._dgid, self._sgid_index = ev.ah_dgid, ev.ah_sgid_index
 
     @property
     def ah_attr(self) -> AHAttr:
         return AHAttr(is_global=1, port_num=1,
-                      gr=GlobalRoute(dgid=GID(self._dgid), sgid_index=0))
+                      gr=GlobalRoute(dgid=GID(self._dgid), sgid_index=self._sgid_index))
 
 
 # -- the ID -----------------------------------------------------------------------------------
@@ -630,7 +627,8 @@ class CMID(PyverbsCM):
         self._groups[gid] = flags
         self._channel().events.append(CmEvent(EV.RDMA_CM_EVENT_MULTICAST_JOIN, self._k,
                                               qp_num=MULTICAST_QPN, qkey=RDMA_UDP_QKEY,
-                                              ah_dgid=gid))
+                                              ah_dgid=gid,
+                                              ah_sgid_index=self._k.gsi.sgid_index()))
 
     def leave_multicast(self, addr: AddrInfo) -> None:
         what = "Failed to leave multicast"
@@ -675,7 +673,8 @@ class CMID(PyverbsCM):
                       rnr_retry=int(a.get("rnr_retry", 0)))  # type: ignore[arg-type]
         if "dgid" in a:
             attr.ah_attr = AHAttr(is_global=1, port_num=1, gr=GlobalRoute(
-                dgid=GID(a["dgid"]), sgid_index=0))  # type: ignore[arg-type]
+                dgid=GID(a["dgid"]),  # type: ignore[arg-type]
+                sgid_index=int(a.get("sgid_index", 0))))  # type: ignore[arg-type]
         return attr, mask
 
     def _modify(self, state: QpState) -> None:

@@ -54,7 +54,7 @@ from nicsim.driver.user.unsupported import SrqAttr
 
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace, MemoryError_
-from nicsim.hwif import CqState, Qpc, UarReg, blank_qpc
+from nicsim.hwif import CqState, GidType, Qpc, UarReg, blank_qpc
 
 __all__ = ["AH", "CQ", "GID", "MR", "MW", "PD", "QP", "SGE", "SRQ", "WC", "AHAttr", "CompChannel",
            "Context", "GlobalRoute", "PyverbsError", "PyverbsRDMAError", "PyverbsUserError",
@@ -691,28 +691,42 @@ class AH(_Resource):
         self._closed_now()
 
 
+_IPPROTO_UDP = 17  # an IPv6 GRH's next header for RoCE v2
+_GRH_NXT_BTH = 0x1B  # and for RoCE v1 (IBA 8.3.1)
+
+
 def _ah_from_wc(ctx: Context, wc: WC, port_num: int, grh: object) -> AHAttr:
     """ibv_init_ah_from_wc: the way back to a datagram's sender, from the GRH at the head of
     its receive buffer (RoCEv2 over IPv4: 20 reserved bytes, then the IPv4 header, its
-    addresses IPv4-mapped GIDs; over IPv6: the IPv6 header). The source GID index is the one
-    holding the datagram's destination GID; the hop limit is 0xFF, as libibverbs sets it."""
+    addresses IPv4-mapped GIDs; over IPv6: the IPv6 header; RoCE v1: the GRH, next header
+    0x1B). The source GID index is the entry holding the datagram's destination GID with
+    its RoCE version; the hop limit is 0xFF, as libibverbs sets it."""
     if not int(wc.wc_flags) & int(ibv_wc_flags.IBV_WC_GRH) or not isinstance(grh, int):
         errors.last_errno = errno.EINVAL
         raise PyverbsRDMAError("Failed to create AH: a RoCE completion without its GRH",
                                errno.EINVAL)
     g = ctx.read_mem(grh, 40)
+    kind = GidType.ROCE_V2
     if g[:20] == bytes(20) and g[20] >> 4 == 4:
         sgid, dgid = bytes(10) + b"\xff\xff" + g[32:36], bytes(10) + b"\xff\xff" + g[36:40]
         tclass, flow = g[21], 0
     else:
+        if g[6] not in (_IPPROTO_UDP, _GRH_NXT_BTH):
+            errors.last_errno = errno.EPROTONOSUPPORT
+            raise PyverbsRDMAError("Failed to create AH: the GRH's next header is neither UDP "
+                                   "nor BTH", errno.EPROTONOSUPPORT)
+        if g[6] == _GRH_NXT_BTH:
+            kind = GidType.ROCE_V1
         sgid, dgid = g[8:24], g[24:40]
         tclass, flow = (g[0] & 0xF) << 4 | g[1] >> 4, int.from_bytes(g[1:4], "big") & 0xFFFFF
-    if ctx.query_gid(port_num, 0).raw != dgid:
+    index = next((i for i in range(ctx.query_port(port_num).gid_tbl_len)
+                  if ctx._gid(port_num, i) == (dgid, kind)), None)
+    if index is None:
         errors.last_errno = errno.EINVAL
         raise PyverbsRDMAError("Failed to create AH: the datagram's destination GID is not in "
                                "the GID table", errno.EINVAL)
     return AHAttr(is_global=1, port_num=port_num, sl=int(getattr(wc, "sl", 0)),
-                  gr=GlobalRoute(dgid=GID(sgid), sgid_index=0, hop_limit=0xFF,
+                  gr=GlobalRoute(dgid=GID(sgid), sgid_index=index, hop_limit=0xFF,
                                  traffic_class=tclass, flow_label=flow))
 
 
@@ -1177,11 +1191,11 @@ class QP(_Resource):
                                        "in ah_attr", errno.EINVAL)
             gr = ah.gr
             if not (0 <= gr.traffic_class <= 0xFF and 0 <= gr.hop_limit <= 0xFF
-                    and 0 <= gr.flow_label <= 0xFFFFF) or gr.sgid_index != 0:
+                    and 0 <= gr.flow_label <= 0xFFFFF and 0 <= gr.sgid_index <= 0xFF):
                 errors.last_errno = errno.EINVAL
                 raise PyverbsRDMAError("Failed to modify QP: bad global route in ah_attr",
                                        errno.EINVAL)
-            q.dgid = gr.dgid.raw
+            q.dgid, q.sgid_index = gr.dgid.raw, gr.sgid_index
             q.traffic_class = gr.traffic_class | gr.hop_limit << 8
         _call("Failed to modify QP", self.ctx.file.write, abi.ModifyQp(
             self.handle, q, int(attr_mask),
@@ -1227,7 +1241,8 @@ class QP(_Resource):
                       rq_psn=q.rq_psn, sq_psn=q.sq_psn, max_rd_atomic=q.max_rd_atomic,
                       max_dest_rd_atomic=q.max_dest_rd_atomic, min_rnr_timer=q.min_rnr_timer,
                       timeout=q.timeout, retry_cnt=q.retry_cnt, rnr_retry=q.rnr_retry,
-                      ah_attr=AHAttr(GlobalRoute(GID(q.dgid), hop_limit=q.traffic_class >> 8,
+                      ah_attr=AHAttr(GlobalRoute(GID(q.dgid), sgid_index=q.sgid_index,
+                                                 hop_limit=q.traffic_class >> 8,
                                                  traffic_class=q.traffic_class & 0xFF)),
                       cap=self._actual_caps())
         ia = self.init_attr

@@ -38,7 +38,7 @@ import simpy
 from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import SGE, QPCap, RecvWR, SendWR
 from nicsim.host.cpus import Cpus
-from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect_qp, make_side
+from nicsim.workloads.endpoint import ALL_ACCESS, Side, connect_qp, make_side, roce_v2_gid
 from nicsim.world import World
 
 MSS = 1448  # a 1500-byte MTU less IPv4, TCP and the timestamp option
@@ -82,7 +82,7 @@ def rdma_echo(w: World, size: int, requests: int, depth: int = 1, app_ns: float 
     """`requests` echoes of `size` bytes, `depth` outstanding, over one RC QP pair."""
     c, s = _side(w, "a", size, depth), _side(w, "b", size, depth)
     for x, y in ((c, s), (s, c)):
-        connect_qp(x.qp, y.qp.qp_num, y.ctx.query_gid(), e.IBV_MTU_4096)
+        connect_qp(x.qp, y.qp.qp_num, roce_v2_gid(y.ctx)[1], e.IBV_MTU_4096)
     slot = max(size, 64)
     env = w.env
 

@@ -36,7 +36,6 @@ from nicsim.sim.tracer import Stage
 from nicsim.wire.packet import ETH_FCS, ETH_IFG, ETH_MIN_FRAME, ETH_PREAMBLE, Unbuilt
 from nicsim.world import World
 
-_BTH = 14 + 20 + 8  # where BTH starts in an untagged RoCEv2-over-IPv4 frame
 _SLACK_NS = 1.0  # the taps' start-of-frame times are rounded to whole nanoseconds
 _KEEP = 5  # violations of one kind listed in full; the rest are counted
 _ACK, _RC_RESPONSES = 0x11, range(0x0D, 0x13)  # RC READ responses to ATOMIC ACKNOWLEDGE
@@ -47,12 +46,22 @@ def _psn_ge(a: int, b: int) -> bool:
     return ((a - b) & 0xFFFFFF) < 0x800000
 
 
-def _bth(frame: bytes) -> tuple[int, int, int] | None:
-    """(opcode, destination QP, PSN) of an untagged RoCEv2-over-IPv4 frame, else None."""
-    if len(frame) < _BTH + 12 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+def _bth(frame: bytes) -> tuple[int, int, int, int] | None:
+    """(opcode, destination QP, PSN, BTH offset) of an untagged RoCE frame (v2 over IPv4 or
+    IPv6, or v1), else None."""
+    et = frame[12:14]
+    if et == b"\x08\x00" and len(frame) > 23 and frame[23] == 17:
+        b = 14 + (frame[14] & 0xF) * 4 + 8
+    elif et == b"\x86\xdd" and len(frame) > 20 and frame[20] == 17:
+        b = 14 + 40 + 8
+    elif et == b"\x89\x15" and len(frame) > 20 and frame[20] == 0x1B:
+        b = 14 + 40
+    else:
         return None
-    return (frame[_BTH], int.from_bytes(frame[_BTH + 5:_BTH + 8], "big"),
-            int.from_bytes(frame[_BTH + 9:_BTH + 12], "big") & 0xFFFFFF)
+    if len(frame) < b + 12:
+        return None
+    return (frame[b], int.from_bytes(frame[b + 5:b + 8], "big"),
+            int.from_bytes(frame[b + 9:b + 12], "big") & 0xFFFFFF, b)
 
 
 @dataclass
@@ -157,9 +166,9 @@ class PhysicsChecker:
                 self._left(watch, hdr, sof + n * 8.0 / nic.port.rate_gbps)
         return looped
 
-    def _left(self, nic: _NicWatch, hdr: tuple[int, int, int], last_bit: float) -> None:
+    def _left(self, nic: _NicWatch, hdr: tuple[int, int, int, int], last_bit: float) -> None:
         """A packet of this NIC left its port: completions waiting for it may be checked."""
-        _op, dqpn, psn = hdr
+        _op, dqpn, psn, _at = hdr
         for t in nic.waiting.pop((dqpn, psn), ()):
             if t < last_bit - _SLACK_NS:
                 self._violate("completion before the wire",
@@ -178,8 +187,8 @@ class PhysicsChecker:
                 hdr = _bth(frame)
                 if hdr is None:
                     return
-                op, dqpn, psn = hdr
-                syn = frame[_BTH + 12:_BTH + 13]
+                op, dqpn, psn, at = hdr
+                syn = frame[at + 12:at + 13]
             if op not in _RC_RESPONSES:
                 return
             if op == _ACK and (not syn or syn[0] >> 5):

@@ -16,13 +16,16 @@ without that file the world is built from NICSIM_WORLD.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
 import sys
 
-from nicsim.driver.kernel.query import guid_from_mac
+from nicsim.driver.kernel.query import GID_TABLE_LEN, guid_from_mac
 from nicsim.exec.spec import SHIM_DIR_ENV, WORLD_FILE, Netdev
+from nicsim.hwif import GidType, gid_table
+from nicsim.wire import mac_bytes
 
 
 def _guid(mac: str) -> str:
@@ -160,16 +163,24 @@ def sysfs(path: str, nds: list[Netdev]) -> str | None:
     if len(rest) < 3 or rest[:2] != ["ports", "1"]:
         return None
     rest = rest[2:]
-    h = (bytes(10) + b"\xff\xff" + bytes(int(a) for a in n.ip.split("."))).hex()
-    gid = ":".join(h[i:i + 4] for i in range(0, 32, 4))  # GID 0: the IPv4-mapped address
     port = {"state": "4: ACTIVE" if n.up else "1: DOWN",
             "phys_state": "5: LinkUp" if n.up else "2: Polling", "link_layer": "Ethernet",
             "lid": "0x0", "sm_lid": "0x0", "lid_mask_count": "0",
             "cap_mask": "0x00000000"}
     if len(rest) == 1:
         return port.get(rest[0])
-    table = {("pkeys", "0"): "0xffff", ("gids", "0"): gid,
-             ("gid_attrs", "types", "0"): "RoCE v2", ("gid_attrs", "ndevs", "0"): n.name}
+    table = {("pkeys", "0"): "0xffff"}
+    # The GID table the device holds (hwif.gid_table), as ib_core's sysfs shows it: an empty
+    # entry reads as the zero GID and its attributes cannot be read (EINVAL).
+    gids = gid_table(mac_bytes(n.mac), ipaddress.ip_address(n.ip).packed, n.roce_v1)
+    for i in range(GID_TABLE_LEN):
+        gid, kind = gids[i] if i < len(gids) else (bytes(16), None)
+        h = gid.hex()
+        table["gids", str(i)] = ":".join(h[j:j + 4] for j in range(0, 32, 4))
+        if kind is not None:
+            table["gid_attrs", "types", str(i)] = \
+                "IB/RoCE v1" if kind == GidType.ROCE_V1 else "RoCE v2"
+            table["gid_attrs", "ndevs", str(i)] = n.name
     return table.get(tuple(rest))
 
 

@@ -93,6 +93,7 @@ class Netdev:
     ip: str
     mtu: int
     up: bool
+    roce_v1: bool = True  # the device has RoCE v1 GIDs as well as v2 (hwif.gid_table)
 
 
 def save(nds: list[Netdev], where: str) -> None:

@@ -17,7 +17,7 @@ from nicsim.driver.user.process import DeviceEntry, Process, attach, set_factory
 from nicsim.exec.spec import Netdev, WorldSpec, from_env
 from nicsim.fabric.link import LinkConfig
 from nicsim.fabric.topology import Shape, TopologySpec, host_ip, host_mac
-from nicsim.hwif import PortState
+from nicsim.hwif import DevFeature, PortState
 from nicsim.nic.config import NicConfig
 from nicsim.world import World
 
@@ -78,7 +78,8 @@ def netdevs(w: World) -> list[Netdev]:
         hw = d.host.kernel.devices[d.name].hw  # type: ignore[attr-defined]
         nd = hw.fn.netdev
         up = hw.query_port(1).state == PortState.ACTIVE  # the link is up
-        out.append(Netdev(d.name, nd.name, 2 + d.index, nd.mac, nd.ip, nd.mtu, up))
+        v1 = DevFeature.ROCE_V1 in hw.features
+        out.append(Netdev(d.name, nd.name, 2 + d.index, nd.mac, nd.ip, nd.mtu, up, v1))
     return out
 
 

@@ -5,7 +5,8 @@ LINKTYPE_ETHERNET) that Wireshark/tshark decode as RoCEv2 on UDP 4791. `check_pc
 capture back and validates every RoCEv2 frame in it: captured vs original length, IP/UDP lengths
 and checksums, the BTH opcode's extension headers and the ICRC (which Wireshark does not check).
 RoCEv2 inside one 802.1Q tag, or an 802.1ad service tag and a customer tag (QinQ), is checked
-the same way once the tags are set aside. MAC Control frames are recognised: PFC frames
+the same way once the tags are set aside, and so is RoCE v1 (EtherType 0x8915: GRH, BTH, ICRC
+as Annex A16 masks it). MAC Control frames are recognised: PFC frames
 (IEEE 802.1Qbb) have their layout checked (nicsim.fabric.pfc.parse_pfc; a bad one is reported
 as `bad_pfc` with what is wrong) and are counted, 802.3x PAUSE frames are counted.
 
@@ -40,6 +41,7 @@ from nicsim.wire.packet import (
     ETH_HLEN,
     ETH_P_IPV4,
     ETH_P_IPV6,
+    ETH_P_ROCE_V1,
     IPV4_HLEN,
     IPV6_HLEN,
     ROCE_UDP_PORT,
@@ -194,6 +196,7 @@ class PcapReport:
 
     frames: int = 0
     roce_frames: int = 0  # RoCEv2 frames checked (tagged ones included)
+    roce_v1_frames: int = 0  # RoCE v1 frames (EtherType 0x8915, a GRH) checked
     bad: list[tuple[int, str, str]] = field(default_factory=list)  # (frame, reason, detail)
     skipped_non_roce: int = 0  # other traffic, not checked
     pfc_frames: int = 0  # MAC Control frames with the PFC opcode, layout checked
@@ -203,6 +206,9 @@ class PcapReport:
     @property
     def ok(self) -> bool:
         return not self.bad
+
+
+_V1_TYPE = ETH_P_ROCE_V1.to_bytes(2, "big")
 
 
 def _is_other_traffic(frame: bytes) -> bool:
@@ -219,6 +225,8 @@ def _is_other_traffic(frame: bytes) -> bool:
         if ihl < IPV4_HLEN:
             return False
         proto_off, l4 = ETH_HLEN + 9, ETH_HLEN + ihl
+    elif etype == ETH_P_ROCE_V1:
+        return False  # RoCE v1: a GRH and BTH, checked like RoCEv2
     elif etype == ETH_P_IPV6:
         # IPv6 extension headers count as other traffic: RoCEv2 puts UDP right after IPv6.
         proto_off, l4 = ETH_HLEN + 6, ETH_HLEN + IPV6_HLEN
@@ -418,7 +426,10 @@ def _check_record(rep: PcapReport, num: int, data: bytes, caplen: int, wirelen: 
     if _is_other_traffic(frame):
         rep.skipped_non_roce += 1
         return
-    rep.roce_frames += 1
+    if frame[12:14] == _V1_TYPE:
+        rep.roce_v1_frames += 1
+    else:
+        rep.roce_frames += 1
     if tags:
         rep.vlan_frames += 1
     if not whole:
@@ -443,5 +454,6 @@ def pcap_check_main(path: str) -> int:
     fc = f", {rep.pfc_frames} PFC" if rep.pfc_frames or rep.pause_frames else ""
     if rep.pause_frames:
         fc += f", {rep.pause_frames} PAUSE"
-    print(f"{rep.frames} frames, {rep.roce_frames} RoCEv2{fc}, {len(rep.bad)} bad")
+    v1 = f", {rep.roce_v1_frames} RoCE v1" if rep.roce_v1_frames else ""
+    print(f"{rep.frames} frames, {rep.roce_frames} RoCEv2{v1}{fc}, {len(rep.bad)} bad")
     return 1 if rep.bad else 0

@@ -431,6 +431,8 @@ class CommandProcessor:
             new = QpState(c.state) if m & QpAttrMask.STATE else qp.state
         except ValueError:
             raise CommandError(CmdStatus.BAD_PARAM) from None  # no such state (as the RTL)
+        if m & QpAttrMask.AV and not 0 <= c.sgid_index < len(self.framing.gids):
+            raise CommandError(CmdStatus.BAD_PARAM)  # no such source GID in the port's table
         old = qp.state
         if new is QpState.RESET:
             self._reset(qp)
@@ -501,6 +503,7 @@ class CommandProcessor:
             qp.qkey = c.qkey
         if m & M.AV:
             qp.dmac, qp.smac, qp.sgid, qp.dgid = c.dmac, c.smac, c.sgid, c.dgid
+            qp.sgid_index = c.sgid_index
             qp.traffic_class = c.traffic_class
         if m & (M.AV | M.DEST_QPN) and qp.dest_qpn and any(qp.dgid):
             qp.builder = self.framing.builder_for(qp)
@@ -519,6 +522,7 @@ class CommandProcessor:
         c.min_rnr_timer, c.dest_qpn = qp.min_rnr_timer, qp.dest_qpn
         c.sq_psn, c.rq_psn, c.qkey = qp.sq_psn, qp.epsn, qp.qkey
         c.dmac, c.smac, c.sgid, c.dgid = qp.dmac, qp.smac, qp.sgid, qp.dgid
+        c.sgid_index = qp.sgid_index
         c.pkey, c.max_rd_atomic = qp.pkey, qp.max_rd_atomic
         c.max_dest_rd_atomic, c.traffic_class = qp.max_dest_rd_atomic, qp.traffic_class
         c.uar = qp.uar

@@ -38,6 +38,7 @@ from nicsim.nic.config import NicConfig
 from nicsim.nic.counters import bump, new_counters
 from nicsim.nic.cq import CqWriter
 from nicsim.nic.dma import Dma
+from nicsim.nic.framing import Framing
 from nicsim.nic.interfaces import Stalls
 from nicsim.nic.mmu import Mmu
 from nicsim.nic.port import Port
@@ -58,22 +59,19 @@ _SEND_OPS = {int(WqeOpcode.SEND): Opcode.UD_SEND_ONLY,
              int(WqeOpcode.SEND_WITH_IMM): Opcode.UD_SEND_ONLY_WITH_IMMEDIATE}
 
 
-def _ip(gid: bytes) -> bytes:
-    return gid[12:] if gid[:12] == bytes(10) + b"\xff\xff" else gid
-
-
 class Datagram:
     """`requester`: where a send WQE whose page is not present goes back to wait (the NIC
     wires it in)."""
 
     requester: Stalls
 
-    def __init__(self, env: Sim, cfg: NicConfig, mac: bytes, ip: bytes, engine: SendEngine,
+    def __init__(self, env: Sim, cfg: NicConfig, mac: bytes, framing: Framing,
+                 engine: SendEngine,
                  fetch: WqeFetch, mmu: Mmu, dma: Dma, pcie: Pcie, cq: CqWriter,
                  completer: Completer, srq: SharedReceiveQueues, port: Port) -> None:
         self.env = env
         self.mac = mac
-        self.ip = ip  # this NIC's address, packed (4 or 16 bytes)
+        self.framing = framing  # the port's GID table: a datagram's source (UdAv.sgid_index)
         self.engine = engine
         self.fetch = fetch
         self.mmu = mmu
@@ -115,19 +113,20 @@ class Datagram:
         yield from self._send(qp, wqe)
         return bool(qp.fetched or qp.sq_pending) and qp.state is QpState.RTS
 
-    def _builder(self, qp: QpCtx, av: UdAv) -> FrameBuilder:
+    def _builder(self, qp: QpCtx, av: UdAv) -> FrameBuilder | None:
+        """The frames of `av`'s path (None: its sgid_index is not in the GID table)."""
         key = (qp.qpn, av.pack())
         b = self._builders.get(key)
         if b is None:
-            sip, dip = self.ip, _ip(av.dgid)
-            if len(sip) != len(dip):  # one side IPv6: both as IPv6 (IPv4-mapped)
-                sip = sip if len(sip) == 16 else bytes(10) + b"\xff\xff" + sip
-                dip = dip if len(dip) == 16 else bytes(10) + b"\xff\xff" + dip
+            addrs = self.framing.addresses(av.sgid_index, av.dgid)
+            if addrs is None:
+                return None
+            sip, dip, v1 = addrs
             if len(self._builders) > 4096:
                 self._builders.clear()
             b = self._builders[key] = FrameBuilder(Path(
                 self.mac, av.dmac, sip, dip, roce_udp_sport(qp.qpn, 0),
-                av.traffic_class >> 2, self._ecn, av.hop_limit or 64))
+                av.traffic_class >> 2, self._ecn, av.hop_limit or 64, roce_v1=v1))
         return b
 
     def _send(self, qp: QpCtx, wqe: SendWqe) -> Generator[simpy.Event, None, None]:
@@ -185,8 +184,14 @@ class Datagram:
         ext = deth(qkey, qp.qpn)
         if opc is Opcode.UD_SEND_ONLY_WITH_IMMEDIATE:
             ext += immdt(ctrl.imm_inv)
-        frame = self._builder(qp, wqe.av).build(opc, ctrl.dest_qpn, qp.sq_psn, ext, payload,
-                                                 solicited=bool(ctrl.flags & WqeFlags.SOLICITED))
+        builder = self._builder(qp, wqe.av)
+        if builder is None:  # a source GID the port does not have: nothing to send from
+            bump(c, "local_errors")
+            comp.local_error(qp, wqe.index, WqeOpcode(ctrl.opcode), CqeStatus.LOC_QP_OP_ERR,
+                             VendorErr.NONE)
+            return
+        frame = builder.build(opc, ctrl.dest_qpn, qp.sq_psn, ext, payload,
+                              solicited=bool(ctrl.flags & WqeFlags.SOLICITED))
         if self.tracer is not None:
             self.tracer.emit(Stage.WQE_FETCHED, qp.qpn, wqe.index, wqe.ready)
             self.tracer.emit(Stage.TRANSLATED, qp.qpn, wqe.index, t, qp.sq_psn, qp.sq_psn,

@@ -92,8 +92,9 @@ class Multicast:
     def receive(self, p: Packet) -> None:
         """A packet to an Ethernet group address: every attached UD QP gets a copy."""
         c = self.counters
-        members = self.groups.get(p.dip)
-        if members is None or p.frame[0:6] != multicast_mac(p.dip):
+        group = _ip(p.dip)  # (a RoCE v1 frame carries the whole GID)
+        members = self.groups.get(group)
+        if members is None or p.frame[0:6] != multicast_mac(group):
             bump(c, "drop_not_joined")
             return
         if p.info.transport is not Transport.UD or p.dqpn != MCAST_QPN:

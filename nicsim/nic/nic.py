@@ -52,7 +52,13 @@ from nicsim.wire import (
 )
 from nicsim.wire.crc import crc32
 from nicsim.wire.opcodes import Opcode
-from nicsim.wire.packet import L3_CACHE, PKEY_DEFAULT, Unbuilt, aeth_syndrome
+from nicsim.wire.packet import (
+    ETH_P_ROCE_V1,
+    L3_CACHE,
+    PKEY_DEFAULT,
+    Unbuilt,
+    aeth_syndrome,
+)
 
 # What the receive fast path takes (Responder.middle): the packets of a message after its first.
 _ACKNOWLEDGE = int(Opcode.RC_ACKNOWLEDGE)
@@ -61,6 +67,7 @@ _MIDDLES = (int(Opcode.RC_SEND_MIDDLE), int(Opcode.RC_RDMA_WRITE_MIDDLE),
 # Enum members the per-packet and per-WQE paths compare with, bound once: CPython 3.11 looks
 # an Enum member up through EnumType's __getattr__ hook (about 100 ns), a global in a few.
 _RC = QpType.RC
+_V1_TYPE = ETH_P_ROCE_V1.to_bytes(2, "big")  # a RoCE v1 frame's EtherType bytes
 _OK = XlateStatus.OK
 _BF, _SQ_DB, _RQ_DB, _CQ_ARM, _SRQ_DB = UarReg.BF, UarReg.SQ_DB, UarReg.RQ_DB, UarReg.CQ_ARM, \
     UarReg.SRQ_DB
@@ -75,6 +82,7 @@ class Nic(Services, MmioDevice):
         # Reg.FEATURES: the optional features this configuration has
         self.features = (DevFeature.FLUSH | DevFeature.ATOMIC_WRITE
                          | (DevFeature.MULTICAST if cfg.multicast else DevFeature(0))
+                         | (DevFeature.ROCE_V1 if cfg.roce_v1 else DevFeature(0))
                          | (DevFeature.BLUEFLAME if cfg.bf_size else DevFeature(0)))
         self.qps: dict[int, QpCtx] = {}
         self.cq.on_overrun = self._cq_overrun
@@ -86,7 +94,7 @@ class Nic(Services, MmioDevice):
         # Congestion control: the reaction point (None: cc none) and the notification point.
         self.cc = make_rate_control(env, cfg.cc, lambda: self.port.rate_gbps,
                                     self.engine.rate_changed)
-        self.datagram = Datagram(env, cfg, self.mac, self.ip.packed, self.engine, self.fetch,
+        self.datagram = Datagram(env, cfg, self.mac, self.framing, self.engine, self.fetch,
                                  self.mmu, self.dma, self.pcie, self.cq, self.completer,
                                  self.srq, self.port)
         self.requester = Requester(env, cfg, self.engine, self.fetch, self.mmu, self.dma,
@@ -99,6 +107,7 @@ class Nic(Services, MmioDevice):
                                    self.port)
         self.rx = new_counters("packets", "bytes", "roce_packets", "not_for_us", "unknown_qpn",
                                "qp_type_mismatch", "bad_pkey", "bad_src_ip", "bad_dst_ip",
+                               "bad_roce_version",
                                "bad_padcount", "cnp", "cnp_ignored", "ce_marked")
         self.mcast = Multicast(self.qps, self.port, self.rx, self.datagram)
         self.commands = CommandProcessor(
@@ -354,6 +363,9 @@ class Nic(Services, MmioDevice):
         if want is not None and (frame[22:54] if p.ipv6 else frame[26:34]) != want:
             mine = want[len(want) // 2:]
             rx["bad_dst_ip" if (p.dip != mine) else "bad_src_ip"] += 1
+            return
+        if want is not None and (frame[12:14] == _V1_TYPE) is not qp.builder.path.roce_v1:
+            rx["bad_roce_version"] += 1  # the peer's GIDs, but not the QP's RoCE version
             return
         if (p.payload_len + ((p._f1 >> 4) & 3)) & 3:
             rx["bad_padcount"] += 1  # payload and pad fill whole 4-byte words (IBA 9.2)

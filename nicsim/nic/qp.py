@@ -151,6 +151,7 @@ class QpCtx:
     smac: bytes = bytes(6)
     sgid: bytes = bytes(16)
     dgid: bytes = bytes(16)
+    sgid_index: int = 0  # the GID table entry of sgid: its RoCE version (Framing.addresses)
     traffic_class: int = 64 << 8
     builder: FrameBuilder | None = None
     sq_pi: int = 0  # from the doorbell (16-bit)

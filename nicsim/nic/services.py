@@ -54,7 +54,7 @@ class Services:
         self.cq = CqWriter(self.dma, self.eq, cycles_ns(cfg.cqe_cycles, cfg.clock_mhz))
         self.srq = SharedReceiveQueues(self.eq)
         self.odp = PageFaults(self.eq, lambda qp: self.engine.kick(qp))
-        self.framing = Framing(self.mac, self.ip, cfg.ecn_capable)
+        self.framing = Framing(self.mac, self.ip, cfg.ecn_capable, cfg.roce_v1)
         self.engine = eng = SendEngine(env, self.port, cfg.tx_readahead, cfg.tx_quantum,
                                        cfg.cc.pacing_jitter, crc32(name.encode()))
         eng.units = Units(cfg.send_engines)

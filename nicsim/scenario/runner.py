@@ -16,6 +16,7 @@ a QP that is still retrying is never cut short.
 
 from __future__ import annotations
 
+import socket
 import struct
 import time
 from collections import deque
@@ -48,7 +49,7 @@ from nicsim.scenario.traffic import (
 )
 from nicsim.trace.breakdown import Breakdown
 from nicsim.trace.timeseries import Probe, Sampler
-from nicsim.workloads.endpoint import Process, connect_qp, open_process
+from nicsim.workloads.endpoint import Process, connect_qp, open_process, roce_v2_gid
 from nicsim.workloads.wait import CqWatch, Waiter
 from nicsim.world import World
 
@@ -198,7 +199,7 @@ class Runner:
                 a, b = self.procs[s], self.procs[d]
                 qa, qb = a.qp(cap), b.qp(cap)
                 for x, y, py in ((qa, qb, b), (qb, qa, a)):
-                    connect_qp(x, y.qp_num, py.ctx.query_gid(), _MTU[q.path_mtu],
+                    connect_qp(x, y.qp_num, roce_v2_gid(py.ctx)[1], _MTU[q.path_mtu],
                                timeout=q.timeout, retry_cnt=q.retry_cnt, rnr_retry=q.rnr_retry,
                                min_rnr_timer=q.min_rnr_timer, max_rd_atomic=q.max_rd_atomic,
                                traffic_class=q.dscp << 2)
@@ -250,21 +251,24 @@ class Runner:
         # Goodput as the payload each connection's two QPs took in from the wire (WRITE and
         # SEND payload at the peer, READ responses at the requester), as it arrives: completions
         # come in bursts (a coalesced ACK completes many WRs at once) that no wire carries.
-        ends = [(c.name, self.world.nics[c.src.host], c.qp.qp_num,  # type: ignore[attr-defined]
-                 self.world.nics[c.dst.host], c.peer.qp_num) for c in conns]  # type: ignore
+        # An RTL NIC (nicsim run --rtl) has no model QP to ask: its connections count what the
+        # model end took in.
+        nics = self.world.nics
+        ends = [(c.name, [(nics[h], q) for h, q in ((c.src.host, c.qp.qp_num),  # type: ignore
+                                                    (c.dst.host, c.peer.qp_num))  # type: ignore
+                          if h in nics]) for c in conns]
         last: dict[str, int] = {}
 
         def taken_in() -> dict[str, int]:
-            for name, sn, sq, dn, dq in ends:
-                a, b = sn.qps.get(sq), dn.qps.get(dq)
-                if a is not None and b is not None:  # (else its QPs are gone: it stays)
-                    last[name] = a.payload_in + b.payload_in
-            return {name: last.get(name, 0) for name, *_ in ends}
+            for name, sides in ends:
+                qps = [n.qps.get(q) for n, q in sides]
+                if None not in qps:  # (else its QPs are gone: it stays)
+                    last[name] = sum(qp.payload_in for qp in qps)  # type: ignore[union-attr]
+            return {name: last.get(name, 0) for name, _ in ends}
 
         sampler.register(Probe(
             "qp_goodput", "qp", "goodput_gbps", taken_in, "rate", 8e-9,
             "Goodput per QP (payload taken in from the wire)"))
-        nics = self.world.nics
         sampler.register(Probe(
             "port_throughput", "host", "tx_gbps",
             lambda: {h: n.port.wire_ns_done() * n.port.rate_gbps / 8 for h, n in nics.items()},
@@ -495,8 +499,9 @@ class Runner:
         flags = e.IBV_SEND_SIGNALED if w.signaled else 0
         if m.inline:
             flags |= e.IBV_SEND_INLINE
-        wr = SendWR(wr_id=w.index, opcode=_WR_OP[m.op], num_sge=len(sg), sg=sg, imm_data=m.imm,
-                    send_flags=flags)
+        # The scenario's imm is the ImmDt's value on the wire: ibv_send_wr holds it as htonl.
+        wr = SendWR(wr_id=w.index, opcode=_WR_OP[m.op], num_sge=len(sg), sg=sg,
+                    imm_data=socket.htonl(m.imm), send_flags=flags)
         if m.op in ATOMICS:
             wr.set_wr_atomic(b.mr.rkey, b.mr.buf + w.remote, m.compare if m.op is
                              OpKind.CMP_SWAP else m.swap_add, m.swap_add)
@@ -564,7 +569,8 @@ class Runner:
                     self.recv_pending[h] -= 1
                 w = self.awaiting_recv.pop(wc.wr_id, None)
                 if w is not None:
-                    w.recv_status, w.recv_len, w.recv_imm = wc.status, wc.byte_len, wc.imm_data
+                    w.recv_status, w.recv_len = wc.status, wc.byte_len
+                    w.recv_imm = socket.ntohl(wc.imm_data)  # (a __be32, as it came)
 
     def _send_done(self, wr_id: int, status: int) -> None:
         w = self.outstanding.get(wr_id)

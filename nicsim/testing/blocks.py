@@ -14,6 +14,7 @@ from nicsim.hwif import (
     PAGE_SHIFT,
     PAGE_SIZE,
     Cqe,
+    GidType,
     Mpt,
     MptFlags,
     QpState,
@@ -119,6 +120,9 @@ class Bench(Services):
         qp.state, qp.access, qp.mtu, qp.dest_qpn = QpState.RTS, access, mtu, dest_qpn
         qp.dmac = PEER_MAC
         qp.dgid = bytes(10) + b"\xff\xff" + PEER_IP
+        # the port's RoCE v2 entry of its IPv4 address (as the driver's roce_v2_gid picks it)
+        qp.sgid, qp.sgid_index = next((g, i) for i, (g, kind) in enumerate(self.framing.gids)
+                                      if kind is GidType.ROCE_V2 and g[:2] == bytes(2))
         qp.builder = self.framing.builder_for(qp)
         path = qp.builder.path
         qp.rx_addrs = path.dip + path.sip

@@ -19,6 +19,7 @@ from nicsim.driver.user.verbs import (
     RecvWR,
     SendWR,
 )
+from nicsim.workloads.endpoint import roce_v2_gid
 from nicsim.world import World
 
 QKEY = 0x11111111
@@ -36,7 +37,8 @@ class Side:
         self.nic = w.nics[host]
 
     def ah_to(self, other: Side) -> AH:
-        return AH(self.pd, attr=AHAttr(GlobalRoute(dgid=other.ctx.query_gid())))
+        return AH(self.pd, attr=AHAttr(GlobalRoute(dgid=roce_v2_gid(other.ctx)[1],
+                                                   sgid_index=roce_v2_gid(self.ctx)[0])))
 
     def recv(self, wr_id: int, length: int = 2048, offset: int = 8192) -> None:
         self.qp.post_recv(RecvWR(wr_id=wr_id, num_sge=1,

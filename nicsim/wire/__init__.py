@@ -1,4 +1,5 @@
-"""RoCEv2 wire format: the opcode table, frame building and parsing, ICRC."""
+"""RoCE wire format (v2, and v1 on one link): the opcode table, frame building and parsing,
+ICRC."""
 
 from nicsim.wire.opcodes import (
     OPCODE_TABLE,
@@ -13,6 +14,7 @@ from nicsim.wire.opcodes import (
 )
 from nicsim.wire.packet import (
     CNP_PAD,
+    ETH_P_ROCE_V1,
     EXT_FIELDS,
     MCAST_QPN,
     ROCE_UDP_PORT,
@@ -43,7 +45,8 @@ from nicsim.wire.packet import (
 )
 
 __all__ = [
-    "CNP_PAD", "EXT_FIELDS", "MCAST_QPN", "OPCODES", "OPCODE_TABLE", "ROCE_UDP_PORT", "Ecn",
+    "CNP_PAD", "ETH_P_ROCE_V1", "EXT_FIELDS", "MCAST_QPN", "OPCODES", "OPCODE_TABLE",
+    "ROCE_UDP_PORT", "Ecn",
     "Ext", "FrameBuilder", "Kind", "OpInfo", "Opcode", "Packet", "ParseError", "Path", "Pos",
     "Transport", "WireError", "aeth", "atomic_ack_eth", "atomic_eth", "compute_icrc", "deth",
     "feth",

@@ -1,4 +1,6 @@
-"""RoCEv2 frames: Ethernet + IPv4/IPv6 + UDP(4791) + BTH + extension headers + payload + ICRC.
+"""RoCE frames: RoCEv2 (Ethernet + IPv4/IPv6 + UDP(4791) + BTH + extension headers + payload +
+ICRC) and RoCE v1 (Ethernet type 0x8915 + GRH + BTH + ...: IBA Annex A16, the same transport
+headers with the GRH where v2 has IP and UDP; link-local, not routed).
 
 Built and parsed with `struct` and a CRC-32 (nicsim.wire.crc) only: this is the hot path of
 the model (scapy builds about a thousand packets a second; this does hundreds of thousands).
@@ -7,7 +9,8 @@ ICRC (RoCEv2 Annex A17.4.1, IBA 7.8.1): CRC-32 over a pseudo-header of 8 bytes o
 in for the LRH, then the IP header, UDP header, BTH, extension headers, payload and pad, where
 the fields that may change hop by hop are replaced with ones: IPv4 TOS, TTL and header
 checksum; IPv6 traffic class, flow label and hop limit; UDP checksum; BTH byte 4 (FECN, BECN,
-resv6). The CRC is transmitted least significant byte first.
+resv6). The CRC is transmitted least significant byte first. RoCE v1 (Annex A16.8) masks the
+GRH as v2 masks IPv6 (traffic class, flow label, hop limit); there is no UDP header.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from nicsim.wire.opcodes import OPCODE_TABLE, Ext, OpInfo
 ROCE_UDP_PORT = 4791
 ETH_P_IPV4 = 0x0800
 ETH_P_IPV6 = 0x86DD
+ETH_P_ROCE_V1 = 0x8915  # RoCE v1: a GRH follows the Ethernet header (Annex A16.2)
+GRH_NXT_BTH = 0x1B  # the GRH's next header for IBA transport headers (IBA 8.3.1)
 ETH_HLEN = 14
 IPV4_HLEN = 20
 IPV6_HLEN = 40
@@ -144,9 +149,11 @@ class Path:
     ecn: Ecn = Ecn.ECT0
     ttl: int = 64
     flow_label: int = 0
+    roce_v1: bool = False  # a GRH instead of IP and UDP; sip and dip are 16-byte GIDs
 
     @property
     def ipv6(self) -> bool:
+        """16-byte addresses: an IPv6 header, or a RoCE v1 GRH (the same layout)."""
         return len(self.sip) == 16
 
 
@@ -256,14 +263,17 @@ class FrameBuilder:
     the masked pseudo-header up to BTH.
     """
 
-    __slots__ = ("path", "_eth", "_v6", "_sip", "_dip", "_tos", "_ttl", "_csum_base",
+    __slots__ = ("path", "_eth", "_v6", "_v1", "_sip", "_dip", "_tos", "_ttl", "_csum_base",
                  "_v6_word0", "_sport", "_by_len", "_bth", "_remember", "deferrable", "addrs",
                  "make")
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._v6 = path.ipv6
-        etype = ETH_P_IPV6 if self._v6 else ETH_P_IPV4
+        if path.roce_v1 and not self._v6:
+            raise ValueError("a RoCE v1 path has 16-byte GIDs for addresses")
+        self._v1 = path.roce_v1
+        etype = ETH_P_ROCE_V1 if self._v1 else ETH_P_IPV6 if self._v6 else ETH_P_IPV4
         self._eth = path.dmac + path.smac + struct.pack("!H", etype)
         self._sip, self._dip = path.sip, path.dip
         self._tos = (path.dscp << 2) | path.ecn.value
@@ -294,7 +304,18 @@ class FrameBuilder:
             partial(Unbuilt, self) if self.deferrable else self.build
 
     def _below_bth(self, udp_len: int) -> tuple[bytes, int]:
-        """Ethernet+IP+UDP header bytes, and the ICRC state after the masked IP and UDP."""
+        """Ethernet+IP+UDP header bytes, and the ICRC state after the masked IP and UDP (for
+        RoCE v1: Ethernet+GRH, and the state after the masked GRH). `udp_len` is the length
+        from the UDP header on, as RoCEv2 would have it (v1's GRH payload is 8 bytes less)."""
+        if self._v1:
+            n = udp_len - UDP_HLEN
+            grh = _IPV6_FIRST.pack(self._v6_word0, n, GRH_NXT_BTH, self._ttl) + self._sip \
+                + self._dip
+            masked = _IPV6_FIRST.pack(0x6FFFFFFF, n, GRH_NXT_BTH, 0xFF) + self._sip + self._dip
+            v = (self._eth + grh, crc32(masked, _CRC_ONES8))
+            if self._remember and len(self._by_len) < 4096:
+                self._by_len[udp_len] = v
+            return v
         udp = _UDP.pack(self._sport, ROCE_UDP_PORT, udp_len, 0)
         if self._v6:
             ip = _IPV6_FIRST.pack(self._v6_word0, udp_len, 17, self._ttl) + self._sip + self._dip
@@ -430,11 +451,11 @@ def wire_bytes(frame_len: int) -> int:
     return ETH_PREAMBLE + max(frame_len, ETH_MIN_FRAME) + ETH_FCS + ETH_IFG
 
 
-def packet_overhead(ext_len: int, ipv6: bool = False) -> int:
-    """Per-packet bytes on the wire around `ext_len` extension headers, excluding payload/pad."""
-    ip = IPV6_HLEN if ipv6 else IPV4_HLEN
-    return (ETH_PREAMBLE + ETH_HLEN + ip + UDP_HLEN + BTH_LEN + ext_len + ICRC_LEN + ETH_FCS
-            + ETH_IFG)
+def packet_overhead(ext_len: int, ipv6: bool = False, roce_v1: bool = False) -> int:
+    """Per-packet bytes on the wire around `ext_len` extension headers, excluding payload/pad
+    (RoCE v1: the 40-byte GRH and no UDP header)."""
+    below = IPV6_HLEN if roce_v1 else (IPV6_HLEN if ipv6 else IPV4_HLEN) + UDP_HLEN
+    return ETH_PREAMBLE + ETH_HLEN + below + BTH_LEN + ext_len + ICRC_LEN + ETH_FCS + ETH_IFG
 
 
 # --- parsing ----------------------------------------------------------------------------------
@@ -528,11 +549,22 @@ class Packet:
         return ((f[14] & 0xF) << 4 | f[15] >> 4) if self.ipv6 else f[15]
 
     @property
+    def roce_v1(self) -> bool:
+        """A RoCE v1 frame: a GRH (at the offsets of an IPv6 header: sip, dip and tos read
+        it) and no UDP header."""
+        return self.frame[12:14] == _V1_TYPE
+
+    @property
     def sport(self) -> int:
+        """The UDP source port (0 for RoCE v1, which has no UDP header)."""
+        if self.roce_v1:
+            return 0
         return int.from_bytes(self.frame[self.bth_off - 8:self.bth_off - 6], "big")
 
     @property
     def udp_csum(self) -> int:
+        if self.roce_v1:
+            return 0
         return int.from_bytes(self.frame[self.bth_off - 2:self.bth_off], "big")
 
     @property
@@ -549,6 +581,7 @@ class Packet:
 
 
 _ETH_TYPE = struct.Struct("!H")
+_V1_TYPE = ETH_P_ROCE_V1.to_bytes(2, "big")
 
 
 def parse(frame: bytes, *, check_icrc: bool = True,
@@ -676,7 +709,8 @@ def l3_of(frame: bytes, cache: bool = True) -> tuple[int, int, int, bool]:
     if not cache:
         hit = _l3_slow(frame, n)
     else:
-        hit = L3_CACHE.get(frame[12:42] if n > 14 and frame[14] == 0x45 else frame[12:62])
+        hit = L3_CACHE.get(frame[12:42] if n > 14 and frame[14] == 0x45 else
+                           frame[12:54] if frame[12:14] == _V1_TYPE else frame[12:62])
         if hit is None:
             hit = _l3_slow(frame, n)
             if len(L3_CACHE) > _FLOW_CACHE:
@@ -739,6 +773,19 @@ def _l3_slow(frame: bytes, n: int) -> tuple[int, int, int, bool]:
             raise WireError(ParseError.BAD_IP_LENGTH, f"payload length {plen}, frame {n}")
         end = l4 + plen
         ipv6 = True
+    elif etype == ETH_P_ROCE_V1:
+        # A GRH (IBA 8.3): IPVer 6, next header BTH, the payload length from BTH to the ICRC.
+        if n < ETH_HLEN + IPV6_HLEN:
+            raise WireError(ParseError.TRUNCATED, "GRH")
+        w0, plen, nxt, _hl = _IPV6_FIRST.unpack_from(frame, 14)
+        if w0 >> 28 != 6:
+            raise WireError(ParseError.BAD_IP_VERSION, f"IPVer {w0 >> 28} in a GRH")
+        if nxt != GRH_NXT_BTH:
+            raise WireError(ParseError.NOT_ROCE, f"GRH next header 0x{nxt:02x}")
+        b = ETH_HLEN + IPV6_HLEN
+        if b + plen > n:
+            raise WireError(ParseError.BAD_IP_LENGTH, f"GRH payload length {plen}, frame {n}")
+        return b + plen, b, _prefix_crc(frame, ETH_HLEN, b), True
     else:
         raise WireError(ParseError.NOT_IP, f"EtherType 0x{etype:04x}")
     _sport, dport, ulen, _ucsum = _UDP.unpack_from(frame, l4)
@@ -755,17 +802,19 @@ _PREFIX: dict[bytes, int] = {}
 
 def _prefix_crc(frame: bytes, l3: int, b: int) -> int:
     """The ICRC state after the 8 bytes of ones and the masked IP and UDP headers
-    frame[l3:b]; remembered per header bytes, like _check_v4."""
+    frame[l3:b] (RoCE v1: the masked GRH); remembered per header bytes, like _check_v4."""
     key = frame[l3:b]
     crc = _PREFIX.get(key)
     if crc is not None:
         return crc
     if frame[l3] >> 4 == 6:
-        ip = b"\x6f\xff\xff\xff" + key[4:7] + b"\xff" + key[8:40]
+        crc = crc32(b"\x6f\xff\xff\xff" + key[4:7] + b"\xff" + key[8:40], _CRC_ONES8)
+        if frame[12:14] != _V1_TYPE:  # (RoCE v1: a GRH, no UDP header)
+            crc = crc32(key[-8:-2] + b"\xff\xff", crc)
     else:
         n = (frame[l3] & 0xF) * 4
         ip = key[0:1] + b"\xff" + key[2:8] + b"\xff" + key[9:10] + b"\xff\xff" + key[12:n]
-    crc = crc32(key[-8:-2] + b"\xff\xff", crc32(ip, _CRC_ONES8))
+        crc = crc32(key[-8:-2] + b"\xff\xff", crc32(ip, _CRC_ONES8))
     if len(_PREFIX) > _FLOW_CACHE:
         _PREFIX.clear()
     _PREFIX[key] = crc
@@ -774,7 +823,9 @@ def _prefix_crc(frame: bytes, l3: int, b: int) -> int:
 
 def compute_icrc(frame: bytes, l3_off: int, end: int) -> int:
     """The ICRC of the frame's IP packet frame[l3_off:end] (the last 4 bytes are the ICRC)."""
-    if frame[l3_off] >> 4 == 6:
+    if frame[12:14] == _V1_TYPE:
+        b = l3_off + IPV6_HLEN
+    elif frame[l3_off] >> 4 == 6:
         b = l3_off + IPV6_HLEN + UDP_HLEN
     else:
         b = l3_off + (frame[l3_off] & 0xF) * 4 + UDP_HLEN
@@ -784,6 +835,6 @@ def compute_icrc(frame: bytes, l3_off: int, end: int) -> int:
 
 def frame_end(frame: bytes) -> int:
     """Offset just past the IP packet (before any Ethernet padding); assumes a parsed frame."""
-    if frame[ETH_HLEN] >> 4 == 6:
+    if frame[ETH_HLEN] >> 4 == 6:  # IPv6, or a RoCE v1 GRH: the same payload length field
         return ETH_HLEN + IPV6_HLEN + struct.unpack_from("!H", frame, ETH_HLEN + 4)[0]
     return ETH_HLEN + struct.unpack_from("!H", frame, ETH_HLEN + 2)[0]

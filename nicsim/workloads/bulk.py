@@ -25,7 +25,7 @@ from nicsim.driver.user.verbs import (
     QPInitAttr,
     SendWR,
 )
-from nicsim.workloads.endpoint import connect_qp
+from nicsim.workloads.endpoint import connect_qp, roce_v2_gid
 from nicsim.workloads.wait import CqWatch, Waiter
 from nicsim.world import World
 
@@ -117,7 +117,7 @@ def open_stream(w: World, sender: str, receiver: str, msg_bytes: int, depth: int
         ends.append((ctx, qp, cq, mr))
     (sctx, sqp, scq, smr), (rctx, rqp, _rcq, rmr) = ends
     for (_, qp, _, _), (pctx, pqp, _, _) in ((ends[0], ends[1]), (ends[1], ends[0])):
-        connect_qp(qp, pqp.qp_num, pctx.query_gid(), mtu, ACCESS, max_rd_atomic=1,
+        connect_qp(qp, pqp.qp_num, roce_v2_gid(pctx)[1], mtu, ACCESS, max_rd_atomic=1,
                    traffic_class=traffic_class)
     pattern = bytes((i * 7 + len(sender)) & 0xFF for i in range(256))
     data = (pattern * (msg_bytes // 256 + 1))[:msg_bytes]

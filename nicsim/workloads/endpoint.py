@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import (
     CQ,
+    GID,
     MR,
     PD,
     QP,
@@ -55,21 +56,39 @@ def connect(x: Side, y: Side, mtu: int = e.IBV_MTU_1024, access: int = ALL_ACCES
             min_rnr_timer: int = 1, max_rd_atomic: int = 4) -> None:
     """Take x's QP through INIT, RTR and RTS towards y's (both directions use the same
     max_rd_atomic, as the two sides usually agree on)."""
-    connect_qp(x.qp, y.qp.qp_num, y.ctx.query_gid(), mtu, access, timeout, retry_cnt,
+    connect_qp(x.qp, y.qp.qp_num, roce_v2_gid(y.ctx)[1], mtu, access, timeout, retry_cnt,
                rnr_retry, min_rnr_timer, max_rd_atomic)
+
+
+def roce_v2_gid(ctx: Context, port: int = 1) -> tuple[int, GID]:
+    """The GID table entry a RoCE v2 connection over the host's IP address uses, and its
+    index: the first RoCE v2 entry that is not link-local (the IPv4-mapped address: index 3
+    on a port with RoCE v1 too, 1 without), as perftest picks it with no -x and rdma_cm
+    binds."""
+    v2 = int(e.IBV_GID_TYPE_SYSFS_ROCE_V2)
+    for i in range(ctx.query_port(port).gid_tbl_len):
+        gid = ctx.query_gid(port, i)
+        if gid.raw == bytes(16) or gid.raw[:2] == b"\xfe\x80":
+            continue  # an empty entry, or the link-local GID
+        if ctx.query_gid_type(port, i) == v2:
+            return i, gid
+    raise LookupError(f"no RoCE v2 GID of an IP address on port {port}")
 
 
 def connect_qp(qp: QP, dest_qp_num: int, dgid: object, mtu: int = e.IBV_MTU_1024,
                access: int = ALL_ACCESS, timeout: int = 14, retry_cnt: int = 7,
                rnr_retry: int = 7, min_rnr_timer: int = 1, max_rd_atomic: int = 4,
-               traffic_class: int = 0) -> None:
-    """Take `qp` through INIT, RTR and RTS towards the QP `dest_qp_num` at `dgid`;
-    `traffic_class` is the GRH's (under RoCEv2 the IP TOS: DSCP << 2)."""
+               traffic_class: int = 0, sgid_index: int | None = None) -> None:
+    """Take `qp` through INIT, RTR and RTS towards the QP `dest_qp_num` at `dgid`, from GID
+    table entry `sgid_index` (None: the QP's roce_v2_gid); `traffic_class` is the GRH's
+    (under RoCEv2 the IP TOS: DSCP << 2)."""
+    if sgid_index is None:
+        sgid_index = roce_v2_gid(qp.ctx)[0]
+    route = GlobalRoute(dgid=dgid, sgid_index=sgid_index, traffic_class=traffic_class)
     attr = QPAttr(qp_access_flags=access, path_mtu=mtu, dest_qp_num=dest_qp_num,
                   max_rd_atomic=max_rd_atomic, max_dest_rd_atomic=max_rd_atomic,
                   timeout=timeout, retry_cnt=retry_cnt, rnr_retry=rnr_retry,
-                  min_rnr_timer=min_rnr_timer,
-                  ah_attr=AHAttr(GlobalRoute(dgid=dgid, traffic_class=traffic_class)))
+                  min_rnr_timer=min_rnr_timer, ah_attr=AHAttr(route))
     qp.to_init(attr)
     qp.to_rtr(attr)
     qp.to_rts(attr)

@@ -100,6 +100,7 @@ class CmEvent:
     qp_num: int = 0
     qkey: int = 0
     ah_dgid: bytes = b""
+    ah_sgid_index: int = 0  # the GID table entry the address handle sends from
 
 
 @dataclass
@@ -330,7 +331,7 @@ class CmKernel:
             raise CmError(f"rdma_resolve_route in state {cid.state.value}", errno.EINVAL)
         cid.remote_gid = ip_gid(cid.dst_ip)
         try:
-            cid.dev.resolve_av(1, 1, cid.remote_gid, 0, 0, 64, 0, 0)
+            cid.dev.resolve_av(1, 1, cid.remote_gid, cid.gsi.sgid_index(), 0, 64, 0, 0)
         except KernelError as e:
             self._event(cid, EV.RDMA_CM_EVENT_ROUTE_ERROR, -e.errno)
             return
@@ -375,7 +376,8 @@ class CmKernel:
         dev = cid.dev
         assert dev is not None
         req = m.Req(cid.local_comm_id, sid, self._guid(dev), cid.qpn, cid.psn,
-                    dev.hw.gid(0), cid.remote_gid, responder_resources=p.responder_resources,
+                    dev.hw.gid(cid.gsi.sgid_index())[0], cid.remote_gid,
+                    responder_resources=p.responder_resources,
                     initiator_depth=p.initiator_depth, remote_cm_timeout=CM_RESPONSE_TIMEOUT,
                     local_cm_timeout=CM_RESPONSE_TIMEOUT, retry_count=p.retry_count,
                     rnr_retry_count=p.rnr_retry_count, max_cm_retries=MAX_CM_RETRIES,
@@ -489,7 +491,7 @@ class CmKernel:
         if state is QpState.RTR:
             a.update(path_mtu=cid.path_mtu, dest_qpn=cid.remote_qpn, rq_psn=cid.remote_psn,
                      max_dest_rd_atomic=cid.responder_resources, min_rnr_timer=0,
-                     dgid=cid.remote_gid)
+                     dgid=cid.remote_gid, sgid_index=cid.gsi.sgid_index())
             return a, int(M.STATE | M.AV | M.PATH_MTU | M.DEST_QPN | M.RQ_PSN |
                           M.MAX_DEST_RD_ATOMIC | M.MIN_RNR_TIMER)
         if state is QpState.RTS:
@@ -611,7 +613,8 @@ class CmKernel:
                 cid.state = CmState.ESTABLISHED
                 cid.remote_qpn, cid.remote_qkey = msg.qpn, msg.qkey
                 self._event(cid, EV.RDMA_CM_EVENT_ESTABLISHED, private_data=msg.private_data,
-                            qp_num=msg.qpn, qkey=msg.qkey, ah_dgid=cid.remote_gid)
+                            qp_num=msg.qpn, qkey=msg.qkey, ah_dgid=cid.remote_gid,
+                            ah_sgid_index=cid.gsi.sgid_index())
             else:
                 cid.state = CmState.REJECTED
                 # cma_sidr_rep_handler: a refused lookup is UNREACHABLE (a rejection by the

@@ -135,6 +135,12 @@ class Gsi:
             self.dev.modify_qp(self.qp, a, int(mask))
         self._pq.state = int(ibv_qp_state.IBV_QPS_RTS)
 
+    def sgid_index(self) -> int:
+        """The GID table entry MADs and connections go from: the RoCE v2 GID of the netdev's
+        address (rdma_cm's default GID type, cma_get_default_gid_type)."""
+        hw = self.dev.hw
+        return hw.gid_index(ip_gid(hw.fn.netdev.ip))
+
     @property
     def cq_ring(self) -> tuple[int, int]:
         """The physical range of the CQ ring (what a waiter watches for the NIC's writes)."""
@@ -155,7 +161,7 @@ class Gsi:
         if not self._free_send:
             self.counters.no_send_slot += 1
             raise KernelError("QP1 has no free send buffer", errno.ENOBUFS)
-        av = self.dev.resolve_av(1, 1, dgid, 0, 0, 64, 0, 0)
+        av = self.dev.resolve_av(1, 1, dgid, self.sgid_index(), 0, 64, 0, 0)
         i = self._free_send.pop()
         va = self._slot(RECV_DEPTH + i)
         self.aspace.write(va, mad)

@@ -31,16 +31,18 @@ from nicsim.hwif import (
     Cqc,
     CqState,
     DevFeature,
+    GidType,
     Mpt,
     MptFlags,
     PortInfo,
     Qpc,
     QpType,
     Srqc,
+    gid_table,
     recv_wqe_stride,
     send_wqe_stride,
 )
-from nicsim.wire import is_multicast_ip, multicast_mac
+from nicsim.wire import is_multicast_ip, mac_bytes, multicast_mac
 
 DBREC_SIZE = 64  # a CQ's doorbell record: a u32, on its own cache line
 def _mem(fn):  # noqa: ANN001, ANN202
@@ -442,25 +444,43 @@ class NsnicDriver(NsnicDevice):
 
     # -- addressing -------------------------------------------------------------------------
 
-    def gid(self, index: int = 0) -> bytes:
-        """GID table: entry 0 is the netdev's IPv4 address, IPv4-mapped, used as a RoCEv2 GID
-        (Annex A17.4.5.1); the other entries of the table are empty (ENODATA, as
-        ib_get_cached_gid answers for an empty entry)."""
+    def gids(self) -> tuple[tuple[bytes, GidType], ...]:
+        """The port's GID table as roce_gid_mgmt fills it from the netdev (hwif.gid_table):
+        the link-local GID, then the netdev's address (IPv4-mapped, Annex A17.4.5.1), each
+        as RoCE v1 and v2 if the device has v1 (FEATURES ROCE_V1), else as v2."""
+        netdev = self.fn.netdev
+        return gid_table(mac_bytes(netdev.mac), ipaddress.ip_address(netdev.ip).packed,
+                         DevFeature.ROCE_V1 in self.features)
+
+    def gid_index(self, gid: bytes, kind: GidType = GidType.ROCE_V2) -> int:
+        """The index of the entry (gid, kind) (ibv_find_gid_index; rdma_cm takes the RoCE v2
+        entry of the bound address, its default GID type). ENODATA if there is none."""
+        try:
+            return self.gids().index((gid, kind))
+        except ValueError:
+            raise HwError("no such GID in the table", errno.ENODATA) from None
+
+    def gid(self, index: int = 0) -> tuple[bytes, GidType]:
+        """GID table entry `index` and its type: EINVAL outside the table, ENODATA for an
+        empty entry (as ib_get_cached_gid answers)."""
         if not 0 <= index < GID_TABLE_LEN:
             raise HwError(f"GID index {index} is outside the table", errno.EINVAL)
-        if index != 0:
+        table = self.gids()
+        if index >= len(table):
             raise HwError(f"no GID at index {index}", errno.ENODATA)
-        ip = ipaddress.ip_address(self.fn.netdev.ip)
-        if ip.version == 4:
-            return bytes(10) + b"\xff\xff" + ip.packed
-        return ip.packed
+        return table[index]
 
     def resolve_dmac(self, dgid: bytes) -> bytes:
         """The neighbour table lookup ib_resolve_eth_dmac does at RTR. The device's own
         address resolves to its own MAC, as a local route does in Linux: traffic to it loops
-        back inside the NIC."""
+        back inside the NIC. A link-local GID carries its MAC (rdma_get_ll_mac: the
+        modified EUI-64 interface identifier, RFC 4291)."""
         if is_multicast_ip(dgid):  # a group: its Ethernet group address (ip_eth_mc_map)
             return multicast_mac(dgid)
+        if dgid[:8] == b"\xfe\x80" + bytes(6):
+            if dgid[11:13] != b"\xff\xfe":
+                raise HwError("a link-local GID without a MAC in it", errno.EHOSTUNREACH)
+            return bytes((dgid[8] ^ 2,)) + dgid[9:11] + dgid[13:16]
         ip = ipaddress.IPv6Address(dgid)
         addr = str(ip.ipv4_mapped) if ip.ipv4_mapped else str(ip)
         netdev = self.fn.netdev

@@ -4,15 +4,18 @@
     nicsim perftest ib_send_lat -s 32 --profile cx5-100g
 
 Both ends run in one world (host a the client, host b the server) and the output is the
-client's, as perftest prints it. nicsim's own options: --profile NAME|FILE (the hardware),
---seed N (host CPU cost variation and PSNs), --breakdown (where each WR's time goes).
+client's, as perftest prints it; --server-output=FILE writes what the server would print
+(its header, address lines and table) to FILE ("-": our stdout, after the client's). With -b
+both ends send and each table reports the sum of both directions, as perftest's does.
+nicsim's own options: --profile NAME|FILE (the hardware), --seed N (host CPU cost variation
+and PSNs), --breakdown (where each WR's time goes).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from nicsim.apps.perftest.params import (
     TOOLS,
@@ -27,12 +30,17 @@ from nicsim.apps.perftest.params import (
 from nicsim.checks import physics
 from nicsim.driver.user.errors import PyverbsRDMAError
 
+if TYPE_CHECKING:  # (the simulation and its reports load when a test runs, not for --help)
+    from nicsim.apps.perftest.bench import Bench, Timing
+
 __all__ = ["TOOLS", "main", "run"]
 
 USAGE = """Usage: nicsim perftest TOOL [options]
  TOOL: {tools}
  -s, --size=<size>        Size of message to exchange (K and M suffixes)
  -a, --all                Run sizes from 2 till 2^23
+ -b, --bidirectional      Measure bidirectional bandwidth (BW tests; both ends send, and
+                          each end reports the sum of both directions)
  -n, --iters=<iters>      Number of exchanges (at least 5)
  -D, --duration=<sec>     Run for a fixed duration (seconds of simulated time; margin D/4)
  -q, --qp=<num>           Num of qp's
@@ -57,6 +65,10 @@ USAGE = """Usage: nicsim perftest TOOL [options]
  --check                  Check the run against physics (wire rate, completions after their
                           packets, counters that add up); a violation fails the run (exit 3)
  --waterfall=<file.png>   Plot one WR's stages (the median one) as a waterfall
+ --server-output=<file>   Also write what perftest's server (host b) would print: its
+                          warnings, the "Waiting for client" banner, its header and address
+                          lines, and its results table where it has one (BW tests,
+                          ib_write_lat, ib_send_lat). "-": on stdout, after the client's
 """
 
 
@@ -102,6 +114,41 @@ def _inline_default(p: Params, device: Any, out: list[str]) -> int:
     return 0
 
 
+def _result(p: Params, size: int, t: Timing) -> Any:
+    """One end's row for one size from what it timed: perftest's print_report_bw or
+    print_report_lat, or their duration forms on a window."""
+    from nicsim.apps.perftest import report
+
+    win = t.window
+    if win is not None:
+        timed = report.bw_timed if p.kind is TestKind.BW else report.lat_timed
+        return timed(p, size, win.sample, win.stop, win.iters)
+    if p.kind is TestKind.BW:
+        return report.bw_result(p, size, t.posted, t.completed, p.iters * p.num_qps)
+    return report.lat_result(p, size, t.posted)
+
+
+def _server_output(p: Params, bench: Bench, notes: list[str], rows: list[Any]) -> list[str]:
+    """What the server process prints on stdout: its warnings (the inline note's dashed line
+    too), the banner, its header (ctx_print_test_info as a server), its own and the client's
+    address lines, then its table: a BW server's (in a unidirectional WRITE, READ or atomic
+    test the client's last row, which the client sends it at the end), ib_write_lat's and
+    ib_send_lat's (its own timings); ib_read_lat's and ib_atomic_lat's server has none."""
+    from nicsim.apps.perftest import report
+
+    out = [*p.server_warnings, *(ln for ln in notes if "Device not recognized" not in ln),
+           *report.BANNER, *report.header(p, bench.setup, server=True)]
+    for q in range(p.num_qps):
+        out += report.dest_lines(p, "local", bench.dest(bench.server, q))
+    for q in range(p.num_qps):
+        out += report.dest_lines(p, "remote", bench.dest(bench.client, q))
+    if p.kind is TestKind.BW:
+        out += report.bw_columns(p)
+    elif p.verb in (Verb.WRITE, Verb.SEND):
+        out += report.lat_columns(p)
+    return [*out, *(r.line() for r in rows), report.LINE]
+
+
 def run(p: Params, stdout: TextIO, stderr: TextIO) -> dict[str, Any]:
     """Run the test and print perftest's output; the results as a dict (for benchmarks)."""
     from nicsim.apps.perftest import report
@@ -132,22 +179,27 @@ def run(p: Params, stdout: TextIO, stderr: TextIO) -> dict[str, Any]:
     lines += report.bw_columns(p) if p.kind is TestKind.BW else report.lat_columns(p)
     print("\n".join(lines), file=stdout, flush=True)
     results: list[Any] = []
+    server_rows: list[Any] = []
+    # Each end of a bidirectional run measures what it sent and prints the sum of both ends'
+    # figures; a bidirectional SEND's duration run counts both directions at each end already,
+    # so each prints its own (perftest's send_bw).
+    summed = p.duplex and not (p.verb is Verb.SEND and p.duration is not None)
     for size in p.sizes:
         try:
-            posted, completed = bench.run(size)
+            mine, theirs = bench.run(size)
         except PyverbsRDMAError as ex:  # (a device without atomics refuses them: EINVAL)
             raise PerftestError(f"Couldn't post send: qp 0 scnt=0 ({ex})") from None
-        win = bench.window
-        if win is not None:
-            timed = report.bw_timed if p.kind is TestKind.BW else report.lat_timed
-            r = timed(p, size, win.sample, win.stop, win.iters)
-        elif p.kind is TestKind.BW:
-            r = report.bw_result(p, size, posted, completed, p.iters * p.num_qps)
-        else:
-            r = report.lat_result(p, size, posted)
+        r = _result(p, size, mine)
+        if theirs is not None:
+            sr = _result(p, size, theirs)
+            if summed:
+                r, sr = report.bw_sum(r, sr), report.bw_sum(sr, r)
+            server_rows.append(sr)
         results.append(r)
         print(r.line(), file=stdout, flush=True)
     print(report.LINE, file=stdout, flush=True)
+    if p.kind is TestKind.BW and not server_rows:
+        server_rows = results[-1:]  # (the client's report, exchanged once, at the end)
     extra: dict[str, Any] = {"profile": p.profile, "seed": p.seed,
                              "simulated_ns": w.env.now}
     if bench.tracer is not None:
@@ -165,8 +217,14 @@ def run(p: Params, stdout: TextIO, stderr: TextIO) -> dict[str, Any]:
                                                  f"{p.profile or 'default hardware'}: one WR")
     if p.out_json:
         Path(p.out_json_file).write_text(report.out_json(p, s, results, extra) + "\n")
+    if p.server_output is not None:
+        text = "\n".join(_server_output(p, bench, notes, server_rows))
+        if p.server_output == "-":
+            print(text, file=stdout, flush=True)
+        else:
+            Path(p.server_output).write_text(text + "\n")
     w.close()
-    return {"setup": s, "results": results, "world": w}
+    return {"setup": s, "results": results, "server_results": server_rows, "world": w}
 
 
 def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:

@@ -4,20 +4,32 @@ The server is host b and the client host a, one cable between them, the hardware
 profile. Each end does what perftest's does (run_iter_bw, run_iter_bw_server,
 run_iter_lat_write, run_iter_lat_send, run_iter_lat in perftest_resources.c): the client
 posts, polls and takes its timestamps; the server answers where the test needs it (receives
-for SEND, the ping-pong of the latency tests). When both ends are busy they run together,
-each on its own CPU (nicsim.host.cpus). Time stamps are the simulated clock in ns: the
+for SEND, the ping-pong of the latency tests). In a bidirectional run (-b) the server posts
+as the client does (run_iter_bw on both ends, run_iter_bi for SEND), each end towards the
+other. When both ends are busy they run together, each on its own CPU (nicsim.host.cpus).
+Each end keeps its own timestamps, as each perftest process does: the client's make the
+client's table and the server's the server's. Time stamps are the simulated clock in ns: the
 numbers come from the model, nothing is measured on the machine running it.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from nicsim.apps.perftest.params import Conn, Params, PerftestError, TestKind, Verb
+from nicsim.apps.perftest.params import (
+    CQE_POLL_BATCH,
+    Conn,
+    Params,
+    PerftestError,
+    TestKind,
+    Verb,
+)
 from nicsim.apps.perftest.report import Dest, Setup
 from nicsim.driver import enums as e
 from nicsim.driver.user.verbs import (
@@ -37,7 +49,10 @@ from nicsim.driver.user.verbs import (
     SendWR,
 )
 from nicsim.host.cpus import Cpus
+from nicsim.hwif import CQE_SIZE
 from nicsim.trace.breakdown import Breakdown
+from nicsim.workloads.endpoint import roce_v2_gid
+from nicsim.workloads.wait import CqWatch
 from nicsim.world import World
 
 DEVICE = "nsnic0"
@@ -66,6 +81,16 @@ class Window:
 
     def sampling(self, now: float) -> bool:
         return self.sample <= now < self.stop
+
+
+@dataclass
+class Timing:
+    """What one end timed for one size: its post times and the times its completions were
+    polled (ns), or a duration run's window and what it counted."""
+
+    posted: np.ndarray | None = None
+    completed: np.ndarray | None = None
+    window: Window | None = None
 
 
 @dataclass
@@ -156,10 +181,12 @@ class Bench:
                                     f" Will run with the port active mtu - {mtu}"]
             else:
                 mtu = min(_MTU_ENUM[p.mtu], mtu)
-        gid_index = 0 if p.gid_index is None else p.gid_index
-        if ctx.query_gid(1, gid_index).gid == "0000:0000:0000:0000:0000:0000:0000:0000":
+        # No -x: perftest's get_best_gid_index, the IPv4-mapped GID of the best RoCE version.
+        gid_index = roce_v2_gid(ctx)[0] if p.gid_index is None else p.gid_index
+        if ctx.query_gid(1, gid_index).raw == bytes(16):
             raise PerftestError(f" Failed to query GID index {gid_index}: {DEVICE} has no "
-                                f"such GID (its table holds index 0, RoCE v2)")
+                                f"such GID (nicsim exec -- cat /sys/class/infiniband/"
+                                f"{DEVICE}/ports/1/gids/N lists them)")
         ctx.close()
         inline = inline_default if p.inline < 0 else p.inline
         out_reads = 1
@@ -177,6 +204,7 @@ class Bench:
         _connect(self.client, self.server, p, mtu, out_reads, gid_index)
         _connect(self.server, self.client, p, mtu, out_reads, gid_index)
         self.window: Window | None = None  # set at the start of a duration run
+        self.server_window: Window | None = None  # the server's (its own count)
         self.tracer: Breakdown | None = None
         if p.breakdown:
             self.tracer = Breakdown(world)
@@ -222,110 +250,161 @@ class Bench:
 
     # -- bandwidth ------------------------------------------------------------------------------
 
-    def run_bw(self, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """One size of a bandwidth test: post times and completion times (ns)."""
-        p = self.p
-        if p.verb is not Verb.SEND:
-            return self._bw_client(size)
-        for q in range(p.num_qps):
-            self._post_recvs(self.server, size, p.rx_depth, q)
-        cpus = Cpus(self.w.env)
-        res, _ = cpus.run([("client", self.client.host, lambda: self._bw_client(size)),
-                           ("server", self.server.host, lambda: self._bw_server(size))])
-        return res
-
-    def _bw_client(self, size: int) -> tuple[np.ndarray, np.ndarray]:
-        if self.window is not None:
-            return self._bw_client_timed(size, self.window)
+    def run_bw(self, size: int) -> tuple[Timing, Timing | None]:
+        """One size of a bandwidth test: what the client timed, and what the server did (None
+        where it only waits: a unidirectional WRITE, READ or atomic test)."""
         p = self.p
         c, s = self.client, self.server
+        duplex_send = p.duplex and p.verb is Verb.SEND
+        if p.verb is Verb.SEND:
+            for end in (c, s) if p.duplex else (s,):
+                for q in range(p.num_qps):
+                    self._post_recvs(end, size, p.rx_depth, q)
+        elif not p.duplex:
+            return self._bw_sender(c, s, size, self.window), None
+        cpus = Cpus(self.w.env)
+        if p.duplex:
+            # Each end posts towards the other; a SEND server starts sending at its first
+            # receive and its duration alarm with it (run_iter_bi), a WRITE, READ or atomic
+            # server at once (run_iter_bw on both ends).
+            swin = None if duplex_send else self.server_window
+            server = partial(self._bw_sender, s, c, size, swin, duplex_send, duplex_send)
+        else:
+            server = partial(self._bw_server, size)
+        res = cpus.run([
+            ("client", c.host, partial(self._bw_sender, c, s, size, self.window, duplex_send)),
+            ("server", s.host, server)])
+        return res[0], res[1]
+
+    def _bw_sender(self, me: End, peer: End, size: int, win: Window | None,
+                   receives: bool = False, first_rx: bool = False) -> Timing:
+        """perftest's run_iter_bw from `me` to `peer`: keep TX depth WRs in flight per QP, a
+        completion every CQ moderation WRs. With `receives` (run_iter_bi: a bidirectional
+        SEND) the end takes the peer's SENDs too, reposting each receive, until both
+        directions are done; with `first_rx` it posts nothing before its first receive.
+
+        Iterations: the post time of each WR and the time the completion that made k WRs
+        complete was polled. Duration (-D): keep going until the window's end; the WRs (and,
+        with `receives`, the messages received) completed inside the sampled window count."""
+        p = self.p
         env = self.w.env
+        timed = p.duration is not None
         nq, iters, depth, mod = p.num_qps, p.iters, p.tx_depth, p.cq_mod
         total = iters * nq
-        posted = np.zeros(total)
-        completed = np.zeros(total)
-        wrs = [self._wr(c, s, q, size) for q in range(nq)]
+        posted = np.zeros(0 if timed else total)
+        completed = np.zeros(0 if timed else total)
+        wrs = [self._wr(me, peer, q, size) for q in range(nq)]
         inline = self._inline(size)
         fill_count = (iters % depth) if mod >= depth else (iters % mod)
         scnt = [0] * nq
         ccnt = [0] * nq
-        tot_s = tot_c = 0
-        while tot_s < total or tot_c < total:
-            for q in range(nq):
-                qp, wr = c.qps[q], wrs[q]
-                while scnt[q] < iters and scnt[q] < depth + ccnt[q]:
+        per_q = [0] * nq  # receives per QP
+        tot_s = tot_c = rcnt = 0
+        sending = not first_rx
+        spin = _TwoCqs(me) if receives else None
+
+        def going() -> bool:
+            if timed:
+                return win is None or env.now < win.end
+            return tot_s < total or tot_c < total or (receives and rcnt < total)
+
+        while going():
+            for q in range(nq) if sending else ():
+                qp, wr = me.qps[q], wrs[q]
+                while ((timed or scnt[q] < iters) and scnt[q] < depth + ccnt[q]
+                       and not (timed and env.now >= win.end)):  # type: ignore[union-attr]
                     k = scnt[q]
-                    sig = k % mod == mod - 1 or k == iters - 1
+                    sig = k % mod == mod - 1 or (not timed and k == iters - 1)
                     wr.send_flags = (e.IBV_SEND_SIGNALED if sig else 0) | inline
-                    posted[tot_s] = env.now
+                    if not timed:
+                        posted[tot_s] = env.now
                     qp.post_send(wr)
                     scnt[q] += 1
                     tot_s += 1
-            if tot_c < total:
-                _, wcs = c.scq.poll(16)
-                for wc in wcs:
-                    _check(wc, "send", tot_s, tot_c)
-                    q = wc.wr_id
-                    fill = mod
-                    if fill_count and ccnt[q] + mod > iters:
-                        fill = iters - ccnt[q]
-                    ccnt[q] += fill
-                    tot_c += fill
-                    completed[min(tot_c, total) - 1] = env.now
-        return posted, completed
-
-    def _bw_client_timed(self, size: int, win: Window) -> tuple[np.ndarray, np.ndarray]:
-        """run_iter_bw in duration mode: keep TX depth WRs in flight until the end; the WRs
-        completed inside the sampled window count, over the window's length."""
-        p = self.p
-        c, s = self.client, self.server
-        env = self.w.env
-        nq, depth, mod = p.num_qps, p.tx_depth, p.cq_mod
-        wrs = [self._wr(c, s, q, size) for q in range(nq)]
-        inline = self._inline(size)
-        scnt = [0] * nq
-        ccnt = [0] * nq
-        while env.now < win.end:
-            for q in range(nq):
-                qp, wr = c.qps[q], wrs[q]
-                while scnt[q] < depth + ccnt[q] and env.now < win.end:
-                    sig = scnt[q] % mod == mod - 1
-                    wr.send_flags = (e.IBV_SEND_SIGNALED if sig else 0) | inline
-                    qp.post_send(wr)
-                    scnt[q] += 1
-            _, wcs = c.scq.poll(16)
+            if spin is not None:
+                # Two CQs polled in turn: poll the ones with a completion waiting; with none,
+                # spin until the NIC writes either.
+                rx_ready, tx_ready = spin.ready()
+                if not (rx_ready or tx_ready):
+                    spin.wait()
+                    continue
+                if rx_ready:
+                    _, wcs = me.rcq.poll(p.rx_depth)
+                    for wc in wcs:
+                        _check(wc, "recv", rcnt, rcnt)
+                        q = wc.wr_id
+                        rcnt += 1
+                        per_q[q] += 1
+                        if not sending:
+                            sending = True
+                            if timed:
+                                win = self._window()
+                        if timed and win.sampling(env.now):  # type: ignore[union-attr]
+                            win.iters += 1  # type: ignore[union-attr]
+                        if timed or per_q[q] + p.rx_depth <= iters:
+                            self._post_recvs(me, size, 1, q)
+                if not tx_ready:
+                    continue
+            elif not (timed or tot_c < total):
+                continue
+            _, wcs = me.scq.poll(CQE_POLL_BATCH)
             for wc in wcs:
-                _check(wc, "send", sum(scnt), sum(ccnt))
-                ccnt[wc.wr_id] += mod
-                if win.sampling(env.now):
-                    win.iters += mod
-        return np.array([win.sample]), np.array([win.stop])
+                _check(wc, "send", tot_s, tot_c)
+                q = wc.wr_id
+                if timed:
+                    ccnt[q] += mod
+                    tot_c += mod
+                    if win.sampling(env.now):  # type: ignore[union-attr]
+                        win.iters += mod  # type: ignore[union-attr]
+                    continue
+                fill = mod
+                if fill_count and ccnt[q] + mod > iters:
+                    fill = iters - ccnt[q]
+                ccnt[q] += fill
+                tot_c += fill
+                completed[min(tot_c, total) - 1] = env.now
+        if timed:
+            return Timing(window=win)
+        return Timing(posted, completed)
 
-    def _bw_server(self, size: int) -> None:
+    def _bw_server(self, size: int) -> Timing:
+        """run_iter_bw_server: take the client's SENDs, reposting each receive. The server
+        times its own run, from its first receive to its last (its duration alarm starts at
+        the first receive too): its table's bandwidth, without a peak."""
         p = self.p
         s = self.server
         env = self.w.env
-        win = self.window
+        timed = p.duration is not None
+        win: Window | None = None
         total = p.iters * p.num_qps
         rcnt = 0
+        first = last = 0.0
         per_q = [0] * p.num_qps
-        while (rcnt < total) if win is None else (env.now < win.end):
-            _, wcs = s.rcq.poll(16)
+        while (rcnt < total) if not timed else (win is None or env.now < win.end):
+            _, wcs = s.rcq.poll(CQE_POLL_BATCH)
             for wc in wcs:
                 _check(wc, "recv", rcnt, rcnt)
                 q = wc.wr_id
+                if rcnt == 0:
+                    first = env.now
+                    win = self._window() if timed else None
                 rcnt += 1
+                last = env.now
                 per_q[q] += 1
-                if win is not None or per_q[q] + p.rx_depth <= p.iters:
+                if win is not None and win.sampling(env.now):
+                    win.iters += 1
+                if timed or per_q[q] + p.rx_depth <= p.iters:
                     self._post_recvs(s, size, 1, q)
+        return Timing(window=win if timed else Window(first, last, last, total))
 
     # -- latency ----------------------------------------------------------------------------------
 
-    def run_lat(self, size: int) -> np.ndarray:
-        """One size of a latency test: the client's post times (ns)."""
+    def run_lat(self, size: int) -> tuple[Timing, Timing | None]:
+        """One size of a latency test: each end's post times (ns), or its window in a
+        duration run (READ and atomics: the client's alone, the server only waits)."""
         p = self.p
         if p.verb in (Verb.READ, Verb.ATOMIC):
-            return self._lat_alone(size)
+            return self._lat_alone(size), None
         if p.verb is Verb.SEND:
             for end in (self.client, self.server):
                 self._post_recvs(end, size, p.rx_depth, 0)
@@ -334,13 +413,14 @@ class Bench:
             body = self._lat_write
         cpus = Cpus(self.w.env)
         # WRITE: the server sends first; SEND: the client does (as perftest's loops have it).
-        posted, _ = cpus.run([
+        res = cpus.run([
             ("client", self.client.host, lambda: body(self.client, self.server, size, True)),
             ("server", self.server.host, lambda: body(self.server, self.client, size, False))])
-        return posted  # type: ignore[no-any-return]
+        return res[0], res[1]
 
     # (In a duration run (-D) the loops go on until the window's end instead of for a count
-    # of iterations, and a wait gives up at the end: perftest's END_STATE.)
+    # of iterations, and a wait gives up at the end: perftest's END_STATE. Both ends' alarms
+    # start together, so the server's window has the client's times and counts of its own.)
 
     def _going(self, done: int) -> bool:
         win = self.window
@@ -357,13 +437,12 @@ class Bench:
                 return True
         return False
 
-    def _counted(self) -> None:
+    def _counted(self, win: Window | None) -> None:
         """A duration run counts what completes inside its sampled window."""
-        win = self.window
         if win is not None and win.sampling(self.w.env.now):
             win.iters += 1
 
-    def _lat_alone(self, size: int) -> np.ndarray:
+    def _lat_alone(self, size: int) -> Timing:
         c = self.client
         env = self.w.env
         wr = self._wr(c, self.server, 0, size)
@@ -373,16 +452,17 @@ class Bench:
             posted.append(env.now)
             c.qps[0].post_send(wr)
             if self._await(c.scq, "send", len(posted), len(posted) - 1):
-                self._counted()
-        return np.array(posted)
+                self._counted(self.window)
+        return Timing(np.array(posted), window=self.window)
 
-    def _lat_write(self, me: End, peer: End, size: int, client: bool) -> np.ndarray:
+    def _lat_write(self, me: End, peer: End, size: int, client: bool) -> Timing:
         """perftest's run_iter_lat_write: wait for the peer's count in the last byte of my
         receive half, write mine into the peer's, wait for my WRITE's completion."""
         env = self.w.env
         host = me.host
         aspace = me.ctx.aspace
         win = self.window
+        mine = win if client else self.server_window
         wr = self._wr(me, peer, 0, size)
         wr.send_flags = e.IBV_SEND_SIGNALED | self._inline(size)
         post_at = me.buf(0) + size - 1
@@ -396,7 +476,7 @@ class Bench:
                 want = rcnt & 0xFF
                 while aspace.read(poll_va, 1)[0] != want:
                     if win is not None and env.now >= win.end:
-                        return np.array(posted)
+                        return Timing(np.array(posted), window=mine)
                     host.poll_wait(host.costs.poll_empty, poll_pa, poll_pa + 1)
             if self._going(scnt):
                 posted.append(env.now)
@@ -407,17 +487,17 @@ class Bench:
                 if not self._await(me.scq, "send", scnt, ccnt):
                     break
                 ccnt += 1
-                if client:
-                    self._counted()
-        return np.array(posted)
+                self._counted(mine)
+        return Timing(np.array(posted), window=mine)
 
-    def _lat_send(self, me: End, peer: End, size: int, client: bool) -> np.ndarray:
+    def _lat_send(self, me: End, peer: End, size: int, client: bool) -> Timing:
         """perftest's run_iter_lat_send: wait for a receive (reposting it), then send; every
         SEND signalled (CQ moderation is 1 at TX depth 1) and its completion awaited."""
         p = self.p
         env = self.w.env
         wr = self._wr(me, peer, 0, size)
         wr.send_flags = e.IBV_SEND_SIGNALED | self._inline(size)
+        mine = self.window if client else self.server_window
         posted: list[float] = []
         scnt = rcnt = 0
         while self._going(min(scnt, rcnt)):
@@ -425,8 +505,7 @@ class Bench:
                 if not self._await(me.rcq, "recv", rcnt, rcnt):
                     break
                 rcnt += 1
-                if client:
-                    self._counted()
+                self._counted(mine)
                 if self.window is not None or rcnt + p.rx_depth <= p.iters:
                     self._post_recvs(me, size, 1, 0)
             if self._going(scnt):
@@ -435,15 +514,54 @@ class Bench:
                 me.qps[0].post_send(wr)
                 if not self._await(me.scq, "send", scnt, scnt):
                     break
-        return np.array(posted)
+        return Timing(np.array(posted), window=mine)
 
-    def run(self, size: int) -> tuple[np.ndarray, np.ndarray | None]:
+    def _window(self) -> Window:
+        """A duration run's clock from now (an end's alarm starts)."""
+        p = self.p
+        assert p.duration is not None
+        return Window.start(self.w.env.now, p.duration, p.margin)
+
+    def run(self, size: int) -> tuple[Timing, Timing | None]:
+        """One size: what the client timed, and what the server did (None where it only
+        waits: a unidirectional WRITE, READ or atomic test, a READ or atomic latency test)."""
         p = self.p
         if p.duration is not None:
-            self.window = Window.start(self.w.env.now, p.duration, p.margin)
+            self.window = self._window()
+            self.server_window = self._window()
         if p.kind is TestKind.BW:
             return self.run_bw(size)
-        return self.run_lat(size), None
+        return self.run_lat(size)
+
+
+class _TwoCqs:
+    """A CPU spinning on an end's receive and send CQs in turn (run_iter_bi): which of them
+    has a completion waiting (read as the provider reads it, in no time), and a wait until
+    the NIC writes either ring. (CQ.poll waits on its own ring only: an end blocked there
+    would not see the other CQ's completions, and its peer's SENDs would find no receive.)"""
+
+    def __init__(self, end: End) -> None:
+        self.host = end.host
+        self.mem = end.host.mem
+        self.cqs = (CqWatch(end.rcq, None), CqWatch(end.scq, None))
+        self.rings = [(cq._p._ring_pa, cq._p._ring_pa + cq._p.size * CQE_SIZE)
+                      for cq in (end.rcq, end.scq)]
+
+    def ready(self) -> tuple[bool, bool]:
+        return self.cqs[0].ready(), self.cqs[1].ready()
+
+    def wait(self) -> None:
+        """Two empty polls, then sleep until a CQE lands in either ring (at most 100 us)."""
+        host = self.host
+        host.cpu.wait_write(self, 0, 0, 2 * host.costs.poll_empty, 100_000.0)
+
+    # (wait_write watches this object as it would one memory range: both rings)
+    def watch(self, _lo: int, _hi: int, cb: Callable[[], None]) -> list[tuple]:
+        return [self.mem.watch(lo, hi, cb) for lo, hi in self.rings]
+
+    def unwatch(self, entries: list[tuple]) -> None:
+        for entry in entries:
+            self.mem.unwatch(entry)
 
 
 def _check(wc: Any, what: str, scnt: int, ccnt: int) -> None:

@@ -102,6 +102,7 @@ class Params:
     atomic_type: AtomicType = AtomicType.FETCH_AND_ADD
     out_reads: int = 0  # 0: the device's max_qp_rd_atom
     req_cq_mod: bool = False
+    duplex: bool = False  # -b: both ends send (perftest's duplex)
     server: str | None = None
     # nicsim's own options
     profile: str | None = None
@@ -109,8 +110,10 @@ class Params:
     check: bool = False  # the physics checker (nicsim.checks.physics)
     waterfall: str | None = None  # a PNG of one WR's stages (implies breakdown)
     seed: int = 1
+    server_output: str | None = None  # where the server's stdout goes ("-": after ours)
     size_cap: int | None = None  # UD: no message beyond the path MTU
     warnings: list[str] = field(default_factory=list)  # stdout lines perftest prints first
+    server_warnings: list[str] = field(default_factory=list)  # the server's, likewise
 
     @property
     def sizes(self) -> list[int]:
@@ -123,12 +126,12 @@ class Params:
         return [self.size if self.size_cap is None else min(self.size, self.size_cap)]
 
 
-_SHORT = "hs:an:D:q:t:I:m:FRx:c:Q:NA:o:r:p:d:i:u:"
+_SHORT = "hs:abn:D:q:t:I:m:FRx:c:Q:NA:o:r:p:d:i:u:"
 _LONG = ["help", "size=", "all", "iters=", "duration=", "qp=", "tx-depth=", "inline_size=",
          "mtu=", "CPU-freq", "report_gbits", "rdma_cm", "gid-index=", "connection=",
          "cq-mod=", "noPeak", "atomic_type=", "outs=", "rx-depth=", "port=", "ib-dev=",
          "ib-port=", "out_json", "out_json_file=", "profile=", "breakdown", "seed=", "waterfall=",
-         "check"]
+         "check", "bidirectional", "server-output="]
 
 
 def _int(opt: str, text: str, name: str, lo: int | None = None, hi: int | None = None,
@@ -202,6 +205,10 @@ def parse(tool: str, argv: list[str]) -> Params:
                 p.size, size_given = _size(a), True
             elif o in ("-a", "--all"):
                 p.all_sizes = True
+            elif o in ("-b", "--bidirectional"):
+                if kind is TestKind.LAT:
+                    raise PerftestError(" Bidirectional is only available in BW test")
+                p.duplex = True
             elif o in ("-n", "--iters"):
                 p.iters = _int(o, a, "Iteration num", 5, 1 << 32, "uint64_t")
             elif o in ("-D", "--duration"):
@@ -260,6 +267,8 @@ def parse(tool: str, argv: list[str]) -> Params:
                 p.breakdown, p.waterfall = True, a
             elif o == "--seed":
                 p.seed = _int(o, a, "Seed")
+            elif o == "--server-output":
+                p.server_output = a
     except PerftestError as e:
         if e.lines[-1] != fail and e.code == 1:
             raise PerftestError(*e.lines, fail) from None
@@ -282,9 +291,13 @@ _FIGURE_FORMATS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 def _outputs(p: Params) -> None:
     """Files nicsim's options write go into directories that exist, in formats it writes:
     said before the run, in one line, not after it as a traceback."""
-    if p.out_json and not Path(p.out_json_file).resolve().parent.is_dir():
-        raise PerftestError(f"nicsim perftest: --out_json_file {p.out_json_file}: directory "
-                            f"{Path(p.out_json_file).parent} does not exist", code=2)
+    files = [("--out_json_file", p.out_json_file)] if p.out_json else []
+    if p.server_output not in (None, "-"):
+        files.append(("--server-output", str(p.server_output)))
+    for opt, path in files:
+        if not Path(path).resolve().parent.is_dir():
+            raise PerftestError(f"nicsim perftest: {opt} {path}: directory "
+                                f"{Path(path).parent} does not exist", code=2)
     if p.waterfall is not None:
         w = Path(p.waterfall)
         if w.suffix.lower() not in _FIGURE_FORMATS:
@@ -341,8 +354,16 @@ def _dependencies(p: Params, size_given: bool) -> None:
                                 "sizes.", stdout=dash)
     if p.duration is not None:
         p.margin = p.duration // 4  # perftest's default margin (DEF_INIT_MARGIN)
+    # The server parses the same flags, and a unidirectional SEND server measures no peak
+    # (it sees receives, not its posts): it says so where the client says nothing.
+    p.server_warnings = list(p.warnings)
+    peakless_server = p.verb is Verb.SEND and p.kind is TestKind.BW and not p.duplex
+    if peakless_server and not p.no_peak:
+        p.server_warnings.append(" WARNING: BW peak won't be measured in this run.")
     if p.duration is None and p.iters > 20000 and not p.no_peak and p.kind is TestKind.BW:
         p.warnings.append(" WARNING: BW peak won't be measured in this run.")
+        if not peakless_server:
+            p.server_warnings.append(p.warnings[-1])
         p.no_peak = True
     if p.verb is Verb.SEND and p.rx_depth % 2 == 1 and not p.all_sizes and p.duration is None:
         p.rx_depth += 1

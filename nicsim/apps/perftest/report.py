@@ -21,6 +21,8 @@ import numpy as np
 from nicsim.apps.perftest.params import Conn, Params, TestKind, Verb
 
 LINE = "-" * 87
+# What a server prints first (before it has a client to talk to), a blank line above it.
+BANNER = ["", "*" * 36, "* Waiting for client to connect... *", "*" * 36]
 _MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 LAT_TAIL = 2  # the largest samples perftest leaves out (LAT_MEASURE_TAIL)
 
@@ -49,23 +51,40 @@ class Setup:
     gid_index: int
 
 
-def title(p: Params) -> str:
+def _test_words(p: Params) -> list[str]:
+    """The test's name as ctx_print_test_info builds it: verb, atomic type, Bidirectional."""
     words = [p.verb.value]
     if p.verb is Verb.ATOMIC:
         words.append(p.atomic_type.value)
-    words.append("BW" if p.kind is TestKind.BW else "Latency")
-    return " " * 20 + " ".join(words) + " Test"
+    if p.kind is TestKind.BW and p.duplex:
+        words.append("Bidirectional")
+    return [*words, "BW" if p.kind is TestKind.BW else "Latency"]
 
 
-def header(p: Params, s: Setup) -> list[str]:
+def title(p: Params) -> str:
+    return " " * 20 + " ".join(_test_words(p)) + " Test"
+
+
+def _depths(p: Params, server: bool) -> list[tuple[str, int]]:
+    """The queue depths an end prints: TX depth the client's (or both in a bidirectional
+    run), RX depth the receiving server's for SEND (or both ends' in a bidirectional run)."""
+    out = []
+    if not server or p.duplex:
+        out.append(("TX depth", p.tx_depth))
+    if p.verb is Verb.SEND and (server or p.duplex):
+        out.append(("RX depth", p.rx_depth))
+    return out
+
+
+def header(p: Params, s: Setup, server: bool = False) -> list[str]:
+    """ctx_print_test_info, as the client prints it or (`server`) the server."""
     out = [LINE, title(p),
            f" Dual-port       : OFF\t\tDevice         : {s.device}",
            f" Number of qps   : {p.num_qps}\t\tTransport type : IB",
            f" Connection type : {p.conn.value}\t\tUsing SRQ      : OFF",
            " PCIe relax order: ON\t\tLock-free      : OFF",
-           " ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF",
-           f" TX depth        : {p.tx_depth}"]
-    # (RX depth is the server's line, or both ends' in a bidirectional run: not the client's)
+           " ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF"]
+    out += [f" {name:<16}: {depth}" for name, depth in _depths(p, server)]
     if p.kind is TestKind.BW:
         out += [f" CQ Moderation   : {p.cq_mod}", " CQE Poll Batch  : Dynamic"]
     out += [f" Mtu             : {_MTU_BYTES[s.mtu_enum]}[B]", " Link type       : Ethernet",
@@ -119,9 +138,11 @@ class BwResult:
     bw_avg: float
     msg_rate: float
     gbits: bool
+    own_avg: float | None = None  # a bidirectional sum's: this end's own average
 
     def line(self) -> str:
-        if self.gbits and self.bw_avg < 0.1:  # perftest's extra digits for a slow link
+        # perftest's extra digits for a slow link (judged by the printing end's own average)
+        if self.gbits and (self.bw_avg if self.own_avg is None else self.own_avg) < 0.1:
             return (f" {self.size:<7}    {self.iters}           {self.bw_peak:<7.6f}            "
                     f"{self.bw_avg:<7.6f}            {self.msg_rate:<7.6f}")
         return (f" {self.size:<7}    {self.iters:<10}       {self.bw_peak:<7.2f}            "
@@ -160,6 +181,14 @@ def bw_result(p: Params, size: int, posted: np.ndarray, completed: np.ndarray,
                 best = min(best, float(np.min((completed[js] - posted[i]) / (js - i + 1))))
         peak = size / (best * 1e-9) / unit
     return BwResult(size, iters, peak, avg, rate, p.report_gbits)
+
+
+def bw_sum(mine: BwResult, theirs: BwResult) -> BwResult:
+    """print_full_bw_report of a bidirectional run: this end's figures plus the other end's
+    (each end measures what it sent), the peaks summed too; the iterations are this end's."""
+    return BwResult(mine.size, mine.iters, mine.bw_peak + theirs.bw_peak,
+                    mine.bw_avg + theirs.bw_avg, mine.msg_rate + theirs.msg_rate, mine.gbits,
+                    mine.bw_avg)
 
 
 def bw_timed(p: Params, size: int, start: float, stop: float, iters: int) -> BwResult:
@@ -236,15 +265,12 @@ def lat_result(p: Params, size: int, posted: np.ndarray) -> LatResult:
 
 
 def test_info_json(p: Params, s: Setup) -> dict[str, Any]:
-    test = f"{p.verb.value}_"
-    if p.verb is Verb.ATOMIC:
-        test += f"{p.atomic_type.value}_"
-    test += "BW_Test" if p.kind is TestKind.BW else "Latency_Test"
+    test = "_".join([*_test_words(p), "Test"])
     info: dict[str, Any] = {"test": test, "Dual_port": "OFF", "Device": s.device,
                             "Number_of_qps": p.num_qps, "Transport_type": "IB",
                             "Connection_type": p.conn.value, "Using_SRQ": "OFF",
-                            "PCIe_relax_order": "ON", "ibv_wr_API": "ON",
-                            "TX_depth": p.tx_depth}
+                            "PCIe_relax_order": "ON", "ibv_wr_API": "ON"}
+    info.update({name.replace(" ", "_"): depth for name, depth in _depths(p, False)})
     if p.kind is TestKind.BW:
         info["CQ_Moderation"] = p.cq_mod
     info.update({"Mtu": _MTU_BYTES[s.mtu_enum], "Link_type": "Ethernet",
