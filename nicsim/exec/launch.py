@@ -1,5 +1,7 @@
-"""`nicsim exec [options] -- COMMAND [ARGS...]`: run COMMAND with nicsim's pyverbs importable
-and the simulated world's `rdma` and `ip` first on PATH; exit with COMMAND's status."""
+"""`nicsim exec [options] -- COMMAND [ARGS...]`: run COMMAND with nicsim's pyverbs importable,
+the simulated world's `rdma` and `ip` first on PATH, and nicsim's libibverbs.so.1 first on
+LD_LIBRARY_PATH with a verbs server behind it for a C program (nicsim.exec.cserver); exit
+with COMMAND's status."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import tempfile
 from pathlib import Path
 
 import nicsim.driver
-from nicsim.exec.spec import ENV, SHIM_DIR_ENV, SpecError, from_env, save
+from nicsim.exec import native
+from nicsim.exec.cserver import SOCKET_ENV, VerbsServer
+from nicsim.exec.spec import ENV, SHIM_DIR_ENV, SpecError, WorldSpec, from_env, save
 from nicsim.exec.world import build, netdevs
 from nicsim.usage import OneLineParser, UsageError
 
@@ -26,8 +30,10 @@ def facade_dir() -> Path:
 def _parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="nicsim exec",
-        description="Run COMMAND with nicsim's pyverbs package importable and the simulated "
-        "world's devices visible to it (and to `rdma link show`, `ip addr show`). Options "
+        description="Run COMMAND with nicsim's pyverbs package importable, nicsim's "
+        "libibverbs.so.1 first on LD_LIBRARY_PATH (for C verbs programs such as ibv_devinfo) "
+        "and the simulated world's devices visible to it (and to `rdma link show`, "
+        "`ip addr show`). Options "
         f"override the world in ${ENV} (key=value,...; default: 2 hosts, one device each, "
         "on one 100 Gb/s cable).")
     p.add_argument("--hosts", type=int, help="hosts, one nsnic device each (1: an "
@@ -64,6 +70,33 @@ def _shims(where: Path) -> None:
         f = where / name
         f.write_text(f"#!/bin/sh\nexec {py} \"$@\"\n")
         f.chmod(0o755)
+
+
+def _c_programs(spec: WorldSpec, shim: Path, env: dict[str, str],
+                command: str) -> VerbsServer | None:
+    """What a C program needs: nicsim's libibverbs.so.1 in the shim directory, first on
+    LD_LIBRARY_PATH, and a verbs server on a socket there (it builds the world at the first
+    connection, so a command that opens no device costs nothing)."""
+    lib, why = native.library()
+    if why and not Path(command).name.startswith("python"):
+        print(f"warning: nicsim exec: nicsim's libibverbs: {why}"
+              + ("" if lib else "; C programs see this machine's RDMA devices, not the "
+                 "simulated ones"), file=sys.stderr)
+    if lib is None:
+        return None
+    sock = shim / "verbs.sock"
+    server = VerbsServer(str(sock), lambda: build(spec))
+    try:
+        server.start()
+    except OSError as e:  # (e.g. a $TMPDIR too long for a Unix socket's path)
+        print(f"warning: nicsim exec: no verbs server for C programs: {sock}: {e.strerror}",
+              file=sys.stderr)
+        return None
+    (shim / native.LIB_NAME).symlink_to(lib)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        [str(shim)] + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
+    env[SOCKET_ENV] = str(sock)
+    return server
 
 
 def main(argv: list[str]) -> int:
@@ -107,17 +140,22 @@ def main(argv: list[str]) -> int:
         save(netdevs(build(spec, pcap=False)), tmp)  # what the shims answer, once
         env[SHIM_DIR_ENV] = str(shim)
         env["PATH"] = os.pathsep.join([str(shim), env.get("PATH", "")])
+        server = _c_programs(spec, shim, env, cmd[0])
         try:
-            proc = subprocess.Popen(cmd, env=env)
-        except OSError as e:
-            print(f"error: nicsim exec: {cmd[0]}: {e.strerror}", file=sys.stderr)
-            return 127
-        while True:
             try:
-                rc = proc.wait()
-                break
-            except KeyboardInterrupt:  # the child got the SIGINT too; wait for it to end
-                continue
+                proc = subprocess.Popen(cmd, env=env)
+            except OSError as e:
+                print(f"error: nicsim exec: {cmd[0]}: {e.strerror}", file=sys.stderr)
+                return 127
+            while True:
+                try:
+                    rc = proc.wait()
+                    break
+                except KeyboardInterrupt:  # the child got the SIGINT too; wait for it to end
+                    continue
+        finally:
+            if server is not None:
+                server.close()
     if rc < 0:  # killed by a signal: exit as a shell reports it
         return 128 - rc if -rc != signal.SIGPIPE else 141
     return rc
