@@ -21,7 +21,7 @@ def test_fidelity_json_has_a_row_per_figure_and_every_shape() -> None:
     out = _json_of("fidelity.py", "--iters", "200")
     assert isinstance(out, dict)
     rows = out["figures"]
-    assert rows and all(isinstance(r["within_target"], bool) for r in rows)
+    assert rows and all(isinstance(r["within_10pct"], bool) for r in rows)
     assert all(r["simulated"] > 0 and r["ratio"] == r["simulated"] / r["published"]
                for r in rows)
     assert all(isinstance(s["holds"], bool) for s in out["shapes"])
