@@ -900,9 +900,12 @@ def raw_mailbox(host, xlate, complete) -> dict:  # noqa: ANN001, C901
         (S.SQD, 1 | 1 << 12 | 1 << 16, page + 3), (S.SQD, every, 9),
         (S.ERR, every, 2 * page - 1), (S.RTS, every, 100),  # ERR: nothing applied; ERR -> RTS
         (S.RESET, every, 3 * page - 20), (S.INIT, 1 | 1 << 7, 2 * page - 40),
+        (S.INIT, 1 << 7, 50),  # an AV whose sgid_index is outside the GID table: BAD_PARAM
     ):
         m = hwif.Qpc.unpack(rng.randbytes(hwif.QPC_SIZE))  # every field random
         m.qpn, m.state, m.attr_mask = 5, new, mask
+        # a source GID in the port's two-entry table, but for the last case
+        m.sgid_index = m.sgid_index % 2 if pa_off != 50 else 2 + m.sgid_index % 254
         run(C.MODIFY_QP, m.pack(), pa_in=region + pa_off)
         for s_ in (1, 6):
             run(C.QUERY_QP, pa_out=region + 3 * page - 61 + s_, mod=5)

@@ -66,8 +66,9 @@
 //                   command.py _apply does (ACCESS_FLAGS, PATH_MTU, DEST_QPN, RQ_PSN and
 //                   SQ_PSN masked to 24 bits, TIMEOUT, RETRY_CNT, RNR_RETRY, MIN_RNR_TIMER,
 //                   MAX_QP_RD_ATOMIC, MAX_DEST_RD_ATOMIC, QKEY, AV = dmac, smac, sgid, dgid,
-//                   traffic_class). RTR -> RTS enables the SQ in wqe_fetch at index 0.
-//                   A state byte > 6 (ERR) gives BAD_PARAM (the model raises on it).
+//                   traffic_class, sgid_index). RTR -> RTS enables the SQ in wqe_fetch at index 0.
+//                   A state byte > 6 (ERR), or an AV whose sgid_index is not in the port's
+//                   two-entry GID table, gives BAD_PARAM (the model raises on both).
 //   QUERY_QP        CMD_MOD = qpn: BAD_RESOURCE if no such QP; output the hwif.Qpc the model's
 //                   _qpc_of returns (attr_mask 0, pkey 0xffff)
 //   DESTROY_QP      CMD_MOD = qpn: BAD_RESOURCE if no such QP; else unbound, wqe_fetch
@@ -487,6 +488,12 @@ module nic_cmd #(
     wire [31:0] qpc_send_cqn = rec[8*12 +: 32];
     wire [31:0] qpc_recv_cqn = rec[8*16 +: 32];
     wire [31:0] qpc_attr_mask = rec[8*60 +: 32];
+    wire [7:0]  qpc_sgid_index = rec[8*120 +: 8];
+    // The port's GID table (hwif.gid_table) of a RoCE v2-only device: the link-local entry and
+    // the IPv4-mapped one. The driver writes the chosen entry's GID into sgid, which is what
+    // the datapath frames from, so the index is only checked and kept for QUERY_QP.
+    localparam [7:0] GID_COUNT = 8'd2;
+    wire bad_sgid = qpc_attr_mask[7] && qpc_sgid_index >= GID_COUNT;
     wire [31:0] qpc_uar = rec[8*116 +: 32];
     // WRITE_MTT header
     wire [31:0] mtt_count = rec[31:0];
@@ -562,6 +569,7 @@ module nic_cmd #(
         if (qpc_attr_mask[7]) begin                               // AV
             be[107:64] = {44{1'b1}};                              // dmac smac sgid dgid
             be[115:112] = 4'hf;                                   // traffic_class
+            be[120] = 1'b1;                                       // sgid_index
         end
         if (qpc_attr_mask[8]) be[6] = 1'b1;                       // PATH_MTU
         if (qpc_attr_mask[9]) be[40] = 1'b1;                      // TIMEOUT
@@ -1149,7 +1157,7 @@ module nic_cmd #(
                     new_st <= want_state;
                     wq_cfg_qpn <= sel_qpn;
                     wq_cfg_index <= 16'd0;
-                    if (want_state > QPS_ERR) begin
+                    if (want_state > QPS_ERR || bad_sgid) begin
                         st <= ST_BAD_PARAM;
                         state <= S_DONE;
                     end else if (to_reset_err) begin    // word 0 written this cycle
