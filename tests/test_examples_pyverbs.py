@@ -35,3 +35,11 @@ def test_example_runs_under_nicsim_exec(name: str) -> None:
                        text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
     assert re.fullmatch(EXPECTED[name], r.stdout.strip()), r.stdout
+
+
+def test_the_docs_include_every_example_verbatim() -> None:
+    """The tutorial includes the files themselves (pymdownx.snippets), so the docs show what
+    CI runs."""
+    page = (ROOT / "docs" / "tutorials" / "examples.md").read_text()
+    for name in EXPECTED:
+        assert f'--8<-- "examples/pyverbs/{name}.py"' in page, name

@@ -1,10 +1,10 @@
 """Scenario files: what `nicsim run FILE.yaml` accepts, validated with pydantic.
 
 Every field's description here is its documentation: docs/reference/scenario.md is generated
-from these models (scripts/docs_reference.py). Unknown fields are errors, types are strict (`bytes: true` or `seed:
-"1"` are refused, not coerced), fields that an op does not use are refused when given (an `imm` on a
-plain `write`), and every error is one line naming the field, so a typo or a contradiction is caught
-rather than silently ignored.
+from these models (scripts/docs_reference.py). Unknown fields are errors, types are strict
+(`bytes: true` or `seed: "1"` are refused, not coerced), fields that an op does not use are
+refused when given (an `imm` on a plain `write`), and every error is one line naming the
+field, so a typo or a contradiction is caught rather than silently ignored.
 
 Traffic names hosts. Until topologies are in, a world has hosts `a` and `b`; a host name is
 checked against the world's hosts when the run is planned (nicsim.scenario.plan), so the
