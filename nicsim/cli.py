@@ -187,6 +187,12 @@ def _pcap_check(args: argparse.Namespace) -> int:
     return pcap_check_main(args.file)
 
 
+def _calibrate(args: argparse.Namespace) -> int:
+    from nicsim.calibrate import main as calibrate_main
+
+    return calibrate_main(args)
+
+
 def _profiles(args: argparse.Namespace) -> int:
     """List the shipped profiles, or show one field by field with its source."""
     from nicsim.profiles import SECTIONS, ProfileError, load_profile, profile_names
@@ -275,6 +281,29 @@ def parser() -> argparse.ArgumentParser:
                                     "simulated host pair: nicsim perftest TOOL --help")
     sub.add_parser("exec", help="run a program (pyverbs, or any Python verbs program) on a "
                                 "simulated world: nicsim exec --help")
+    cal = sub.add_parser("calibrate", help="fit a profile to perftest outputs of real "
+                                           "hardware (text or --out_json files)")
+    cal.add_argument("files", nargs="+", metavar="FILE",
+                     help="perftest's client output as printed, or its --out_json file")
+    cal.add_argument("--base", required=True, metavar="NAME|FILE",
+                     help="the profile to start from (nicsim profiles lists them); the "
+                          "written profile extends it")
+    cal.add_argument("--out", required=True, metavar="FILE.yaml",
+                     help="write the fitted profile here (base: and the fitted values, each "
+                          "with its source)")
+    cal.add_argument("--params", metavar="P[,P...]",
+                     help="the parameters to fit, section.field or nic.pipeline_ns (default: "
+                          "pcie.latency_ns, nic.pipeline_ns, nic.wqe_parse_cycles, and "
+                          "cpu.post_send_ns, cpu.poll_cqe_ns where the base sets them)")
+    cal.add_argument("--iters", type=int, default=200, metavar="N",
+                     help="perftest -n of each simulated figure (default 200; large BW "
+                          "messages fewer)")
+    cal.add_argument("--max-evals", type=int, default=40, metavar="N",
+                     help="evaluations of the whole figure set the optimizer may spend "
+                          "(default 40)")
+    cal.add_argument("--json", action="store_true",
+                     help="print the report as one JSON object")
+    cal.set_defaults(fn=_calibrate)
     pcp = sub.add_parser("pcap", help="pcap tools")
     pcs = pcp.add_subparsers(dest="pcap_cmd", required=True, parser_class=OneLineParser)
     chk = pcs.add_parser("check", help="validate every frame of a capture")
