@@ -118,8 +118,10 @@ def main() -> int:
             "(`python benchmarks/NAME.py --json`); the scripts' docstrings say what each "
             "figure is. Rates per second of CPU time where the benchmark says so; a shared "
             "machine makes wall-clock figures noisy.", ""]
+    left_out: list[str] = []
     for name, extra, title in RUNS:
         if args.only is not None and name not in args.only or name in args.skip:
+            left_out.append(f"`{' '.join([f'benchmarks/{name}.py', *extra])}` ({title})")
             continue
         t = time.perf_counter()
         r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "--json",
@@ -139,6 +141,9 @@ def main() -> int:
         if name == "fidelity" and isinstance(data, dict):
             data = fidelity_view(data)
         page += [head, *missed, *render(data)]
+    if left_out:
+        page += ["## Not measured in this run", "", "Left out by --only or --skip:", "",
+                 *(f"- {x}" for x in left_out), ""]
     OUT.write_text("\n".join(page) + "\n")
     return 0
 
