@@ -33,7 +33,14 @@ def calibrate(files: list[str], base: str, names: list[str] | None = None,
               iters: int = ITERS, max_evals: int = MAX_EVALS) -> dict[str, Any]:
     """Read, fit, cross-validate: the whole report as a dict (what --json prints), with the
     Result and the parameters under the keys `_result`, `_params` and `_profile`."""
-    figs = read_inputs(files)
+    return calibrate_figures(read_inputs(files), base, names, iters, max_evals)
+
+
+def calibrate_figures(figs: list[Figure], base: str, names: list[str] | None = None,
+                      iters: int = ITERS, max_evals: int = MAX_EVALS) -> dict[str, Any]:
+    """calibrate() on figures already read (or made some other way: a benchmark's table)."""
+    if not figs:
+        raise CalibrateError("no figures to fit")
     prof = base_profile(base)
     ps, notes = params(prof, names)
     pub = np.array([f.value for f in figs])

@@ -112,10 +112,31 @@ def params(prof: Profile, names: list[str] | None) -> tuple[list[Param], list[st
                 raise CalibrateError(f"--params: {n}: not a number ({v!r})")
             base, integer = float(v), isinstance(v, int)
         lo, hi = _BOUNDS.get(n, (max(base / 20, 1e-3), max(base * 20, 1.0)))
+        if n != PIPELINE:
+            lo, hi = _within_schema(n, lo, hi)
         out.append(Param(n, base, lo, hi, integer))
     if len({p.name for p in out}) != len(out):
         raise CalibrateError("--params: a parameter is named twice")
     return out, notes
+
+
+def _within_schema(name: str, lo: float, hi: float) -> tuple[float, float]:
+    """Bounds narrowed to what the profile schema accepts for the field (a trial profile
+    outside them would not load)."""
+    from nicsim.profiles.profile import _model
+
+    sec, fld = name.split(".")
+    for m in _model(sec).model_fields[fld].metadata:
+        for attr, tighter in (("ge", max), ("gt", max), ("le", min), ("lt", min)):
+            bound = getattr(m, attr, None)
+            if bound is not None:
+                nudge = 1e-6 if attr == "gt" else -1e-6 if attr == "lt" else 0.0
+                if tighter is max:
+                    lo = max(lo, float(bound) + nudge)
+                else:
+                    hi = min(hi, float(bound) + nudge)
+    lo = max(lo, 1e-3)  # (the optimizer works on logarithms)
+    return lo, max(hi, lo)
 
 
 def fields(prof: Profile, ps: list[Param], x: np.ndarray) -> dict[str, dict[str, Any]]:
