@@ -1,13 +1,15 @@
 """Debian's own C verbs programs under `nicsim exec` (nicsim's libibverbs.so.1 and the verbs
 server, nicsim.exec.cserver): ibv_devices and ibv_devinfo show the simulated devices with
 exactly the attributes nicsim's pyverbs reports; a verb not carried yet fails as on a
-provider without it; without a server a program sees no device."""
+provider without it; without a server a program sees no device. (ibv_rc_pingpong, objects
+and the data path: tests/test_c_pingpong.py.)"""
 
 from __future__ import annotations
 
 import errno
 import ipaddress
 import json
+import os
 import re
 import shutil
 import socket
@@ -217,10 +219,11 @@ def test_a_device_without_roce_v1_shows_two_gids(tmp_path: Path,
 
 
 def test_a_verb_not_carried_yet_fails_as_on_a_provider_without_it(tmp_path: Path) -> None:
-    # ibv_rc_pingpong opens the device, then cannot allocate a PD (EOPNOTSUPP): it says so
-    # and exits 1, as on a device whose provider lacks alloc_pd; nothing crashes.
-    r = _exec(["--", "ibv_rc_pingpong", "-d", "nsnic0", "-g", "1"], tmp_path)
-    assert (r.returncode, r.stdout, r.stderr) == (1, "", "Couldn't allocate PD\n")
+    # ibv_srq_pingpong opens the device, allocates its PD, MR and CQ, then cannot create its
+    # SRQ (EOPNOTSUPP): it says so and exits 1, as on a device whose provider lacks SRQs;
+    # nothing crashes.
+    r = _exec(["--", "ibv_srq_pingpong", "-d", "nsnic0", "-g", "3"], tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", "Couldn't create SRQ\n")
 
 
 def test_without_a_server_there_are_no_devices(tmp_path: Path) -> None:
@@ -248,7 +251,10 @@ def test_the_server_answers_bad_requests_with_an_errno(tmp_path: Path) -> None:
     with VerbsServer(str(tmp_path / "verbs.sock"), lambda: build(WorldSpec())) as server:
         with socket.socket(socket.AF_UNIX) as s:
             s.connect(server.path)
-            assert _call(s, Op.HELLO, struct.pack("=I", 1) + b"test") == (0, b"\1\0\0\0")
+            assert _call(s, Op.HELLO, struct.pack("=I", 1) + b"test")[0] == errno.EPROTO
+            # (the answer names the server's pid: the library lets it reach its memory)
+            assert _call(s, Op.HELLO, struct.pack("=I", 2) + b"test") == (
+                0, struct.pack("=II", 2, os.getpid()))
             assert _call(s, 99, b"")[0] == errno.EOPNOTSUPP
             assert _call(s, Op.QUERY_PORT, b"\1")[0] == errno.EINVAL  # a short body
             assert _call(s, Op.QUERY_PORT, struct.pack("=II", 7, 1))[0] == errno.EBADF

@@ -12,7 +12,9 @@
  * Integers are the machine's byte order (both ends are on one host), strings are NUL-padded
  * fixed fields or the rest of a body. The bodies:
  *
- *   HELLO         u32 version, then the program's name  ->  u32 version
+ *   HELLO         u32 version, then the program's name  ->  u32 version, u32 server_pid
+ *                 (the library lets that pid trace it: PR_SET_PTRACER, so that under Yama's
+ *                 ptrace_scope=1 the server may reach its registered memory)
  *   DEVICES       -                                      ->  u32 n, n x struct nsrpc_device
  *   OPEN          char name[64]                          ->  u32 handle, u32 num_comp_vectors
  *   CLOSE         u32 handle                             ->  -
@@ -25,6 +27,42 @@
  *   READ_SYSFS    the file's path                        ->  its contents; ENOENT when the
  *                                                            file is not a simulated one
  *
+ * Objects (phase 2). A handle names an object of the connection (one counter for all kinds);
+ * the structs are below, their Python twins in cserver.py (_REG_MR, _WC, ...).
+ *
+ *   ALLOC_PD      u32 context                            ->  u32 pd
+ *   DEALLOC_PD    u32 pd                                 ->  -   (EBUSY while it has objects)
+ *   REG_MR        struct nsrpc_reg_mr                    ->  u32 mr, u32 lkey, u32 rkey
+ *   DEREG_MR      u32 mr                                 ->  -
+ *   CREATE_COMP_CHANNEL  u32 context, and an eventfd passed with SCM_RIGHTS on the request's
+ *                 header: the server adds to it when the channel has an event (so the
+ *                 program can poll() channel->fd)     ->  u32 channel
+ *   DESTROY_COMP_CHANNEL u32 channel                     ->  -   (EBUSY while CQs use it)
+ *   CREATE_CQ     struct nsrpc_create_cq                 ->  u32 cq, i32 cqe
+ *   DESTROY_CQ    u32 cq                                 ->  -
+ *   REQ_NOTIFY_CQ u32 cq, u32 solicited_only             ->  -
+ *   POLL_CQ       u32 cq, u32 max                        ->  n x struct nsrpc_wc (n <= max);
+ *                 an empty poll lets the world run up to 100 us of simulated time first
+ *   GET_CQ_EVENT  u32 channel                            ->  u64 cookie of the CQ (its
+ *                 struct ibv_cq *, given at CREATE_CQ); EAGAIN when none came within a
+ *                 bounded window of simulated time (the library asks again)
+ *   CREATE_QP     struct nsrpc_create_qp                 ->  u32 qp, u32 qpn, struct nsrpc_cap
+ *   MODIFY_QP     u32 qp, u32 attr_mask, struct nsrpc_qp_attr  ->  -
+ *   QUERY_QP      u32 qp, u32 attr_mask                  ->  struct nsrpc_qp_attr,
+ *                                                            u32 qp_type, u32 sq_sig_all
+ *   DESTROY_QP    u32 qp                                 ->  -
+ *   CREATE_AH     u32 pd, struct nsrpc_ah_attr           ->  u32 ah
+ *   DESTROY_AH    u32 ah                                 ->  -
+ *   POST_SEND     u32 qp, u32 n, then n x (struct nsrpc_send_wr, num_sge x struct nsrpc_sge,
+ *                 inline_len bytes)                      ->  i32 err, u32 posted
+ *   POST_RECV     u32 qp, u32 n, then n x (struct nsrpc_recv_wr, num_sge x struct
+ *                 nsrpc_sge)                             ->  i32 err, u32 posted
+ *
+ * POST_SEND and POST_RECV always succeed as requests: their body says how many WRs were
+ * posted and the errno of the one after them (ibv_post_send's bad_wr), 0 if all were. An
+ * inline WR (IBV_SEND_INLINE) carries its data: the library reads it from the program's
+ * memory at the post, as a provider copies it into the WQE there.
+ *
  * An op the server does not know is answered EOPNOTSUPP; a malformed body EINVAL. The
  * server runs the verb in the Python driver (nicsim.driver), so every value and every errno
  * is the one a pyverbs program under `nicsim exec` sees.
@@ -34,7 +72,7 @@
 
 #include <stdint.h>
 
-#define NSRPC_VERSION 1
+#define NSRPC_VERSION 2 /* 2: objects and the data path; HELLO answers the server's pid */
 #define NSRPC_SOCKET_ENV "NICSIM_VERBS_SOCKET"
 #define NSRPC_DEBUG_ENV "NICSIM_VERBS_DEBUG"
 #define NSRPC_NAME_MAX 64
@@ -49,7 +87,122 @@ enum nsrpc_op {
 	NSRPC_QUERY_GID = 7,
 	NSRPC_QUERY_PKEY = 8,
 	NSRPC_READ_SYSFS = 9,
+	NSRPC_ALLOC_PD = 10,
+	NSRPC_DEALLOC_PD = 11,
+	NSRPC_REG_MR = 12,
+	NSRPC_DEREG_MR = 13,
+	NSRPC_CREATE_COMP_CHANNEL = 14,
+	NSRPC_DESTROY_COMP_CHANNEL = 15,
+	NSRPC_CREATE_CQ = 16,
+	NSRPC_DESTROY_CQ = 17,
+	NSRPC_REQ_NOTIFY_CQ = 18,
+	NSRPC_POLL_CQ = 19,
+	NSRPC_GET_CQ_EVENT = 20,
+	NSRPC_CREATE_QP = 21,
+	NSRPC_MODIFY_QP = 22,
+	NSRPC_QUERY_QP = 23,
+	NSRPC_DESTROY_QP = 24,
+	NSRPC_CREATE_AH = 25,
+	NSRPC_DESTROY_AH = 26,
+	NSRPC_POST_SEND = 27,
+	NSRPC_POST_RECV = 28,
 };
+
+/* At most this many completions per POLL_CQ (a longer poll is answered in pieces). */
+#define NSRPC_POLL_MAX 256
+
+/* The bodies of the object requests. Every struct is packed, its fields in the machine's
+ * order; cserver.py states each as a struct format beside its name. */
+struct nsrpc_reg_mr {
+	uint32_t pd;
+	uint32_t access; /* ibv_access_flags */
+	uint64_t addr; /* the program's buffer: the server reaches it there */
+	uint64_t length;
+	uint64_t iova;
+} __attribute__((packed));
+
+struct nsrpc_create_cq {
+	uint32_t context;
+	int32_t cqe;
+	uint32_t channel; /* 0: none */
+	int32_t comp_vector;
+	uint64_t cookie; /* the struct ibv_cq * GET_CQ_EVENT answers (as the kernel's user_handle) */
+} __attribute__((packed));
+
+struct nsrpc_cap {
+	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
+} __attribute__((packed));
+
+struct nsrpc_create_qp {
+	uint32_t pd;
+	uint32_t send_cq;
+	uint32_t recv_cq;
+	uint32_t srq; /* 0: none */
+	uint32_t qp_type; /* enum ibv_qp_type */
+	uint32_t sq_sig_all;
+	struct nsrpc_cap cap;
+} __attribute__((packed));
+
+struct nsrpc_ah_attr {
+	uint8_t dgid[16];
+	uint32_t flow_label;
+	uint8_t sgid_index, hop_limit, traffic_class, is_global;
+	uint16_t dlid;
+	uint8_t sl, src_path_bits, static_rate, port_num;
+} __attribute__((packed));
+
+/* struct ibv_qp_attr, field by field. */
+struct nsrpc_qp_attr {
+	uint32_t qp_state, cur_qp_state, path_mtu, path_mig_state;
+	uint32_t qkey, rq_psn, sq_psn, dest_qp_num, qp_access_flags;
+	struct nsrpc_cap cap;
+	struct nsrpc_ah_attr ah_attr, alt_ah_attr;
+	uint16_t pkey_index, alt_pkey_index;
+	uint8_t en_sqd_async_notify, sq_draining, max_rd_atomic, max_dest_rd_atomic;
+	uint8_t min_rnr_timer, port_num, timeout, retry_cnt, rnr_retry, alt_port_num;
+	uint8_t alt_timeout, reserved;
+	uint32_t rate_limit;
+} __attribute__((packed));
+
+struct nsrpc_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+} __attribute__((packed));
+
+struct nsrpc_send_wr {
+	uint64_t wr_id;
+	uint32_t opcode; /* enum ibv_wr_opcode */
+	uint32_t send_flags;
+	uint32_t imm_data; /* as the program stored it (a __be32), or invalidate_rkey */
+	uint32_t num_sge;
+	uint64_t remote_addr; /* RDMA and atomics */
+	uint32_t rkey;
+	uint32_t ah; /* UD: the address handle's handle */
+	uint32_t remote_qpn;
+	uint32_t remote_qkey;
+	uint64_t compare_add;
+	uint64_t swap;
+	uint32_t inline_len; /* IBV_SEND_INLINE: the bytes that follow the SGEs */
+	uint32_t reserved;
+} __attribute__((packed));
+
+struct nsrpc_recv_wr {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t reserved;
+} __attribute__((packed));
+
+/* struct ibv_wc, field by field. */
+struct nsrpc_wc {
+	uint64_t wr_id;
+	uint32_t status, opcode, vendor_err, byte_len;
+	uint32_t imm_data; /* a __be32, or the invalidated rkey */
+	uint32_t qp_num, src_qp, wc_flags;
+	uint16_t pkey_index, slid;
+	uint8_t sl, dlid_path_bits;
+	uint8_t reserved[2];
+} __attribute__((packed));
 
 struct nsrpc_hdr {
 	uint32_t len;

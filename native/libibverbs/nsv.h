@@ -52,11 +52,23 @@ enum ibv_gid_type_sysfs {
 int nsv_call(uint32_t op, const void *req, uint32_t len, void *reply, uint32_t cap,
 	     uint32_t *got);
 
+/* nsv_call with the descriptor `fd` passed to the server (SCM_RIGHTS) with the request. */
+int nsv_call_fd(uint32_t op, const void *req, uint32_t len, int fd, void *reply, uint32_t cap,
+		uint32_t *got);
+
 /* A one-line note on stderr when $NICSIM_VERBS_DEBUG is set (never otherwise: a program's
  * output is what it prints on real hardware). */
 void nsv_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The context's ops: every verb not carried yet fails as a provider without it does. */
+/* The context's ops (objects.c): post, poll, arm; the verbs not carried yet (memory
+ * windows, SRQ receives) fail as on a provider without them. */
 void nsv_fill_ops(struct nsv_context *ctx);
+void nsv_fill_unsupported_ops(struct ibv_context_ops *ops); /* (unsupported.c) */
+
+/* A completion channel: the server's handle beside the program's struct. */
+struct nsv_channel {
+	struct ibv_comp_channel ch; /* first: the program holds a struct ibv_comp_channel * */
+	uint32_t handle;
+};
 
 #endif

@@ -1,11 +1,12 @@
-/* The verbs this library does not carry to the server yet.
+/* The verbs this library does not carry to the server yet (SRQs, memory windows, rereg,
+ * dma-buf, imported objects, ...).
  *
  * Each fails as it does under rdma-core's libibverbs with a provider that lacks it
  * (libibverbs/dummy_ops.c): a verb that returns an object returns NULL with errno
  * EOPNOTSUPP, one that returns an int returns EOPNOTSUPP, and nothing is printed. As none
- * of them can make an object, the verbs that take one (destroy, modify, query, post, poll)
- * can only be reached with a pointer the program did not get from this library; they fail
- * the same way rather than look at it.
+ * of them can make an object, the verbs that take one can only be reached with a pointer
+ * the program did not get from this library; they fail the same way rather than look at
+ * it.
  *
  * The verbs of verbs.h that are static inline functions calling through verbs_context
  * (ibv_create_cq_ex, ibv_open_xrcd, ibv_create_flow, ...) need nothing here: their
@@ -51,21 +52,6 @@ static int op_dealloc_mw(struct ibv_mw *mw)
 	return EOPNOTSUPP;
 }
 
-static int op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
-{
-	(void)cq;
-	(void)num_entries;
-	(void)wc;
-	return EOPNOTSUPP;
-}
-
-static int op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
-{
-	(void)cq;
-	(void)solicited_only;
-	return EOPNOTSUPP;
-}
-
 static int op_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			    struct ibv_recv_wr **bad_wr)
 {
@@ -74,70 +60,15 @@ static int op_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 	return EOPNOTSUPP;
 }
 
-static int op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+void nsv_fill_unsupported_ops(struct ibv_context_ops *ops)
 {
-	(void)qp;
-	*bad_wr = wr;
-	return EOPNOTSUPP;
-}
-
-static int op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
-{
-	(void)qp;
-	*bad_wr = wr;
-	return EOPNOTSUPP;
-}
-
-void nsv_fill_ops(struct nsv_context *ctx)
-{
-	struct ibv_context_ops *ops = &ctx->vctx.context.ops;
-
 	ops->alloc_mw = op_alloc_mw;
 	ops->bind_mw = op_bind_mw;
 	ops->dealloc_mw = op_dealloc_mw;
-	ops->poll_cq = op_poll_cq;
-	ops->req_notify_cq = op_req_notify_cq;
 	ops->post_srq_recv = op_post_srq_recv;
-	ops->post_send = op_post_send;
-	ops->post_recv = op_post_recv;
 }
 
 /* -- objects -------------------------------------------------------------------------------- */
-
-struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
-{
-	(void)context;
-	NONE_PTR;
-}
-
-int ibv_dealloc_pd(struct ibv_pd *pd)
-{
-	(void)pd;
-	return EOPNOTSUPP;
-}
-
-struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
-{
-	(void)pd;
-	(void)addr;
-	(void)length;
-	(void)access;
-	NONE_PTR;
-}
-
-struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
-			       int access)
-{
-	(void)iova;
-	return ibv_reg_mr(pd, addr, length, access);
-}
-
-struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
-				unsigned int access)
-{
-	(void)iova;
-	return ibv_reg_mr(pd, addr, length, (int)access);
-}
 
 struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
 				 uint64_t iova, int fd, int access)
@@ -164,62 +95,11 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, si
 	return IBV_REREG_MR_ERR_CMD; /* (what rdma-core returns when the provider fails) */
 }
 
-int ibv_dereg_mr(struct ibv_mr *mr)
-{
-	(void)mr;
-	return EOPNOTSUPP;
-}
-
-struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
-{
-	(void)context;
-	NONE_PTR;
-}
-
-int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
-{
-	(void)channel;
-	return EOPNOTSUPP;
-}
-
-struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
-			     struct ibv_comp_channel *channel, int comp_vector)
-{
-	(void)context;
-	(void)cqe;
-	(void)cq_context;
-	(void)channel;
-	(void)comp_vector;
-	NONE_PTR;
-}
-
 int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
 	(void)cq;
 	(void)cqe;
 	return EOPNOTSUPP;
-}
-
-int ibv_destroy_cq(struct ibv_cq *cq)
-{
-	(void)cq;
-	return EOPNOTSUPP;
-}
-
-/* rdma-core returns -1 when the channel's read fails. */
-int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
-{
-	(void)channel;
-	(void)cq;
-	(void)cq_context;
-	errno = EOPNOTSUPP;
-	return -1;
-}
-
-void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
-{
-	(void)cq;
-	(void)nevents; /* (no CQ, no event to acknowledge) */
 }
 
 /* rdma-core reads the next event from context->async_fd: with no event, a blocking read
@@ -269,37 +149,6 @@ int ibv_destroy_srq(struct ibv_srq *srq)
 	return EOPNOTSUPP;
 }
 
-struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
-{
-	(void)pd;
-	(void)qp_init_attr;
-	NONE_PTR;
-}
-
-int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
-		 struct ibv_qp_init_attr *init_attr)
-{
-	(void)qp;
-	(void)attr;
-	(void)attr_mask;
-	(void)init_attr;
-	return EOPNOTSUPP;
-}
-
-int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
-{
-	(void)qp;
-	(void)attr;
-	(void)attr_mask;
-	return EOPNOTSUPP;
-}
-
-int ibv_destroy_qp(struct ibv_qp *qp)
-{
-	(void)qp;
-	return EOPNOTSUPP;
-}
-
 struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
 	(void)qp;
@@ -326,19 +175,6 @@ int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 {
 	(void)qp;
 	(void)ece;
-	return EOPNOTSUPP;
-}
-
-struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
-{
-	(void)pd;
-	(void)attr;
-	NONE_PTR;
-}
-
-int ibv_destroy_ah(struct ibv_ah *ah)
-{
-	(void)ah;
 	return EOPNOTSUPP;
 }
 

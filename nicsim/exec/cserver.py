@@ -16,12 +16,15 @@ kernel switches `current` when a process makes a system call. A program's connec
 life: when it closes (the program exited or was killed), its contexts are closed, as the
 kernel cleans up after a process.
 
-Phase 1 (this module) carries the device and port queries; requests are served one at a
-time under a lock. The design it is built for (docs/explanation/c-programs.md): several
-`nicsim exec --world NAME` commands attach to one server per named world; every request is
-a scheduling point of nicsim.driver.sched (each program a flow), so simulated time passes
-only when every program waits; registered memory is reached in the program's address space
-(process_vm_readv/writev, or memory the program shares with the server).
+Phase 2 carries the objects and the data path (PD, MR, CQ and completion channel, QP, AH,
+post, poll, events), so `ibv_rc_pingpong` runs. Registered memory stays in the program:
+nicsim.exec.cmem mirrors it in the simulated host's memory and copies what the NIC reads and
+writes. Several programs (connections) share the one world: a thread per connection, their
+requests served one at a time in arrival order (a fair lock); a request that waits on the
+world (an empty poll, a completion event) lets it run a bounded window of simulated time and
+answers, so it never holds the world from the others. What is next
+(docs/explanation/c-programs.md): simulated time for the programs' clocks, their TCP through
+the world, and several `nicsim exec --world NAME` commands on one server.
 """
 
 from __future__ import annotations
@@ -36,17 +39,43 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from itertools import pairwise
 from operator import attrgetter
+from typing import Any
 
+from nicsim.driver.enums import ibv_qp_type, ibv_wr_opcode
+from nicsim.driver.kernel.events import CompChannel as KernelChannel
+from nicsim.driver.kernel.events import EventError
 from nicsim.driver.user import process as pyverbs_process
 from nicsim.driver.user.device import get_device_list
 from nicsim.driver.user.errors import PyverbsError
-from nicsim.driver.user.verbs import Context
+from nicsim.driver.user.verbs import (
+    AH,
+    CQ,
+    GID,
+    MR,
+    PD,
+    QP,
+    SGE,
+    AHAttr,
+    CompChannel,
+    Context,
+    GlobalRoute,
+    QPAttr,
+    QPCap,
+    QPInitAttr,
+    RecvWR,
+    SendWR,
+)
 from nicsim.exec.answers import sysfs
+from nicsim.exec.cmem import SIM_BASE, Mirror, Tracker
 from nicsim.exec.world import devices, netdevs
+from nicsim.host.host import Host
+from nicsim.host.memory import AddressSpace, MemoryError_
+from nicsim.hwif import EqeType
 from nicsim.world import World
 
-VERSION = 1  # NSRPC_VERSION
+VERSION = 2  # NSRPC_VERSION
 SOCKET_ENV = "NICSIM_VERBS_SOCKET"  # NSRPC_SOCKET_ENV: where the C library connects
 NAME_MAX = 64
 MAX_BODY = 1 << 20  # a longer request is not one of ours: the connection is closed
@@ -64,6 +93,25 @@ class Op(IntEnum):
     QUERY_GID = 7
     QUERY_PKEY = 8
     READ_SYSFS = 9
+    ALLOC_PD = 10
+    DEALLOC_PD = 11
+    REG_MR = 12
+    DEREG_MR = 13
+    CREATE_COMP_CHANNEL = 14
+    DESTROY_COMP_CHANNEL = 15
+    CREATE_CQ = 16
+    DESTROY_CQ = 17
+    REQ_NOTIFY_CQ = 18
+    POLL_CQ = 19
+    GET_CQ_EVENT = 20
+    CREATE_QP = 21
+    MODIFY_QP = 22
+    QUERY_QP = 23
+    DESTROY_QP = 24
+    CREATE_AH = 25
+    DESTROY_AH = 26
+    POST_SEND = 27
+    POST_RECV = 28
 
 
 # The values QUERY_DEVICE and QUERY_PORT carry, in nsrpc.h's order (NSRPC_DEVICE_ATTRS,
@@ -105,6 +153,32 @@ _DEV_VALUES = struct.Struct(f"={NAME_MAX}s{len(DEVICE_ATTRS)}Q")
 _PORT_VALUES = struct.Struct(f"={len(PORT_ATTRS)}Q")
 _get_device = attrgetter(*DEVICE_ATTRS)
 _get_port = attrgetter(*PORT_ATTRS)
+# The object requests' structs (nsrpc.h), field for field.
+_REG_MR = struct.Struct("=IIQQQ")  # struct nsrpc_reg_mr
+_CREATE_CQ = struct.Struct("=IiIiQ")  # struct nsrpc_create_cq
+_CQ_REP = struct.Struct("=Ii")
+_CAP = "5I"  # struct nsrpc_cap
+_CREATE_QP = struct.Struct("=6I" + _CAP)  # struct nsrpc_create_qp
+_QP_REP = struct.Struct("=II" + _CAP)
+_AH = "16sIBBBBHBBBB"  # struct nsrpc_ah_attr
+_QP_ATTR = "9I" + _CAP + _AH + _AH + "2H12BI"  # struct nsrpc_qp_attr
+_MODIFY_QP = struct.Struct("=II" + _QP_ATTR)
+_QUERY_QP_REP = struct.Struct("=" + _QP_ATTR + "II")
+_CREATE_AH = struct.Struct("=I" + _AH)
+_SEND_WR = struct.Struct("=QIIIIQIIIIQQII")  # struct nsrpc_send_wr
+_RECV_WR = struct.Struct("=QII")  # struct nsrpc_recv_wr
+_SGE = struct.Struct("=QII")  # struct nsrpc_sge
+_WC = struct.Struct("=QIIIIIIIIHHBB2x")  # struct nsrpc_wc
+_POSTED = struct.Struct("=iI")
+_U64 = struct.Struct("=Q")
+POLL_MAX = 256  # NSRPC_POLL_MAX
+# How long a GET_CQ_EVENT lets the world run, at most, before it answers EAGAIN (the
+# library asks again): as long as an empty poll's window (verbs.CQ.poll), so a program
+# waiting on an event never holds the world from the others for long.
+EVENT_WINDOW_NS = 100_000.0
+_ACCESS_ON_DEMAND = 1 << 6  # IBV_ACCESS_ON_DEMAND
+_ACCESS_REMOTE_READS = (1 << 2) | (1 << 3)  # IBV_ACCESS_REMOTE_READ | REMOTE_ATOMIC
+_INVALIDATES = (ibv_wr_opcode.IBV_WR_SEND_WITH_INV, ibv_wr_opcode.IBV_WR_LOCAL_INV)
 
 
 class Failed(Exception):
@@ -113,6 +187,25 @@ class Failed(Exception):
     def __init__(self, err: int) -> None:
         super().__init__(os.strerror(err))
         self.errno = err
+
+
+@dataclass
+class Channel:
+    """A completion channel and the program's eventfd for it (its channel->fd)."""
+
+    channel: CompChannel
+    fd: int
+    signalled: bool = False  # the eventfd says "readable" and the program has not asked yet
+
+
+@dataclass
+class Registered:
+    """An MR's range in the program and where it is mirrored."""
+
+    mirror: Mirror
+    va: int
+    length: int
+    remote_reads: bool  # a peer may read it (REMOTE_READ, REMOTE_ATOMIC)
 
 
 @dataclass
@@ -125,6 +218,56 @@ class Client:
     process: pyverbs_process.Process | None = None
     contexts: dict[int, Context] = field(default_factory=dict)
     next_handle: int = 1
+    # Its objects by handle (one counter with the contexts'), and what the server keeps
+    # beside some of them.
+    objects: dict[int, object] = field(default_factory=dict)
+    cookies: dict[int, int] = field(default_factory=dict)  # CQ handle -> its ibv_cq *
+    channels: dict[int, Channel] = field(default_factory=dict)
+    mrs: dict[int, Registered] = field(default_factory=dict)
+    mirrors: dict[int, Mirror] = field(default_factory=dict)  # id(aspace) -> its mirror
+    scratch: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(ctx) -> va, size
+    fds: list[int] = field(default_factory=list)  # descriptors that came with the request
+
+    def handle(self, obj: object) -> int:
+        h = self.next_handle
+        self.next_handle += 1
+        self.objects[h] = obj
+        return h
+
+
+class CProcess(pyverbs_process.Process):
+    """A C program's pyverbs process: its simulated address spaces keep the server's own
+    mappings above SIM_BASE, so the program's buffers can be mirrored at their own
+    addresses (nicsim.exec.cmem)."""
+
+    def aspace(self, host: Host) -> AddressSpace:
+        a = self._aspaces.get(id(host))
+        if a is None:
+            a = self._aspaces[id(host)] = AddressSpace(host.mem, base=SIM_BASE)
+        return a
+
+
+class FairLock:
+    """A lock taken in the order it was asked for: each program's request waits for the
+    ones that came before it, so a program that polls in a tight loop cannot keep the world
+    from the others (threading.Lock promises no order)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._next = 0
+        self._serving = 0
+
+    def __enter__(self) -> None:
+        with self._cond:
+            ticket = self._next
+            self._next += 1
+            while ticket != self._serving:
+                self._cond.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._serving += 1
+            self._cond.notify_all()
 
 
 def _u64(v: object) -> int:
@@ -148,7 +291,8 @@ class VerbsServer:
         self.path = path
         self._make_world = world
         self.world: World | None = None
-        self._lock = threading.Lock()  # one request at a time touches the world
+        self._lock = FairLock()  # one request at a time touches the world, in order
+        self.trackers: list[Tracker] = []  # each host's memory (nicsim.exec.cmem)
         self._listener: socket.socket | None = None
         self._threads: list[threading.Thread] = []
         self._clients: list[Client] = []
@@ -218,16 +362,22 @@ class VerbsServer:
         conn = client.conn
         try:
             while True:
-                hdr = _recv_exact(conn, _HDR.size)
-                if hdr is None:
+                got = _recv_header(conn)
+                if got is None:
                     return
+                hdr, client.fds = got
                 length, op = _HDR.unpack(hdr)
                 if length > MAX_BODY:
                     return  # not our protocol: drop the connection
                 body = _recv_exact(conn, length)
                 if body is None:
                     return
-                status, reply = self._request(client, op, body)
+                try:
+                    status, reply = self._request(client, op, body)
+                finally:
+                    for fd in client.fds:  # (descriptors the request did not take)
+                        os.close(fd)
+                    client.fds = []
                 conn.sendall(_HDR.pack(len(reply), status) + reply)
         except OSError:
             return  # the program went away mid-request
@@ -236,7 +386,10 @@ class VerbsServer:
             conn.close()
 
     def _gone(self, client: Client) -> None:
-        """The program's exit: its contexts are closed, as the kernel closes its files."""
+        """The program's exit: its contexts are closed, as the kernel closes its files, which
+        destroys every object in them (QPs first, then MRs, CQs, PDs: ib_uverbs'
+        cleanup order); its mirrored memory and scratch pages are freed, as exit frees a
+        process's memory."""
         if client in self._clients:
             self._clients.remove(client)
         with self._lock:
@@ -245,9 +398,22 @@ class VerbsServer:
                 for ctx in client.contexts.values():
                     with contextlib.suppress(PyverbsError):
                         ctx.close()
+                self._forget_closed(client)
+                for m in client.mirrors.values():
+                    m.unmap_all()
+                for ctx_id, (va, size) in client.scratch.items():
+                    for ctx in client.contexts.values():
+                        if id(ctx) == ctx_id:
+                            ctx.aspace.munmap(va, size)
             finally:
                 pyverbs_process.attach(None)
+            for ch in client.channels.values():
+                with contextlib.suppress(OSError):
+                    os.close(ch.fd)
+            client.channels.clear()
             client.contexts.clear()
+            client.mirrors.clear()
+            client.scratch.clear()
 
     def _as(self, client: Client) -> None:
         if client.process is not None:
@@ -261,10 +427,17 @@ class VerbsServer:
             self.requests += 1
             if self.world is None:
                 self.world = self._make_world()
+                self.trackers = [Tracker(h.mem) for h in self.world.hosts.values()]
+                for nic in self.world.nics.values():
+                    _arm_with_consumer_index(nic.cq)
             if client.process is None:
-                client.process = pyverbs_process.Process(devices(self.world))
+                client.process = CProcess(devices(self.world))
             self._as(client)
             try:
+                # Any request may let the world run (a doorbell, a command, an empty poll):
+                # what a peer may read is made current first, what the NIC wrote is
+                # copied out after (nicsim.exec.cmem).
+                self._copy_remote_readable()
                 return 0, handler(self, client, body)
             except Failed as e:
                 return e.errno, b""
@@ -273,11 +446,56 @@ class VerbsServer:
             except PyverbsError as e:
                 return _errno(e), b""
             except Exception as e:  # noqa: BLE001 - a bug here must not take the program down
-                print(f"nicsim verbs server: {Op(op).name} from {client.name} "
+                print(f"nicsim verbs server: {_op_name(op)} from {client.name} "
                       f"(pid {client.pid}) failed: {type(e).__name__}: {e}", file=sys.stderr)
                 return errno.EIO, b""
             finally:
-                pyverbs_process.attach(None)
+                try:
+                    for t in self.trackers:
+                        t.flush()
+                    self._signal_channels()
+                finally:
+                    pyverbs_process.attach(None)
+
+    def _copy_remote_readable(self) -> None:
+        for c in self._clients:
+            for r in c.mrs.values():
+                if r.remote_reads:
+                    r.mirror.copy_in(r.va, r.length)
+
+    def _signal_channels(self) -> None:
+        """Make each completion channel's fd readable while it has an event: the interrupt
+        handler dispatches what the NIC raised (as it runs when the interrupt comes, whoever
+        waits), and a channel with an event gets a count on its eventfd, once until the
+        program asks for it."""
+        serviced: set[int] = set()
+        for c in self._clients:
+            for ch in c.channels.values():
+                if ch.signalled or ch.channel.closed:
+                    continue
+                dev = ch.channel.ctx.file.dev
+                if id(dev) not in serviced:
+                    serviced.add(id(dev))
+                    dev.events.service()
+                if _kernel_channel(ch.channel).events:
+                    with contextlib.suppress(OSError):
+                        os.write(ch.fd, (1).to_bytes(8, "little"))
+                    ch.signalled = True
+
+    def _forget_closed(self, client: Client) -> None:
+        """Drop the handles of objects that are gone (closed with their context or parent);
+        a gone MR's mirror pages go with it."""
+        for h, obj in list(client.objects.items()):
+            if getattr(obj, "closed", False):
+                del client.objects[h]
+                client.cookies.pop(h, None)
+                r = client.mrs.pop(h, None)
+                if r is not None:
+                    r.mirror.unmap(r.va, r.length)
+                ch = client.channels.pop(h, None)
+                if ch is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(ch.fd)
 
     # -- the requests ---------------------------------------------------------------------------
 
@@ -286,7 +504,7 @@ class VerbsServer:
         client.name = body[_U32.size:].decode(errors="replace") or "?"
         if version != VERSION:
             raise Failed(errno.EPROTO)
-        return _U32.pack(VERSION)
+        return _U32x2.pack(VERSION, os.getpid())
 
     def _devices(self, client: Client, body: bytes) -> bytes:
         devs = get_device_list()
@@ -313,8 +531,14 @@ class VerbsServer:
 
     def _close(self, client: Client, body: bytes) -> bytes:
         (handle,) = _U32.unpack(body)
-        self._ctx(client, handle).close()
+        ctx = self._ctx(client, handle)
+        for ctx_id, (va, size) in list(client.scratch.items()):
+            if ctx_id == id(ctx):
+                ctx.aspace.munmap(va, size)
+                del client.scratch[ctx_id]
+        ctx.close()  # (and every object in it, as closing the device file does)
         del client.contexts[handle]
+        self._forget_closed(client)
         return b""
 
     def _query_device(self, client: Client, body: bytes) -> bytes:
@@ -345,6 +569,273 @@ class VerbsServer:
             raise Failed(errno.ENOENT)
         return (text + "\n").encode()
 
+    # -- objects ------------------------------------------------------------------------------
+
+    def _obj(self, client: Client, handle: int, kind: type) -> Any:
+        """The client's live object `handle` of `kind`; EINVAL otherwise, as uverbs answers
+        a handle that names no such object."""
+        obj = client.objects.get(handle)
+        if not isinstance(obj, kind) or getattr(obj, "closed", False):
+            raise Failed(errno.EINVAL)
+        return obj
+
+    def _drop(self, client: Client, handle: int, kind: type) -> None:
+        """Destroy object `handle`. One that others still use is EBUSY, as the kernel
+        refuses it (ib_dealloc_pd, ib_destroy_cq, a channel with CQs): pyverbs' close()
+        would close them with it, which is Python's convenience, not the verb."""
+        obj = self._obj(client, handle, kind)
+        if obj._children:
+            raise Failed(errno.EBUSY)
+        obj.close()
+        self._forget_closed(client)
+
+    def _alloc_pd(self, client: Client, body: bytes) -> bytes:
+        (ctx,) = _U32.unpack(body)
+        return _U32.pack(client.handle(PD(self._ctx(client, ctx))))
+
+    def _dealloc_pd(self, client: Client, body: bytes) -> bytes:
+        self._drop(client, _U32.unpack(body)[0], PD)
+        return b""
+
+    def _mirror(self, client: Client, ctx: Context) -> Mirror:
+        m = client.mirrors.get(id(ctx.aspace))
+        if m is None:
+            tracker = next(t for t in self.trackers if t.mem is ctx.host.mem)
+            m = client.mirrors[id(ctx.aspace)] = Mirror(client.pid, ctx.aspace, tracker)
+        return m
+
+    def _reg_mr(self, client: Client, body: bytes) -> bytes:
+        pd_h, access, addr, length, iova = _REG_MR.unpack(body)
+        pd = self._obj(client, pd_h, PD)
+        if iova != addr or access & _ACCESS_ON_DEMAND:
+            # an MR whose IOVA is not its address, or on-demand paging: the mirror is
+            # made at registration, at the program's addresses (nicsim.exec.cmem)
+            raise Failed(errno.EOPNOTSUPP)
+        if not addr:
+            raise Failed(errno.EFAULT)  # (ib_umem_get of address 0)
+        mirror = self._mirror(client, pd.ctx)
+        try:
+            mirror.map(addr, length)
+        except MemoryError_ as e:
+            raise Failed(e.errno) from None
+        try:
+            err = mirror.copy_in(addr, length)
+            if err:  # not the program's memory: as the kernel's pinning fails
+                raise Failed(errno.EFAULT)
+            mr = MR(pd, length, access, address=addr)
+        except BaseException:
+            mirror.unmap(addr, length)
+            raise
+        h = client.handle(mr)
+        client.mrs[h] = Registered(mirror, addr, length, bool(access & _ACCESS_REMOTE_READS))
+        return struct.pack("=III", h, mr.lkey, mr.rkey)
+
+    def _dereg_mr(self, client: Client, body: bytes) -> bytes:
+        self._drop(client, _U32.unpack(body)[0], MR)
+        return b""
+
+    def _create_comp_channel(self, client: Client, body: bytes) -> bytes:
+        (ctx,) = _U32.unpack(body)
+        if len(client.fds) != 1:
+            raise Failed(errno.EINVAL)
+        ch = CompChannel(self._ctx(client, ctx))
+        h = client.handle(ch)
+        client.channels[h] = Channel(ch, client.fds.pop())
+        return _U32.pack(h)
+
+    def _destroy_comp_channel(self, client: Client, body: bytes) -> bytes:
+        self._drop(client, _U32.unpack(body)[0], CompChannel)
+        return b""
+
+    def _create_cq(self, client: Client, body: bytes) -> bytes:
+        ctx_h, cqe, ch_h, vector, cookie = _CREATE_CQ.unpack(body)
+        ctx = self._ctx(client, ctx_h)
+        ch = self._obj(client, ch_h, CompChannel) if ch_h else None
+        cq = CQ(ctx, cqe, channel=ch, comp_vector=vector)
+        h = client.handle(cq)
+        client.cookies[h] = cookie
+        return _CQ_REP.pack(h, cq.cqe)
+
+    def _destroy_cq(self, client: Client, body: bytes) -> bytes:
+        self._drop(client, _U32.unpack(body)[0], CQ)
+        return b""
+
+    def _req_notify_cq(self, client: Client, body: bytes) -> bytes:
+        h, solicited = _U32x2.unpack(body)
+        self._obj(client, h, CQ).req_notify(bool(solicited))
+        return b""
+
+    def _poll_cq(self, client: Client, body: bytes) -> bytes:
+        h, n = _U32x2.unpack(body)
+        cq = self._obj(client, h, CQ)
+        n = max(1, min(n, POLL_MAX))
+        _, wcs = cq.poll(n)
+        if not wcs and cq._p.silent == 0:
+            # The empty poll's window ended because a CQE landed (CQ.poll waits for one and
+            # returns empty): take it now. A C program that polls once after arming the CQ
+            # (ibv_rc_pingpong -e) would otherwise miss a CQE that landed before the arm
+            # reached the NIC, and wait for an event that never comes; on hardware its poll
+            # is instantaneous and mlx5's arm carries the consumer index for that race.
+            _, wcs = cq.poll(n)
+        return b"".join(_WC.pack(w.wr_id, w.status, w.opcode, w.vendor_err, w.byte_len,
+                                 w.imm_data, w.qp_num, w.src_qp, w.wc_flags, w.pkey_index,
+                                 w.slid, w.sl, w.dlid_path_bits) for w in wcs)
+
+    def _get_cq_event(self, client: Client, body: bytes) -> bytes:
+        (h,) = _U32.unpack(body)
+        ch = self._obj(client, h, CompChannel)
+        client.channels[h].signalled = False  # (the library drained the eventfd)
+        kch = _kernel_channel(ch)
+        try:
+            ch.ctx.file.dev.events.wait(lambda: bool(kch.events), EVENT_WINDOW_NS)
+        except EventError as e:
+            if e.errno == errno.ETIMEDOUT:
+                raise Failed(errno.EAGAIN) from None
+            raise Failed(e.errno) from None
+        kcq = kch.events[0]
+        cq_h, cq = next((k, o) for k, o in client.objects.items()
+                        if isinstance(o, CQ) and o.ctx is ch.ctx
+                        and o.handle == getattr(kcq, "handle", None))
+        ch.get_cq_event(cq)
+        return _U64.pack(client.cookies[cq_h])
+
+    def _create_qp(self, client: Client, body: bytes) -> bytes:
+        pd_h, scq, rcq, srq, qp_type, sig_all, *cap = _CREATE_QP.unpack(body)
+        pd = self._obj(client, pd_h, PD)
+        if srq:
+            raise Failed(errno.EINVAL)  # (no SRQ can be made yet: no such object)
+        attr = QPInitAttr(qp_type=qp_type, scq=self._obj(client, scq, CQ),
+                          rcq=self._obj(client, rcq, CQ), cap=QPCap(*cap),
+                          sq_sig_all=sig_all)
+        qp = QP(pd, attr)
+        h = client.handle(qp)
+        c = qp.query()[0].cap
+        return _QP_REP.pack(h, qp.qp_num, c.max_send_wr, c.max_recv_wr, c.max_send_sge,
+                            c.max_recv_sge, c.max_inline_data)
+
+    def _modify_qp(self, client: Client, body: bytes) -> bytes:
+        h, mask, *v = _MODIFY_QP.unpack(body)
+        self._obj(client, h, QP).modify(_qp_attr(v), mask)
+        return b""
+
+    def _query_qp(self, client: Client, body: bytes) -> bytes:
+        h, mask = _U32x2.unpack(body)
+        qp = self._obj(client, h, QP)
+        a, init = qp.query(mask)
+        c = a.cap
+        return _QUERY_QP_REP.pack(
+            a.qp_state, a.cur_qp_state, a.path_mtu, a.path_mig_state, a.qkey, a.rq_psn,
+            a.sq_psn, a.dest_qp_num, a.qp_access_flags, c.max_send_wr, c.max_recv_wr,
+            c.max_send_sge, c.max_recv_sge, c.max_inline_data, *_ah_values(a.ah_attr),
+            *_ah_values(a.alt_ah_attr), a.pkey_index, a.alt_pkey_index,
+            a.en_sqd_async_notify, a.sq_draining, a.max_rd_atomic, a.max_dest_rd_atomic,
+            a.min_rnr_timer, a.port_num, a.timeout, a.retry_cnt, a.rnr_retry,
+            a.alt_port_num, a.alt_timeout, 0, a.rate_limit, int(init.qp_type),
+            int(init.sq_sig_all))
+
+    def _destroy_qp(self, client: Client, body: bytes) -> bytes:
+        self._drop(client, _U32.unpack(body)[0], QP)
+        return b""
+
+    def _create_ah(self, client: Client, body: bytes) -> bytes:
+        pd_h, *v = _CREATE_AH.unpack(body)
+        return _U32.pack(client.handle(AH(self._obj(client, pd_h, PD), attr=_ah_attr(v))))
+
+    def _destroy_ah(self, client: Client, body: bytes) -> bytes:
+        self._drop(client, _U32.unpack(body)[0], AH)
+        return b""
+
+    # -- the data path ----------------------------------------------------------------------
+
+    def _scratch(self, client: Client, ctx: Context, size: int) -> int:
+        """Server memory in the program's simulated address space for inline data (the
+        provider reads an inline WR's bytes from there, at the post)."""
+        va, have = client.scratch.get(id(ctx), (0, 0))
+        if have < size:
+            if have:
+                ctx.aspace.munmap(va, have)
+            have = max(size, 1 << 16)
+            va = ctx.alloc(have)
+            client.scratch[id(ctx)] = (va, have)
+        return va
+
+    def _post_send(self, client: Client, body: bytes) -> bytes:
+        h, n = _U32x2.unpack_from(body)
+        qp = self._obj(client, h, QP)
+        ud = qp.qp_type == ibv_qp_type.IBV_QPT_UD
+        mirror = client.mirrors.get(id(qp.ctx.aspace))
+        off = _U32x2.size
+        wrs: list[SendWR] = []
+        inline: list[tuple[SendWR, bytes]] = []
+        bad = 0
+        try:
+            for _ in range(n):
+                (wr_id, opcode, flags, imm, num_sge, raddr, rkey, ah, rqpn, rqkey, cmp_add,
+                 swap, inline_len, _) = _SEND_WR.unpack_from(body, off)
+                off += _SEND_WR.size
+                sges = [SGE(*_SGE.unpack_from(body, off + i * _SGE.size))
+                        for i in range(num_sge)]
+                off += num_sge * _SGE.size
+                wr = SendWR(wr_id=wr_id, opcode=opcode, num_sge=num_sge, imm_data=imm,
+                            sg=sges, send_flags=flags, remote_addr=raddr, rkey=rkey,
+                            compare_add=cmp_add, swap=swap)
+                if opcode in _INVALIDATES:
+                    wr.invalidate_rkey = imm  # (one union in ibv_send_wr)
+                if ud:
+                    wr.set_wr_ud(self._obj(client, ah, AH), rqpn, rqkey)
+                if inline_len:
+                    if off + inline_len > len(body):
+                        raise Failed(errno.EINVAL)
+                    inline.append((wr, body[off:off + inline_len]))
+                    off += inline_len
+                elif mirror is not None:
+                    for s in sges:  # what the NIC will read: the program's bytes now
+                        mirror.copy_in(s.addr, s.length)
+                wrs.append(wr)
+        except (Failed, struct.error) as e:
+            bad = e.errno if isinstance(e, Failed) else errno.EINVAL
+        if inline:
+            # the bytes the library sent, where the provider reads them: one SGE per WR
+            at = self._scratch(client, qp.ctx, sum(len(d) for _, d in inline))
+            for wr, data in inline:
+                qp.ctx.aspace.write(at, data)
+                wr.sg, wr.num_sge = [SGE(at, len(data), 0)], 1
+                at += len(data)
+        return _POSTED.pack(*self._post(qp, wrs, bad, send=True))
+
+    def _post_recv(self, client: Client, body: bytes) -> bytes:
+        h, n = _U32x2.unpack_from(body)
+        qp = self._obj(client, h, QP)
+        off = _U32x2.size
+        wrs: list[RecvWR] = []
+        bad = 0
+        try:
+            for _ in range(n):
+                wr_id, num_sge, _ = _RECV_WR.unpack_from(body, off)
+                off += _RECV_WR.size
+                sges = [SGE(*_SGE.unpack_from(body, off + i * _SGE.size))
+                        for i in range(num_sge)]
+                off += num_sge * _SGE.size
+                wrs.append(RecvWR(wr_id=wr_id, num_sge=num_sge, sg=sges))
+        except struct.error:
+            bad = errno.EINVAL
+        return _POSTED.pack(*self._post(qp, wrs, bad, send=False))
+
+    def _post(self, qp: QP, wrs: list, bad: int, send: bool) -> tuple[int, int]:
+        """Post `wrs` as one chain (one doorbell, as the program's one call); the errno of
+        the first WR not posted (`bad` if every one of `wrs` was) and how many were."""
+        if not wrs:
+            return bad, 0
+        for a, b in pairwise(wrs):
+            a.next_wr = b
+        p = qp._p
+        before = p.sq_head if send else p.rq_head
+        try:
+            (qp.post_send if send else qp.post_recv)(wrs[0])
+        except PyverbsError as e:
+            return _errno(e), (p.sq_head if send else p.rq_head) - before
+        return bad, len(wrs)
+
 
 _HANDLERS: dict[int, Callable[[VerbsServer, Client, bytes], bytes]] = {
     Op.HELLO: VerbsServer._hello,
@@ -356,7 +847,120 @@ _HANDLERS: dict[int, Callable[[VerbsServer, Client, bytes], bytes]] = {
     Op.QUERY_GID: VerbsServer._query_gid,
     Op.QUERY_PKEY: VerbsServer._query_pkey,
     Op.READ_SYSFS: VerbsServer._read_sysfs,
+    Op.ALLOC_PD: VerbsServer._alloc_pd,
+    Op.DEALLOC_PD: VerbsServer._dealloc_pd,
+    Op.REG_MR: VerbsServer._reg_mr,
+    Op.DEREG_MR: VerbsServer._dereg_mr,
+    Op.CREATE_COMP_CHANNEL: VerbsServer._create_comp_channel,
+    Op.DESTROY_COMP_CHANNEL: VerbsServer._destroy_comp_channel,
+    Op.CREATE_CQ: VerbsServer._create_cq,
+    Op.DESTROY_CQ: VerbsServer._destroy_cq,
+    Op.REQ_NOTIFY_CQ: VerbsServer._req_notify_cq,
+    Op.POLL_CQ: VerbsServer._poll_cq,
+    Op.GET_CQ_EVENT: VerbsServer._get_cq_event,
+    Op.CREATE_QP: VerbsServer._create_qp,
+    Op.MODIFY_QP: VerbsServer._modify_qp,
+    Op.QUERY_QP: VerbsServer._query_qp,
+    Op.DESTROY_QP: VerbsServer._destroy_qp,
+    Op.CREATE_AH: VerbsServer._create_ah,
+    Op.DESTROY_AH: VerbsServer._destroy_ah,
+    Op.POST_SEND: VerbsServer._post_send,
+    Op.POST_RECV: VerbsServer._post_recv,
 }
+
+
+def _arm_with_consumer_index(cqs: Any) -> None:
+    """Give the NIC's CQ_ARM ConnectX's rule: an arm that reaches a CQ holding completions
+    software has not consumed yet (its doorbell record's index) raises the event at once.
+
+    The arm is a doorbell: it reaches the NIC a PCIe write after the program issued it, and
+    a CQE written in between raises no event under the model's arm (which waits for the
+    *next* CQE). A program that arms and then polls once (ibv_rc_pingpong -e) can poll
+    before that CQE lands and then wait for an event for ever. mlx5's arm doorbell carries
+    the consumer index for exactly this (mlx5_arm_cq; the PRM's "request notification"),
+    so the program gets an event and polls again. A stand-in until nicsim.nic.cq does it
+    (then this goes): the wrapped arm is the model's own, and the event goes through the
+    NIC's own event queue."""
+    orig = cqs.arm
+
+    def arm(cq: Any, solicited_only: bool) -> None:
+        orig(cq, solicited_only)
+        if cq.armed and not solicited_only and cq.pi != cqs._consumer(cq):
+            cq.armed = False
+            cqs.eqs.post(cq.eqn, EqeType.COMPLETION, cq.cqn, cqs.dma.env.now)
+
+    cqs.arm = arm
+
+
+def _op_name(op: int) -> str:
+    try:
+        return Op(op).name
+    except ValueError:
+        return str(op)
+
+
+def _kernel_channel(ch: CompChannel) -> KernelChannel:
+    """The kernel's side of a completion channel (its queue of events): the server waits on
+    it for a bounded window, which pyverbs' get_cq_event (a blocking read) does not offer."""
+    return ch.ctx.file.uctx.get(ch.handle, KernelChannel)  # type: ignore[no-any-return]
+
+
+def _ah_attr(v: list | tuple) -> AHAttr:
+    """struct nsrpc_ah_attr's values as pyverbs' AHAttr."""
+    dgid, flow, sgid_index, hop, tclass, is_global, dlid, sl, path_bits, rate, port = v
+    return AHAttr(dlid=dlid, sl=sl, src_path_bits=path_bits, static_rate=rate,
+                  is_global=is_global, port_num=port,
+                  gr=GlobalRoute(dgid=GID(dgid), flow_label=flow, sgid_index=sgid_index,
+                                 hop_limit=hop, traffic_class=tclass))
+
+
+def _ah_values(a: AHAttr | None) -> tuple:
+    if a is None:
+        return (bytes(16), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    gr = a.gr
+    dgid = gr.dgid.raw if gr is not None and gr.dgid is not None else bytes(16)
+    return (dgid, gr.flow_label if gr else 0, gr.sgid_index if gr else 0,
+            gr.hop_limit if gr else 0, gr.traffic_class if gr else 0, int(a.is_global),
+            int(a.dlid), a.sl, a.src_path_bits, a.static_rate, a.port_num)
+
+
+_AH_N = 11  # values of one struct nsrpc_ah_attr
+
+
+def _qp_attr(v: list) -> QPAttr:
+    """struct nsrpc_qp_attr's values (after the handle and mask) as pyverbs' QPAttr."""
+    (state, cur, mtu, mig, qkey, rq_psn, sq_psn, dqpn, access, *rest) = v
+    cap, rest = QPCap(*rest[:5]), rest[5:]
+    ah, alt, rest = _ah_attr(rest[:_AH_N]), _ah_attr(rest[_AH_N:2 * _AH_N]), rest[2 * _AH_N:]
+    (pkey, alt_pkey, sqd_notify, draining, rd_atomic, dest_rd_atomic, rnr_timer, port,
+     timeout, retry, rnr_retry, alt_port, alt_timeout, _reserved, rate_limit) = rest
+    return QPAttr(qp_state=state, cur_qp_state=cur, path_mtu=mtu, qp_access_flags=access,
+                  pkey_index=pkey, port_num=port, qkey=qkey, dest_qp_num=dqpn, rq_psn=rq_psn,
+                  sq_psn=sq_psn, max_rd_atomic=rd_atomic, max_dest_rd_atomic=dest_rd_atomic,
+                  min_rnr_timer=rnr_timer, timeout=timeout, retry_cnt=retry,
+                  rnr_retry=rnr_retry, ah_attr=ah, cap=cap, path_mig_state=mig,
+                  en_sqd_async_notify=sqd_notify, sq_draining=draining, alt_ah_attr=alt,
+                  alt_pkey_index=alt_pkey, alt_port_num=alt_port, alt_timeout=alt_timeout,
+                  rate_limit=rate_limit)
+
+
+def _recv_header(conn: socket.socket) -> tuple[bytes, list[int]] | None:
+    """A request's header and the descriptors that came with it (SCM_RIGHTS: a completion
+    channel's eventfd), or None at the end of the stream."""
+    data, fds, _flags, _addr = socket.recv_fds(conn, _HDR.size, 4,
+                                               socket.MSG_CMSG_CLOEXEC)
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        return None
+    if len(data) < _HDR.size:
+        rest = _recv_exact(conn, _HDR.size - len(data))
+        if rest is None:
+            for fd in fds:
+                os.close(fd)
+            return None
+        data += rest
+    return data, list(fds)
 
 
 def _recv_exact(conn: socket.socket, n: int) -> bytes | None:
