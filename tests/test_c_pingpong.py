@@ -2,7 +2,7 @@
 simulated world exchange their messages and print their usual lines; the capture shows the
 RoCEv2 SENDs with the bytes the program sent; a program killed mid-run leaves nothing in the
 world and its peer gets the error the real stack gives; a verb misused answers the kernel's
-errno."""
+errno. ibv_ud_pingpong and ib_write_bw (both roles) run too."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ if shutil.which("ibv_rc_pingpong") is None:
                 allow_module_level=True)
 
 ROCE_PORT = 4791
-SEND_FIRST, SEND_MIDDLE, SEND_LAST, ACK = 0, 1, 2, 17  # RC opcodes (IBA table 38)
+SEND_FIRST, SEND_MIDDLE, SEND_LAST, RDMA_WRITE_ONLY = 0, 1, 2, 10  # RC opcodes (IBA 9.2)
 
 
 def _free_port() -> str:
@@ -42,24 +42,30 @@ def _exec(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=90, check=False)
 
 
-def _pingpong(flags: str, port: str) -> str:
-    """Both sides of ibv_rc_pingpong on one world: the server on nsnic1, the client on
-    nsnic0 (GID index 3: RoCE v2 over IPv4), each output in a file of its own; the exit
-    statuses on stdout. The client is started again while the server is not listening yet
-    (its first verb builds the world, which a busy machine may take more than the usual
-    `sleep 0.5` over): rc_pingpong's client does not retry its TCP connect."""
-    return (f"ibv_rc_pingpong -d nsnic1 -g 3 -p {port} {flags} >server.out 2>server.err & "
+def _pair(prog: str, flags: str, port: str, gid: str = "-g 3") -> str:
+    """Both sides of a program on one world: the server on nsnic1, the client on nsnic0
+    (GID index 3: RoCE v2 over IPv4), each output in files of its own; the exit statuses
+    on stdout. The client is started again while the server is not listening yet (its
+    first verb builds the world, which a busy machine may take more than the usual
+    `sleep 0.5` over): neither rc_pingpong's nor perftest's client retries its connect."""
+    return (f"{prog} -d nsnic1 {gid} -p {port} {flags} >server.out 2>server.err & "
             "for i in $(seq 100); do sleep 0.2; "
-            f"ibv_rc_pingpong -d nsnic0 -g 3 -p {port} {flags} 127.0.0.1 "
+            f"{prog} -d nsnic0 {gid} -p {port} {flags} 127.0.0.1 "
             ">client.out 2>client.err; c=$?; "
-            "grep -q \"Couldn't connect\" client.err || break; done; "
+            "grep -q \"Couldn't connect\" client.out client.err || break; done; "
             "wait $!; s=$?; echo $c $s")
 
 
-def _run_pingpong(tmp_path: Path, flags: str, *options: str) -> subprocess.CompletedProcess:
-    """`_pingpong` under nicsim exec; what the two sides said if it does not end."""
+def _pingpong(flags: str, port: str) -> str:
+    return _pair("ibv_rc_pingpong", flags, port)
+
+
+def _run_pingpong(tmp_path: Path, flags: str, *options: str,
+                  prog: str = "ibv_rc_pingpong", gid: str = "-g 3") -> subprocess.CompletedProcess:
+    """`_pair` under nicsim exec; what the two sides said if it does not end."""
     try:
-        return _exec([*options, "--", "sh", "-c", _pingpong(flags, _free_port())], tmp_path)
+        return _exec([*options, "--", "sh", "-c", _pair(prog, flags, _free_port(), gid)],
+                     tmp_path)
     except subprocess.TimeoutExpired:
         said = {f: (tmp_path / f).read_text() for f in ("server.out", "server.err",
                                                          "client.out", "client.err")
@@ -122,6 +128,41 @@ def test_rc_pingpong_waits_on_its_completion_channel(tmp_path: Path) -> None:
         (tmp_path / f).read_text() for f in ("server.err", "client.err")]
     for side in ("server", "client"):
         assert "2560 bytes in " in (tmp_path / f"{side}.out").read_text()
+
+
+def test_ud_pingpong_sends_datagrams_through_an_address_handle(tmp_path: Path) -> None:
+    r = _run_pingpong(tmp_path, "-n 50", prog="ibv_ud_pingpong")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "0"], [
+        (tmp_path / f).read_text() for f in ("server.err", "client.err")]
+    for side in ("server", "client"):
+        out = (tmp_path / f"{side}.out").read_text().splitlines()
+        assert out[2].startswith("102400 bytes in "), out  # 50 x 2048 bytes each way
+        assert out[3].startswith("50 iters in ")
+
+
+def test_ib_write_bw_runs_in_both_roles_on_one_world(tmp_path: Path) -> None:
+    if shutil.which("ib_write_bw") is None:
+        pytest.skip("perftest is not installed (make tools installs it)")
+    r = _run_pingpong(tmp_path, "-s 4096 -n 200 --report_gbits", "--pcap", "cap",
+                      prog="ib_write_bw", gid="-x 3")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "0"], [
+        (tmp_path / f).read_text() for f in ("server.err", "client.err")]
+    for side in ("server", "client"):
+        rows = [line.split() for line in (tmp_path / f"{side}.out").read_text().splitlines()]
+        # (the figures are wall-clock ones in this phase: only that it completed)
+        assert any(row[:2] == ["4096", "200"] and len(row) == 5 for row in rows), rows
+    from scapy.all import UDP, rdpcap
+
+    writes = [bytes(p[UDP].payload) for f in sorted((tmp_path / "cap").glob("*.pcap"))
+              for p in rdpcap(str(f)) if UDP in p and p[UDP].dport == ROCE_PORT
+              and bytes(p[UDP].payload)[0] == RDMA_WRITE_ONLY]
+    # 200 WRITEs of 4096 bytes, each one packet (perftest's MTU is 4096): BTH, RETH (its
+    # DMA length 4096), the data, ICRC
+    assert len(writes) == 200
+    assert {len(w) for w in writes} == {12 + 16 + 4096 + 4}
+    assert {int.from_bytes(w[24:28], "big") for w in writes} == {4096}
 
 
 MISUSE_C = r"""
