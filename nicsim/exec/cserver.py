@@ -72,7 +72,6 @@ from nicsim.exec.cmem import SIM_BASE, Mirror, Tracker
 from nicsim.exec.world import devices, netdevs
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace, MemoryError_
-from nicsim.hwif import EqeType
 from nicsim.world import World
 
 VERSION = 2  # NSRPC_VERSION
@@ -428,8 +427,6 @@ class VerbsServer:
             if self.world is None:
                 self.world = self._make_world()
                 self.trackers = [Tracker(h.mem) for h in self.world.hosts.values()]
-                for nic in self.world.nics.values():
-                    _arm_with_consumer_index(nic.cq)
             if client.process is None:
                 client.process = CProcess(devices(self.world))
             self._as(client)
@@ -867,29 +864,6 @@ _HANDLERS: dict[int, Callable[[VerbsServer, Client, bytes], bytes]] = {
     Op.POST_SEND: VerbsServer._post_send,
     Op.POST_RECV: VerbsServer._post_recv,
 }
-
-
-def _arm_with_consumer_index(cqs: Any) -> None:
-    """Give the NIC's CQ_ARM ConnectX's rule: an arm that reaches a CQ holding completions
-    software has not consumed yet (its doorbell record's index) raises the event at once.
-
-    The arm is a doorbell: it reaches the NIC a PCIe write after the program issued it, and
-    a CQE written in between raises no event under the model's arm (which waits for the
-    *next* CQE). A program that arms and then polls once (ibv_rc_pingpong -e) can poll
-    before that CQE lands and then wait for an event for ever. mlx5's arm doorbell carries
-    the consumer index for exactly this (mlx5_arm_cq; the PRM's "request notification"),
-    so the program gets an event and polls again. A stand-in until nicsim.nic.cq does it
-    (then this goes): the wrapped arm is the model's own, and the event goes through the
-    NIC's own event queue."""
-    orig = cqs.arm
-
-    def arm(cq: Any, solicited_only: bool) -> None:
-        orig(cq, solicited_only)
-        if cq.armed and not solicited_only and cq.pi != cqs._consumer(cq):
-            cq.armed = False
-            cqs.eqs.post(cq.eqn, EqeType.COMPLETION, cq.cqn, cqs.dma.env.now)
-
-    cqs.arm = arm
 
 
 def _op_name(op: int) -> str:

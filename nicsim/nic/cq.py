@@ -127,6 +127,16 @@ class CqWriter:
 
     def arm(self, cq: CqCtx, solicited_only: bool) -> None:
         """CQ_ARM: one completion event for the next (solicited) CQE. Arming an armed CQ
-        for solicited-only does not narrow an arm for any completion (IBA 11.4.2.2)."""
+        for solicited-only does not narrow an arm for any completion (IBA 11.4.2.2).
+
+        The arm is a doorbell: it reaches the NIC a PCIe write after the program issued it,
+        and a CQE written in between would wait for the next one, so a program that arms and
+        then polls once (ibv_rc_pingpong -e) could poll before that CQE lands and then wait
+        for ever. As ConnectX compares the consumer index its arm carries (mlx5_arm_cq), an
+        arm for any completion that finds CQEs software has not consumed (the doorbell
+        record) raises the event at once."""
         cq.solicited_only = solicited_only and (cq.solicited_only or not cq.armed)
         cq.armed = True
+        if not cq.solicited_only and cq.pi != self._consumer(cq):
+            cq.armed = False
+            self.eqs.post(cq.eqn, EqeType.COMPLETION, cq.cqn, self.dma.env.now)
