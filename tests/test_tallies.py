@@ -152,3 +152,16 @@ def test_posted_writes_land_in_time_order_and_reads_see_them_first():
     assert [t for t, _, _ in mem.posted] == [310.0 + i for i in range(41, LAND_AT)] + [500.0]
     assert mem.mv[base + 800:base + 808].tobytes() == bytes([40, *range(33, 40)])  # i <= 40
     assert mem.mv[base + 900] == 0
+
+
+def test_free_bytes_comes_back_when_pages_are_freed() -> None:
+    """free_bytes counts each page once: a page taken from a fresh 2 MiB block and given back
+    leaves it where it started (it counted the block's pages twice, so `mmap` refused a
+    mapping that fit)."""
+    mem = PhysMem(64 << 20, seed=3)
+    before = mem.free_bytes
+    pages = [mem.alloc_page() for _ in range(5)]
+    assert mem.free_bytes == before - 5 * 4096
+    for pa in pages:
+        mem.free_page(pa)
+    assert mem.free_bytes == before

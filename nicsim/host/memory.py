@@ -126,7 +126,8 @@ class PhysMem:
     @property
     def free_bytes(self) -> int:
         """Memory that can still be allocated (pages, or contiguous runs of them)."""
-        fresh = max(0, self._high - self._low - len(self._block)) + len(self._block)
+        # (_low is already past the block being handed out: its pages count once, as _block)
+        fresh = self._high - self._low + len(self._block)
         return (fresh + len(self._free_pages)) * PAGE_SIZE + sum(
             n for _, n in self._contig_free._free)
 
