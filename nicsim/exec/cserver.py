@@ -214,6 +214,7 @@ class Client:
     conn: socket.socket
     pid: int
     name: str = "?"
+    host: str | None = None  # the one host whose devices it sees (nicsim exec --host), or all
     process: pyverbs_process.Process | None = None
     contexts: dict[int, Context] = field(default_factory=dict)
     next_handle: int = 1
@@ -292,7 +293,7 @@ class VerbsServer:
         self.world: World | None = None
         self._lock = FairLock()  # one request at a time touches the world, in order
         self.trackers: list[Tracker] = []  # each host's memory (nicsim.exec.cmem)
-        self._listener: socket.socket | None = None
+        self._listeners: list[tuple[socket.socket, str]] = []
         self._threads: list[threading.Thread] = []
         self._clients: list[Client] = []
         self._closed = False
@@ -300,27 +301,44 @@ class VerbsServer:
 
     # -- life ---------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, host: str | None = None) -> None:
+        """Listen on `path`; with `host`, its programs see only that host's devices."""
+        self.listen(self.path, host)
+
+    def listen(self, path: str, host: str | None = None) -> socket.socket:
+        """Serve programs on one more socket, `path` (a shared world has one per host:
+        nicsim.exec.shared); with `host`, they see only that host's devices, as a program on
+        that machine would."""
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            s.bind(self.path)
+            s.bind(path)
             s.listen(16)
         except OSError:
             s.close()
             raise
-        self._listener = s
-        t = threading.Thread(target=self._accept, name="nicsim-verbs-server", daemon=True)
+        self._listeners.append((s, path))
+        t = threading.Thread(target=self._accept, args=(s, host), daemon=True,
+                             name=f"nicsim-verbs-server-{host or 'all'}")
         t.start()
         self._threads.append(t)
+        return s
+
+    @property
+    def clients(self) -> int:
+        """Programs connected now."""
+        return len(self._clients)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._listener is not None:
+        for listener, path in self._listeners:
             with contextlib.suppress(OSError):
-                self._listener.shutdown(socket.SHUT_RDWR)
-            self._listener.close()
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+            if path != self.path:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
         for c in list(self._clients):
             with contextlib.suppress(OSError):
                 c.conn.shutdown(socket.SHUT_RDWR)
@@ -339,16 +357,15 @@ class VerbsServer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _accept(self) -> None:
-        assert self._listener is not None
+    def _accept(self, listener: socket.socket, host: str | None) -> None:
         while not self._closed:
             try:
-                conn, _ = self._listener.accept()
+                conn, _ = listener.accept()
             except OSError:
                 return  # closed
             pid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                                       12))[0]
-            client = Client(conn, pid)
+            client = Client(conn, pid, host=host)
             self._clients.append(client)
             t = threading.Thread(target=self._serve, args=(client,), daemon=True,
                                  name=f"nicsim-verbs-{pid}")
@@ -428,7 +445,8 @@ class VerbsServer:
                 self.world = self._make_world()
                 self.trackers = [Tracker(h.mem) for h in self.world.hosts.values()]
             if client.process is None:
-                client.process = CProcess(devices(self.world))
+                client.process = CProcess([d for d in devices(self.world)
+                                           if client.host in (None, d.host.name)])
             self._as(client)
             try:
                 # Any request may let the world run (a doorbell, a command, an empty poll):

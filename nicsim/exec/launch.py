@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,9 +16,18 @@ import tempfile
 from pathlib import Path
 
 import nicsim.driver
-from nicsim.exec import native
+from nicsim.exec import native, shared
 from nicsim.exec.cserver import SOCKET_ENV, VerbsServer
-from nicsim.exec.spec import ENV, SHIM_DIR_ENV, SpecError, WorldSpec, from_env, save
+from nicsim.exec.spec import (
+    ENV,
+    HOSTS_ENV,
+    SHIM_DIR_ENV,
+    WORLD_FILE,
+    SpecError,
+    WorldSpec,
+    from_env,
+    save,
+)
 from nicsim.exec.world import build, netdevs
 from nicsim.usage import OneLineParser, UsageError
 
@@ -43,7 +53,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rate-gbps", type=float, help="link rate")
     p.add_argument("--pcap", metavar="DIR", help="write every host port's frames (and what "
                    "its NIC loops back) to DIR/nicsim-PID-HOST.pcap")
-    p.add_argument("--world", metavar="KEY=VALUE,...", help="the world as NICSIM_WORLD says it")
+    p.add_argument("--world", metavar="NAME|KEY=VALUE,...",
+                   help="KEY=VALUE,...: the world as NICSIM_WORLD says it; NAME: a world that "
+                   "several nicsim exec commands share (the first starts it, with the world "
+                   "its options and NICSIM_WORLD describe; C programs)")
+    p.add_argument("--host", metavar="HOST", help="run as a program on HOST (a, b, ... or "
+                   "h0, h1, ...): a C program sees that host's devices only, and the world's "
+                   "host names reach this machine for out-of-band TCP (perftest's server name)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command (after --)")
     return p
 
@@ -72,31 +88,50 @@ def _shims(where: Path) -> None:
         f.chmod(0o755)
 
 
-def _c_programs(spec: WorldSpec, shim: Path, env: dict[str, str],
-                command: str) -> VerbsServer | None:
-    """What a C program needs: nicsim's libibverbs.so.1 in the shim directory, first on
-    LD_LIBRARY_PATH, and a verbs server on a socket there (it builds the world at the first
-    connection, so a command that opens no device costs nothing)."""
+def _library(shim: Path, env: dict[str, str], command: str, hosts: list[str]) -> bool:
+    """nicsim's libibverbs.so.1 in the shim directory, first on LD_LIBRARY_PATH, and the
+    world's host names resolving to this machine (nicsim.exec.shared); False if there is
+    no library."""
     lib, why = native.library()
     if why and not Path(command).name.startswith("python"):
         print(f"warning: nicsim exec: nicsim's libibverbs: {why}"
               + ("" if lib else "; C programs see this machine's RDMA devices, not the "
                  "simulated ones"), file=sys.stderr)
     if lib is None:
+        return False
+    (shim / native.LIB_NAME).symlink_to(lib)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        [str(shim)] + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
+    names = lib.with_name(native.HOSTS_LIB)
+    if names.exists():
+        env["LD_PRELOAD"] = " ".join([str(names), *env.get("LD_PRELOAD", "").split()])
+        env[HOSTS_ENV] = ",".join(hosts)
+    return True
+
+
+def _c_programs(spec: WorldSpec, shim: Path, env: dict[str, str], command: str,
+                host: str | None, hosts: list[str]) -> VerbsServer | None:
+    """What a C program needs (_library) and a verbs server on a socket in the shim
+    directory (it builds the world at the first connection, so a command that opens no
+    device costs nothing)."""
+    if not _library(shim, env, command, hosts):
         return None
     sock = shim / "verbs.sock"
     server = VerbsServer(str(sock), lambda: build(spec))
     try:
-        server.start()
+        server.start(host)
     except OSError as e:  # (e.g. a $TMPDIR too long for a Unix socket's path)
         print(f"warning: nicsim exec: no verbs server for C programs: {sock}: {e.strerror}",
               file=sys.stderr)
         return None
-    (shim / native.LIB_NAME).symlink_to(lib)
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(
-        [str(shim)] + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
     env[SOCKET_ENV] = str(sock)
     return server
+
+
+def _check_host(host: str | None, hosts: list[str]) -> None:
+    if host is not None and host not in hosts:
+        raise UsageError(f"--host {host}: no such host (the world's hosts: "
+                         f"{', '.join(hosts)})")
 
 
 def main(argv: list[str]) -> int:
@@ -117,8 +152,9 @@ def main(argv: list[str]) -> int:
                                                ("seed", args.seed),
                                                ("rate_gbps", args.rate_gbps),
                                                ("pcap", args.pcap)) if v is not None)
+    name = args.world if args.world and shared.is_name(args.world) else None
     try:
-        spec = from_env(env).with_text(args.world or "").with_text(text)
+        spec = from_env(env).with_text("" if name else args.world or "").with_text(text)
     except SpecError as e:
         print(f"error: nicsim exec: {e}", file=sys.stderr)
         return 2
@@ -137,10 +173,33 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="nicsim-exec-") as tmp:
         shim = Path(tmp)
         _shims(shim)
-        save(netdevs(build(spec, pcap=False)), tmp)  # what the shims answer, once
         env[SHIM_DIR_ENV] = str(shim)
         env["PATH"] = os.pathsep.join([str(shim), env.get("PATH", "")])
-        server = _c_programs(spec, shim, env, cmd[0])
+        server: VerbsServer | None = None
+        session: shared.Session | None = None
+        try:
+            if name is not None:
+                session = shared.join(name, env)
+                _check_host(args.host, session.hosts)
+                # what the shims answer: the shared world's devices
+                shutil.copy(session.where / WORLD_FILE, shim / WORLD_FILE)
+                if _library(shim, env, cmd[0], session.hosts):
+                    env[SOCKET_ENV] = str(session.where / (
+                        f"{args.host}.sock" if args.host else "all.sock"))
+                if Path(cmd[0]).name.startswith("python"):
+                    print(f"note: nicsim exec: --world {name} is shared by C programs; a "
+                          "pyverbs program runs in a world of its own", file=sys.stderr)
+            else:
+                w = build(spec, pcap=False)
+                hosts = list(w.hosts)
+                _check_host(args.host, hosts)
+                save(netdevs(w), tmp)  # what the shims answer, once
+                server = _c_programs(spec, shim, env, cmd[0], args.host, hosts)
+        except (UsageError, shared.SharedError) as e:
+            if session is not None:
+                session.close()
+            print(f"error: nicsim exec: {e}", file=sys.stderr)
+            return 2
         try:
             try:
                 proc = subprocess.Popen(cmd, env=env)
@@ -156,6 +215,8 @@ def main(argv: list[str]) -> int:
         finally:
             if server is not None:
                 server.close()
+            if session is not None:
+                session.close()
     if rc < 0:  # killed by a signal: exit as a shell reports it
         return 128 - rc if -rc != signal.SIGPIPE else 141
     return rc

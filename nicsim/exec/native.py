@@ -18,6 +18,7 @@ from pathlib import Path
 import nicsim
 
 LIB_NAME = "libibverbs.so.1"
+HOSTS_LIB = "libnicsim_hosts.so"  # LD_PRELOAD: the world's host names (hostnames.c)
 HEADER = Path("/usr/include/infiniband/verbs.h")  # libibverbs-dev
 
 
@@ -42,7 +43,7 @@ def library() -> tuple[Path | None, str]:
     lib = out / LIB_NAME
     if not (src / "Makefile").is_file():
         return (lib if lib.exists() else None), "its sources (native/libibverbs) are not here"
-    if not _stale(lib, src):
+    if not _stale(lib, src) and (out / HOSTS_LIB).exists():
         return lib, ""
     missing = [what for what, ok in (("make", shutil.which("make")), ("gcc", shutil.which("gcc")),
                                      ("libibverbs-dev", HEADER.is_file())) if not ok]
@@ -52,7 +53,7 @@ def library() -> tuple[Path | None, str]:
     out.mkdir(parents=True, exist_ok=True)
     with open(out / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # (another nicsim exec may be building it)
-        if _stale(lib, src):
+        if _stale(lib, src) or not (out / HOSTS_LIB).exists():
             r = subprocess.run(["make", "-s", "-C", str(src), f"OUT={out}"],
                                capture_output=True, text=True, check=False)
             if r.returncode:

@@ -79,6 +79,7 @@ def from_env(environ: dict[str, str] | None = None) -> WorldSpec:
 
 
 SHIM_DIR_ENV = "NICSIM_SHIM_DIR"  # where the shims are, so `ip` can find the real one
+HOSTS_ENV = "NICSIM_HOSTS"  # the world's host names (native/libibverbs/hostnames.c)
 WORLD_FILE = "world.json"
 
 

@@ -1,0 +1,100 @@
+"""Two `nicsim exec` commands on one named world, as a user runs perftest on two machines:
+`nicsim exec --world W --host a -- ib_write_bw ...` and, at the same time, `nicsim exec --world
+W --host b -- ib_write_bw ... a`. The first command starts the world's server, each program
+sees its own host's device, the server name `a` reaches host a, the frames are on the world's
+wire, and the server goes away when both are done."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nicsim.fabric.pcap import check_pcap
+from nicsim.wire import Opcode, parse
+
+pytestmark = pytest.mark.skipif(shutil.which("ib_write_bw") is None
+                                or shutil.which("ibv_devices") is None,
+                                reason="perftest / ibverbs-utils are not installed "
+                                       "(make test installs them)")
+
+
+def _exec(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "nicsim.cli", "exec", *args], env=env,
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    return {**os.environ, "XDG_RUNTIME_DIR": str(tmp)}
+
+
+def test_perftest_on_two_hosts_of_one_named_world(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    cap = tmp_path / "cap"
+    server = _exec(["--world", "W", "--host", "a", "--pcap", str(cap), "--",
+                    "ib_write_bw", "-s", "4096", "-n", "200", "--report_gbits"], env, tmp_path)
+    client = None
+    try:
+        for _attempt in range(40):  # until the server listens on its TCP port
+            time.sleep(0.5)
+            client = _exec(["--world", "W", "--host", "b", "--", "ib_write_bw", "-s", "4096",
+                            "-n", "200", "--report_gbits", "a"], env, tmp_path)
+            out, err = client.communicate(timeout=120)
+            if "Couldn't connect" not in out + err:
+                break
+        assert client is not None and client.returncode == 0, err
+        sout, serr = server.communicate(timeout=120)
+    finally:
+        for p in (server, client):
+            if p is not None and p.poll() is None:
+                p.kill()
+    assert server.returncode == 0, serr
+    for text in (out, sout):
+        row = [ln.split() for ln in text.splitlines() if ln.split()[:2] == ["4096", "200"]]
+        assert len(row) == 1, text  # the result line: size, iterations, peak, average, rate
+    # Each saw its own host's device and GID: the client is host b (10.0.0.2).
+    assert "GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:02" in out.split("remote")[0]
+    # The world's server closes the world when both are done: the captures are whole.
+    sock = tmp_path / "nicsim" / "worlds" / "W" / "control.sock"
+    for _ in range(100):
+        if not sock.exists():
+            break
+        time.sleep(0.1)
+    assert not sock.exists()
+    time.sleep(0.5)
+    from scapy.utils import RawPcapReader
+
+    sent = {}
+    for host in "ab":  # (each host port's capture holds the frames it sent)
+        (path,) = sorted(cap.glob(f"*-{host}.pcap"))
+        assert not check_pcap(path).bad
+        sent[host] = [parse(bytes(f)) for f, _ in RawPcapReader(str(path))]
+    # perftest's 200 WRITEs of 4096 bytes went from host b, and host a acknowledged them
+    writes = [p for p in sent["b"] if p.opcode == Opcode.RC_RDMA_WRITE_ONLY]
+    assert len(writes) == 200 and all(len(p.payload) == 4096 for p in writes)
+    assert {p.opcode for p in sent["a"]} == {Opcode.RC_ACKNOWLEDGE}
+
+
+def test_a_program_on_one_host_sees_its_device_only(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    p = _exec(["--world", "V", "--host", "b", "--", "ibv_devices"], env, tmp_path)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "nsnic1" in out and "nsnic0" not in out
+    p = _exec(["--world", "V", "--host", "zz", "--", "true"], env, tmp_path)
+    _out, err = p.communicate(timeout=120)
+    assert p.returncode == 2
+    assert err.strip().splitlines()[-1] == \
+        "error: nicsim exec: --host zz: no such host (the world's hosts: a, b)"
+
+
+def test_host_in_a_private_world(tmp_path: Path) -> None:
+    p = _exec(["--host", "a", "--", "ibv_devices"], _env(tmp_path), tmp_path)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "nsnic0" in out and "nsnic1" not in out
