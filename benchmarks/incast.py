@@ -1,6 +1,6 @@
 """N:1 incast on a 100 Gb/s star: every sender streams 64 KiB RDMA WRITEs (MTU 4096) on its own
-QP to one receiver, with congestion control none / dcqcn_paper / dcqcn_mlx / dcqcn_tuned and
-PFC on or off.
+QP to one receiver, with congestion control none / dcqcn_paper / dcqcn_mlx / dcqcn_tuned /
+hpcc / timely / dctcp and PFC on or off.
 
 For each N (2, 4, 8, 16, 32, 64) and setting, the same total of bytes (`--mbytes`, shared out
 among the senders): the receiver's goodput while all senders compete (until the first
@@ -10,12 +10,15 @@ largest queue toward the receiver, switch drops, the time the senders' NICs spen
 time to converge (every sender's rate, averaged over 10 bins, within 10% of the fair share
 from then on; null when that never holds), retransmitted packets, whether every WR completed
 and whether every byte landed. The RED band is
-the switch default (the DCQCN paper's: Kmin 5 KB, Kmax 200 KB, Pmax 1%); PFC protects class 3
-(the streams' DSCP 26) when on. With `--plot`, a PNG of per-sender rate against time for each
-8:1 run with DCQCN and PFC on.
+the switch default (the DCQCN paper's: Kmin 5 KB, Kmax 200 KB, Pmax 1%), except for dctcp,
+whose switches mark every ECT frame above K = DCTCP_K_BYTES (DCTCP's step marking); the
+switches add INT records for hpcc; TIMELY and HPCC are given the star's base RTT. PFC protects
+class 3 (the streams' DSCP 26) when on. With `--plot`, a PNG of per-sender rate against time
+for each 8:1 run with congestion control and PFC on.
 
     python benchmarks/incast.py [--json] [--n 2,4,8,16,32,64] [--pfc on,off] [--mbytes 32]
-                                [--cc none,dcqcn_paper,dcqcn_mlx,dcqcn_tuned] [--plot FILE.png]
+                                [--cc none,dcqcn_paper,dcqcn_mlx,dcqcn_tuned,hpcc,timely,dctcp]
+                                [--plot FILE.png]
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ import sys
 import time
 from pathlib import Path
 
-from nicsim.fabric.switch import PfcConfig, SwitchConfig
+from nicsim.fabric.switch import PfcConfig, RedConfig, SwitchConfig
 from nicsim.fabric.topology import Shape, TopologySpec
-from nicsim.nic.cc import cc_from_dict
+from nicsim.nic.cc import ALGORITHMS, CcAlgorithm, CcConfig, Signal, cc_from_dict
 from nicsim.nic.config import NicConfig
 from nicsim.workloads.bulk import BulkResult, incast, jain
 from nicsim.world import World
@@ -37,11 +40,44 @@ from nicsim.world import World
 MSG = 64 * 1024
 
 
+# DCTCP's marking threshold K on the star (Alizadeh et al. 2010, section 3.4: K > C x RTT / 7;
+# 100 Gb/s x 8 us / 7 is 14 KB; the paper runs K of 20 packets at 1 Gb/s, 65 at 10 Gb/s).
+DCTCP_K_BYTES = 30_000
+# Base RTT of the star for the RTT- and INT-based algorithms: an unloaded 4 KiB packet's last
+# bit out to its ACK back through one switch with the NICs' pipelines (what TIMELY measures),
+# and the NIC knobs they run with: an ACK per packet, as HPCC's and TIMELY's feedback is per
+# ACK (with the default of one ACK per 16 packets a QP slowed to a few Gb/s hears once every
+# hundred microseconds).
+STAR_RTT_US = 2.0
+_CC_EXTRA: dict[str, dict[str, float]] = {
+    "hpcc": {"base_rtt_us": STAR_RTT_US, "rai_mbps": 1000.0},
+    # TIMELY's thresholds and step scaled from the paper's 10 Gb/s fabric (minRTT 20 us)
+    # to this one: T_low 2.5 and T_high 25 base RTTs, delta 10x.
+    "timely": {"min_rtt_us": STAR_RTT_US, "t_low_us": 2.5 * STAR_RTT_US,
+               "t_high_us": 25 * STAR_RTT_US, "delta_mbps": 100.0}}
+_NIC_EXTRA: dict[str, dict[str, int]] = {"hpcc": {"ack_coalesce": 1},
+                                         "timely": {"ack_coalesce": 1}}
+
+
+def cc_config(cc: str) -> CcConfig:
+    """The benchmark's `cc` setting: a preset, with the star's RTTs for TIMELY and HPCC."""
+    return cc_from_dict({"preset": cc, **_CC_EXTRA.get(cc, {})})
+
+
+def switch_config(cc: CcConfig, pfc: bool) -> SwitchConfig:
+    red = (RedConfig(DCTCP_K_BYTES, DCTCP_K_BYTES, 1.0),) * 8 \
+        if cc.algorithm is CcAlgorithm.DCTCP else SwitchConfig().red
+    uses_int = cc.algorithm is not CcAlgorithm.NONE and bool(
+        (cc.impl or ALGORITHMS[cc.algorithm]).signals & Signal.INT)
+    return SwitchConfig(pfc=PfcConfig(enabled=pfc), red=red, int_telemetry=uses_int)
+
+
 def run(n: int, cc: str, pfc: bool, mbytes: float, bin_ns: float) -> tuple[dict, BulkResult]:
     msgs = max(4, math.ceil(mbytes * 1e6 / n / MSG))
+    ccc = cc_config(cc)
     w = World.from_topology(TopologySpec(Shape.STAR, hosts=n + 1),
-                            nic=NicConfig(cc=cc_from_dict(cc)),
-                            switch=SwitchConfig(pfc=PfcConfig(enabled=pfc)))
+                            nic=NicConfig(cc=ccc, **_NIC_EXTRA.get(cc, {})),  # type: ignore[arg-type]
+                            switch=switch_config(ccc, pfc))
     wall = time.perf_counter()
     r = incast(w, [f"h{i}" for i in range(1, n + 1)], "h0", msgs=msgs, bin_ns=bin_ns,
                dscp=26, limit_ns=2e9)
@@ -104,7 +140,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--n", default="2,4,8,16,32,64")
-    ap.add_argument("--cc", default="none,dcqcn_paper,dcqcn_mlx,dcqcn_tuned")
+    ap.add_argument("--cc", default="none,dcqcn_paper,dcqcn_mlx,dcqcn_tuned,hpcc,timely,dctcp")
     ap.add_argument("--pfc", default="on,off")
     ap.add_argument("--mbytes", type=float, default=32.0, help="total MB sent per run")
     ap.add_argument("--bin-us", type=float, default=50.0)

@@ -67,6 +67,13 @@ hold buffer): no mark below Kmin; between Kmin and Kmax probability pmax x (dept
 become CE; CE stays CE and Not-ECT passes unmarked (no RED drops). One seeded numpy
 generator per switch draws the coin, and only for frames in the band, so runs repeat.
 
+INT (`int_telemetry`, for HPCC): as a frame starts to leave a port, a RoCEv2 frame (untagged,
+UDP port 4791) gets a record of the port appended after its IP datagram: the time, the bytes
+the port sent before it, the bytes queued behind it, the link's rate (nicsim.wire.telemetry
+has the format and why it goes there). An ACK's echo of such records is left alone. The
+frame's buffer accounting keeps the length it was queued with; the transmitter sends, and
+`tx_bytes` counts, what the record added (`pN.int_stamped`, `pN.int_bytes`: with INT on).
+
 Counters (`Switch.counters()`, all always present, `N` port, `C` class):
   pN.rx_frames, pN.rx_bytes, pN.tx_frames, pN.tx_bytes            (all frames, control too)
   pN.pause_sent / pN.resume_sent         PFC frames sent with a pause time / with time 0
@@ -130,6 +137,7 @@ from nicsim.fabric.pfc import (
 )
 from nicsim.sim import Entry, Sim
 from nicsim.sim.paths import general
+from nicsim.wire import telemetry
 from nicsim.wire.packet import (
     ETH_FCS,
     ETH_HLEN,
@@ -296,6 +304,9 @@ class SwitchConfig:
     dwrr_weights: tuple[float, ...] = (1.0,) * NUM_CLASSES
     red: tuple[RedConfig | None, ...] = (_DCQCN_RED,) * NUM_CLASSES  # None: no marking
     pfc: PfcConfig = PfcConfig()
+    # HPCC's in-band telemetry: a record of the egress port on every RoCEv2 frame sent
+    # (nicsim.wire.telemetry; see "INT" in the module docstring).
+    int_telemetry: bool = False
 
     def __post_init__(self) -> None:
         for name, enum in (("classify", Classify), ("scheduler", Scheduler)):
@@ -430,6 +441,9 @@ class _Port:
         # and its counters
         "wd_watch", "wd_storm", "wd_last_pause", "wd_storms", "wd_restores", "wd_dropped",
         "wd_dropped_bytes", "wd_ignored",
+        # INT (nicsim.wire.telemetry): the link rate's code, bytes sent, bytes INT added,
+        # frames stamped
+        "int_code", "int_tx", "int_added", "int_stamped",
     )
 
     def __init__(self, idx: int, link: Link, mac: bytes, headroom: int) -> None:
@@ -476,6 +490,8 @@ class _Port:
         self.wd_last_pause = [0.0] * NUM_CLASSES
         self.wd_storms, self.wd_restores, self.wd_dropped, self.wd_dropped_bytes, \
             self.wd_ignored = list(z), list(z), list(z), list(z), list(z)
+        self.int_code = -1
+        self.int_tx = self.int_added = self.int_stamped = 0
 
 
 def _csum_update(hc: int, delta: int) -> int:
@@ -549,6 +565,7 @@ class Switch:
         self._shared = cfg.buffer_bytes  # the shared pool: buffer minus reserved headroom
         self._used = 0  # shared pool bytes in use
         self._max_used = 0
+        self._int = cfg.int_telemetry
 
     # --- building ---------------------------------------------------------------------------
 
@@ -560,6 +577,11 @@ class Switch:
         specs = self._specs + [PortSpec(link.cfg.rate_gbps, link.cfg.prop_ns)]
         heads = check_switch_config(self.cfg, specs)
         ps = _Port(len(self.ports), link, bytes(mac), heads[-1])
+        if self._int:
+            try:
+                ps.int_code = telemetry.rate_code(ps.rate)
+            except ValueError as e:
+                raise ValueError(f"{self.name}: int_telemetry: {e}") from None
         ps.end = link.attach(partial(self._receive, ps), direct=True)
         ps.wake = partial(self._serve, ps)
         self._specs = specs
@@ -626,9 +648,12 @@ class Switch:
             out[f"{p}.rx_bytes"] = ps.rx_bytes
             out[f"{p}.tx_frames"] = ps.ctrl_frames + sum(
                 self._dequeued(ps, c) for c in range(NUM_CLASSES))
-            out[f"{p}.tx_bytes"] = ps.ctrl_bytes + sum(
+            out[f"{p}.tx_bytes"] = ps.ctrl_bytes + ps.int_added + sum(
                 ps.enq_bytes[c] - ps.depth[c] - ps.wd_dropped_bytes[c]
                 for c in range(NUM_CLASSES))
+            if self._int:
+                out[f"{p}.int_stamped"] = ps.int_stamped
+                out[f"{p}.int_bytes"] = ps.int_added
             out[f"{p}.pause_sent"] = ps.pause_sent
             out[f"{p}.resume_sent"] = ps.resume_sent
             out[f"{p}.pause_received"] = ps.pause_received
@@ -1192,6 +1217,8 @@ class Switch:
             else:  # what _release does for a PG with nothing in its headroom, not paused
                 ip.pg_shared[tc] -= n
                 self._used -= n
+        if self._int:
+            frame = self._stamp(ps, frame, now)
         n = len(frame)
         w = n if n > ETH_MIN_FRAME else ETH_MIN_FRAME
         npb = ps.npb
@@ -1203,6 +1230,21 @@ class Switch:
             self.env.at(free, Entry(ps.wake, ps.token))
         else:
             ps.wake_at = _INF  # nothing waits: no timer until a frame comes
+
+    @staticmethod
+    def _stamp(ps: _Port, frame: bytes, now: float) -> bytes:
+        """HPCC's INT record of this port, added to a RoCEv2 frame as it starts to leave
+        (nicsim.wire.telemetry): the time, the bytes the port sent before it, the bytes still
+        queued behind it (HPCC section 3.2: qLen, txBytes, ts, B). The frame's buffer
+        accounting keeps its length as queued; the added bytes count in tx_bytes."""
+        out = telemetry.stamp(frame, telemetry.pack_hop(ps.int_code, now, ps.int_tx,
+                                                        sum(ps.depth)))
+        if out is not None:
+            ps.int_added += len(out) - len(frame)
+            ps.int_stamped += 1
+            frame = out
+        ps.int_tx += len(frame)
+        return frame
 
     def _pick_dwrr(self, ps: _Port, now: float) -> int:
         """Deficit round robin over the classes with a frame that may go now: a class's turn

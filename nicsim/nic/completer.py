@@ -12,6 +12,7 @@ ERR, after which every WQE still on the SQ or RQ completes with WR_FLUSH_ERR (IB
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from nicsim.hwif import WQE_INDEX_MASK, CqeOpcode, CqeStatus, QpState, VendorErr, WqeOpcode
 from nicsim.nic.aeth import CREDITS, rnr_timer_ns
@@ -58,9 +59,13 @@ _K_ACK, _K_READ_RESP, _K_ATOMIC_ACK = Kind.ACK, Kind.READ_RESP, Kind.ATOMIC_ACK
 
 
 class Completer:
-    """`requests`: the requester, told of progress (the NIC wires it in after building it)."""
+    """`requests`: the requester, told of progress (the NIC wires it in after building it).
+    `on_acked` and `on_nak`: the congestion control's hooks (nicsim.nic.cc.RateControl's
+    `acked` and `on_nak`), None unless its algorithm asks for ACKs or NAKs."""
 
     requests: Requests
+    on_acked: Callable[[QpCtx, int], None] | None = None
+    on_nak: Callable[[QpCtx, int, int], None] | None = None
 
     def __init__(self, env: Sim, cfg: NicConfig, cq: CqWriter, engine: SendEngine, dma: Dma,
                  mmu: Mmu) -> None:
@@ -206,9 +211,13 @@ class Completer:
             self._credits(qp, syn & 0x1F)
         elif cls == 1:
             self.counters["rnr_naks"] += 1
+            if self.on_nak is not None:
+                self.on_nak(qp, psn, syn)
             self._rnr(qp, psn, syn & 0x1F)
         elif cls == 3:
             self.counters["naks"] += 1
+            if self.on_nak is not None:
+                self.on_nak(qp, psn, syn)
             code = syn & 0x1F
             bump(self.counters, f"nak_{syn:#04x}")  # by AETH syndrome, as Wireshark shows it
             if code == 0:
@@ -242,6 +251,8 @@ class Completer:
         may have been waiting for a READ slot, a fence or credits)."""
         qp.retry_left = qp.retry_cnt
         qp.rnr_left = qp.rnr_retry
+        if self.on_acked is not None:
+            self.on_acked(qp, qp.acked_psn)
         self.requests.restart_timer(qp)
         if qp.fetched or qp.sq_pending:
             self.engine.kick(qp)

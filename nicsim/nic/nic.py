@@ -27,7 +27,7 @@ from nicsim.hwif import (
     XlateStatus,
     features_word,
 )
-from nicsim.nic.cc import NotificationPoint, make_rate_control
+from nicsim.nic.cc import NotificationPoint, Signal, make_rate_control
 from nicsim.nic.command import CommandProcessor
 from nicsim.nic.completer import Completer
 from nicsim.nic.config import NicConfig
@@ -49,6 +49,7 @@ from nicsim.wire import (
     Transport,
     WireError,
     parse,
+    telemetry,
 )
 from nicsim.wire.crc import crc32
 from nicsim.wire.opcodes import Opcode
@@ -117,6 +118,16 @@ class Nic(Services, MmioDevice):
             completer=self.completer, cc=self.cc, port=self.port, framing=self.framing)
         self.engine.start(self.requester, self.fetch)
         self.np = NotificationPoint(env, cfg.cc.cnp, self.framing.builder_for, self.port.send)
+        # The signals the algorithm asks for reach it; the others cost an attribute test.
+        cc = self.cc
+        signals = cc.signals if cc is not None else Signal.NONE
+        if cc is not None and signals & (Signal.ACK | Signal.RTT):
+            self.completer.on_acked = cc.acked
+        if cc is not None and signals & Signal.NAK:
+            self.completer.on_nak = cc.on_nak
+        self._int = cc if signals & Signal.INT else None  # INT echoed and delivered
+        if cc is not None and self._int is not None:
+            self.responder.int_echo = cc.echo_int
         self.regs: dict[int, int] = {}
         # Unbuilt packets the receive fast path took, per frame length: each one is a packet,
         # its bytes and a RoCE packet in `rx`, added when the counters are read.
@@ -306,6 +317,8 @@ class Nic(Services, MmioDevice):
                         rx["ce_marked"] += 1
                         self.np.marked(qp)
                         ce_done = True
+                    if self._int is not None and n > end:
+                        self._int_in(qp, frame, end, True, 0)
                     if self.responder.middle(qp, frame[b], int.from_bytes(frame[b + 9:b + 12],
                                                                           "big"),
                                              frame[b + 8] >= 0x80,
@@ -370,6 +383,9 @@ class Nic(Services, MmioDevice):
         if (p.payload_len + ((p._f1 >> 4) & 3)) & 3:
             rx["bad_padcount"] += 1  # payload and pad fill whole 4-byte words (IBA 9.2)
             return
+        if self._int is not None and (end := telemetry.datagram_end(frame)) > 0 and \
+                len(frame) > end:
+            self._int_in(qp, frame, end, info.is_request, p.psn)
         if info.is_request:
             if not ce_done and p.ecn is Ecn.CE:
                 rx["ce_marked"] += 1
@@ -377,6 +393,18 @@ class Nic(Services, MmioDevice):
             self.responder.request(qp, p)
         else:
             self.completer.response(qp, p)
+
+    def _int_in(self, qp: QpCtx, frame: bytes, end: int, request: bool, psn: int) -> None:
+        """A frame with bytes after its IP datagram (nicsim.wire.telemetry): a request's
+        INT records are echoed by the next ACK; an ACK's echo goes to the algorithm."""
+        tr = telemetry.trailer(frame, end)
+        if tr is None or self._int is None:
+            return
+        if request:
+            if not telemetry.is_echo(tr):
+                self._int.int_request(qp, tr)
+        elif telemetry.is_echo(tr):
+            self._int.on_int(qp, psn, telemetry.hops(tr))
 
     def _mac_control(self, frame: bytes) -> None:
         """A MAC Control frame: PFC pauses the port's priorities (802.1Qbb); an 802.3x

@@ -29,7 +29,7 @@ from nicsim.hwif import (
     WqeOpcode,
     XlateStatus,
 )
-from nicsim.nic.cc.control import RateControl
+from nicsim.nic.cc.control import RateControl, Signal
 from nicsim.nic.completer import CQE_OPCODE, Completer
 from nicsim.nic.config import NicConfig
 from nicsim.nic.counters import bump, new_counters
@@ -127,6 +127,8 @@ class Requester:
         self.tracer: Tracer | None = None  # (Nic.observe)
         self.datagram = datagram
         self.cc = cc
+        # Send times for RTT samples, only for an algorithm that asks (nicsim.nic.cc.control).
+        self._sent_psn = cc.sent_psn if cc is not None and cc.signals & Signal.RTT else None
         self.port = port
         self._lag = cfg.tx_pipeline_ns  # payload in the NIC to first bit on the wire
         # What an RC QP may send on this device (a device without atomics: DevCap.NO_ATOMICS)
@@ -426,6 +428,8 @@ class Requester:
         t = eng.hdr_units.take(t, eng.pkt_cost)  # the header build
         qp.hdr_free = t + eng.pkt_cost
         wait = eng.emit(frame, t + self._lag)
+        if self._sent_psn is not None:  # (sent: when its last bit is out, Port.free)
+            self._sent_psn(qp, (sop.first_psn + k) & PSN_MASK, self.port.free)
         if wait > env.now or self.port.queued:
             yield from self.engine.window(wait)
 
@@ -463,6 +467,7 @@ class Requester:
         if reliable:
             self.arm_timer(qp)
         last_i = npkts - 1
+        sent_psn = self._sent_psn if reliable else None
         first_ext = reth(ctrl.remote_addr, ctrl.rkey, total) if is_write else b""
         last_ext = immdt(ctrl.imm_inv) if has_imm else ieth(ctrl.imm_inv) if has_inv else b""
         # An RC QP's packets travel unbuilt where its path allows (wire.packet.Unbuilt).
@@ -520,6 +525,8 @@ class Requester:
             # the port (IBA 9.8.1; rxe completes it when sent too).
             wait = emit(frame, ready + ready_lag, partial(self.completer.sent, qp, sop)
                         if i == npkts and not reliable else None)
+            if sent_psn is not None:  # (sent: when its last bit is out, Port.free)
+                sent_psn(qp, (psn + i - 1) & PSN_MASK, self.port.free)
             if wait and wait > env.now or queued:
                 qp.cur_k, qp.cur_pos, qp.cur_t = i, pos, t
                 self._count(i0, i, total, mtu, again)

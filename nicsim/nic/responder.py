@@ -15,7 +15,7 @@ them, so that only a duplicate of one of those is executed again.
 from __future__ import annotations
 
 import struct
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 import simpy
 
@@ -75,6 +75,10 @@ _SEL_RANGE, _SEL_MR = 0, 1
 
 
 class Responder:
+    # The congestion control's INT echo (RateControl.echo_int, for an algorithm with
+    # Signal.INT): an ACK carries back the INT records of the request it answers.
+    int_echo: Callable[[QpCtx, bytes | Unbuilt], bytes | Unbuilt] | None = None
+
     def __init__(self, env: Sim, cfg: NicConfig, engine: SendEngine, fetch: WqeFetch,
                  mmu: Mmu, dma: Dma, pcie: Pcie, completer: Completer,
                  windows: MemoryWindows, srq: SharedReceiveQueues, port: Port) -> None:
@@ -127,6 +131,8 @@ class Responder:
     def _send_ack(self, qp: QpCtx, psn: int, syndrome: int, t: float) -> None:
         assert qp.builder is not None
         frame = qp.builder.make(_ACK, qp.dest_qpn, psn, aeth(syndrome, qp.msn))
+        if self.int_echo is not None:
+            frame = self.int_echo(qp, frame)
         self._respond(qp, frame, t)
         qp.resp.unacked = 0
         c = self._c

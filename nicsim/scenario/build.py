@@ -29,7 +29,7 @@ from nicsim.fabric.topology import Graph, Shape, TopologyError
 from nicsim.fabric.topology import TopologySpec as Shaped
 from nicsim.host.host import CpuCosts
 from nicsim.host.pcie import PcieConfig
-from nicsim.nic.cc import cc_from_dict
+from nicsim.nic.cc import ALGORITHMS, CcAlgorithm, Signal, cc_from_dict
 from nicsim.nic.config import NicConfig
 from nicsim.scenario.schema import FaultSpec, LinkSpec, Scenario, ScenarioError, WatchdogSpec
 from nicsim.trace.timeseries import Probe
@@ -84,9 +84,17 @@ def switch_config(sc: Scenario) -> SwitchConfig:
             red=(red,) * 8,
             pfc=PfcConfig(p.enabled, tuple(p.classes), p.xoff_bytes, p.alpha,
                           p.xon_offset_bytes, p.headroom_bytes, p.response_ns,
-                          watchdog(p.watchdog)))
+                          watchdog(p.watchdog)),
+            int_telemetry=uses_int(sc) if s.int_telemetry is None else s.int_telemetry)
     except ValueError as e:
         raise ScenarioError(f"switch.{e}") from None
+
+
+def uses_int(sc: Scenario) -> bool:
+    """Whether the scenario's congestion control reads INT (switches then add it)."""
+    cc = cc_from_dict(sc.cc)
+    rc = cc.impl if cc.algorithm is CcAlgorithm.CUSTOM else ALGORITHMS.get(cc.algorithm)
+    return rc is not None and bool(rc.signals & Signal.INT)
 
 
 def check(sc: Scenario) -> None:

@@ -367,6 +367,10 @@ class SwitchSpec(Strict):
     red: RedSpec | None = Field(RedSpec(), description="the ECN marking of every class "
                                 "(none: no marking)")
     pfc: PfcSpec = Field(PfcSpec(), description="priority flow control")
+    int_telemetry: bool | None = Field(None, description=(
+        "in-band telemetry for HPCC: every RoCEv2 frame a switch sends gets a record of the "
+        "egress port (queue, bytes sent, time, rate) after its IP datagram (null: on when "
+        "the cc algorithm uses INT)"))
 
 
 class TopologySpec(Strict):
@@ -450,10 +454,12 @@ class Scenario(Strict):
                                    "switches")
     switch: SwitchSpec = Field(SwitchSpec(), description="every switch's settings")
     cc: str | dict[str, Any] | None = Field(None, description=(
-        "congestion control in every NIC: a preset (none, dcqcn_paper, dcqcn_mlx, "
-        "dcqcn_tuned) or a mapping that overrides a preset's parameters ({preset: dcqcn_mlx, "
-        "rai_mbps: 100, cnp: {interval_us: 50}}; preset dcqcn_mlx if not given); none: no "
-        "rate limits, CNPs counted and ignored"))
+        "congestion control in every NIC: a preset or algorithm (none, dcqcn_paper, "
+        "dcqcn_mlx, dcqcn_tuned, hpcc, timely, dctcp), or a mapping: {algorithm: hpcc, eta: "
+        "0.9}, {preset: dcqcn_mlx, rai_mbps: 100, cnp: {interval_us: 50}} (preset dcqcn_mlx "
+        "if none is given), or a Python file of your own, {module: ./my_cc.py, <its "
+        "parameters>} (relative to the scenario's directory; docs/how-to/add-cc.md); none: "
+        "no rate limits, CNPs counted and ignored"))
     profile: str | None = Field(None, description=(
         "a NIC profile, by name or path: its link, pcie, nic and cpu fields go under the "
         "scenario's own (none: the model's defaults, as nsnic-100g)"))
@@ -579,10 +585,24 @@ def one_line(e: ValidationError) -> str:
 def validate(data: Any, source: str = "<scenario>") -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario is a mapping (name, ops, flows, ...)")
+    data = _cc_module_path(data, source)
     try:
         return Scenario.model_validate(data)
     except ValidationError as e:
         raise ScenarioError(f"{source}: {one_line(e)}") from None
+
+
+def _cc_module_path(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A relative `cc.module` is from the scenario file's directory: made absolute here,
+    where the file is known (a scenario that is not a file: the working directory)."""
+    cc = data.get("cc")
+    if not isinstance(cc, dict) or not isinstance(cc.get("module"), str):
+        return data
+    mod = Path(cc["module"]).expanduser()
+    src = Path(source)
+    if mod.is_absolute() or source.startswith("<") or not src.is_file():
+        return data
+    return {**data, "cc": {**cc, "module": str(src.resolve().parent / mod)}}
 
 
 def load_data(text: str, source: str = "<scenario>") -> dict[str, Any]:

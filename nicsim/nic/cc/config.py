@@ -25,8 +25,7 @@ assumption, set it to what your NIC measures.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -34,6 +33,10 @@ from typing import Any
 class CcAlgorithm(StrEnum):
     NONE = "none"
     DCQCN = "dcqcn"
+    HPCC = "hpcc"
+    TIMELY = "timely"
+    DCTCP = "dctcp"
+    CUSTOM = "custom"  # a user's RateControl from a Python file (`cc: {module: ...}`)
 
 
 class AlphaUpdate(StrEnum):
@@ -105,6 +108,11 @@ class CcConfig:
     # queue and one of them collects the ECN marks (the phase effects of Floyd and
     # Jacobson, 1992), which a real fabric does not show. 0 makes pacing exact.
     pacing_jitter: float = 0.05
+    # The parameters of an algorithm other than DCQCN (its RateControl.Params; DCQCN's are
+    # `dcqcn`), the user's RateControl class (CUSTOM) and the file it came from.
+    params: Any = None
+    impl: Any = None
+    module: str | None = None
 
 
 PRESETS: dict[str, CcConfig] = {
@@ -130,63 +138,3 @@ class CcConfigError(ValueError):
 def _check(ok: bool, name: str, why: str) -> None:
     if not ok:
         raise CcConfigError(f"cc.{name}: {why}")
-
-
-_DCQCN_FIELDS = {f.name for f in fields(DcqcnParams)}
-_CNP_FIELDS = {f.name for f in fields(CnpConfig)}
-
-
-def cc_from_dict(spec: str | Mapping[str, Any] | None) -> CcConfig:
-    """A CcConfig from a scenario's `cc:` value: a preset name, or a mapping with `preset`
-    and any parameters to override (DCQCN parameters at the top level, the notification
-    point's under `cnp`, `trace`)."""
-    if spec is None:
-        return PRESETS["none"]
-    if isinstance(spec, str):
-        spec = {"preset": spec}
-    spec = dict(spec)
-    name = spec.pop("preset", "dcqcn_mlx")
-    if name not in PRESETS:
-        raise CcConfigError(f"cc.preset: unknown preset {name!r} (known: "
-                            f"{', '.join(PRESETS)})")
-    base = PRESETS[name]
-    trace = spec.pop("trace", base.trace)
-    if not isinstance(trace, bool):
-        raise CcConfigError("cc.trace: must be true or false")
-    jitter = spec.pop("pacing_jitter", base.pacing_jitter)
-    if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or \
-            not 0 <= jitter < 1:
-        raise CcConfigError("cc.pacing_jitter: must be a number in [0, 1)")
-    cnp = spec.pop("cnp", {}) or {}
-    if not isinstance(cnp, Mapping):
-        raise CcConfigError("cc.cnp: must be a mapping")
-    for k in cnp:
-        if k not in _CNP_FIELDS:
-            raise CcConfigError(f"cc.cnp.{k}: unknown parameter (known: "
-                                f"{', '.join(sorted(_CNP_FIELDS))})")
-    for k in spec:
-        if k not in _DCQCN_FIELDS:
-            raise CcConfigError(f"cc.{k}: unknown parameter (known: preset, trace, "
-                                f"pacing_jitter, cnp, "
-                                f"{', '.join(sorted(_DCQCN_FIELDS))})")
-    if spec and base.algorithm is CcAlgorithm.NONE:
-        raise CcConfigError(f"cc.{next(iter(spec))}: preset 'none' has no parameters")
-    try:
-        if "alpha_update" in spec:
-            spec["alpha_update"] = AlphaUpdate(spec["alpha_update"])
-        params = replace(base.dcqcn, **spec)
-        np_cfg = replace(base.cnp, **cnp)
-    except ValueError as e:
-        raise CcConfigError(f"cc.alpha_update: {e}") from None
-    flags = ("enabled", "clamp_target")
-    for prefix, given in (("", spec), ("cnp.", cnp)):
-        for k, v in given.items():
-            if k == "alpha_update":
-                continue
-            if k in flags and not isinstance(v, bool):
-                raise CcConfigError(f"cc.{prefix}{k}: must be true or false, not {v!r}")
-            if k not in flags and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                raise CcConfigError(f"cc.{prefix}{k}: must be a number, not {v!r}")
-    params.check()
-    np_cfg.check()
-    return CcConfig(base.algorithm, name, params, np_cfg, trace, float(jitter))

@@ -35,8 +35,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from nicsim.nic.cc.config import AlphaUpdate, CcConfig
-from nicsim.nic.cc.control import RateControl
+from nicsim.nic.cc.config import AlphaUpdate, CcConfig, DcqcnParams
+from nicsim.nic.cc.control import RateControl, Signal
 from nicsim.nic.qp import QpCtx
 from nicsim.sim import Entry, Sim
 
@@ -60,6 +60,10 @@ class DcqcnState:
 
 
 class Dcqcn(RateControl):
+    name = "dcqcn"
+    signals = Signal.CNP | Signal.SENT
+    Params = DcqcnParams  # (kept in CcConfig.dcqcn, as the DCQCN presets give them)
+
     def __init__(self, env: Sim, cfg: CcConfig, line_gbps: Callable[[], float],
                  rate_changed: Callable[[QpCtx], None]) -> None:
         super().__init__(env, cfg, line_gbps, rate_changed)
