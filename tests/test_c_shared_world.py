@@ -25,25 +25,30 @@ pytestmark = pytest.mark.skipif(shutil.which("ib_write_bw") is None
 
 
 def _exec(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
+    # (not in XDG_RUNTIME_DIR itself: `python -m` would import its nicsim/ folder, where the
+    # worlds live, as the package)
+    work = cwd / "work"
+    work.mkdir(exist_ok=True)
     return subprocess.Popen([sys.executable, "-m", "nicsim.cli", "exec", *args], env=env,
-                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _env(tmp: Path) -> dict[str, str]:
     return {**os.environ, "XDG_RUNTIME_DIR": str(tmp)}
 
 
-def test_perftest_on_two_hosts_of_one_named_world(tmp_path: Path) -> None:
-    env = _env(tmp_path)
-    cap = tmp_path / "cap"
-    server = _exec(["--world", "W", "--host", "a", "--pcap", str(cap), "--",
-                    "ib_write_bw", "-s", "4096", "-n", "200", "--report_gbits"], env, tmp_path)
+def _write_bw(tmp: Path, world: list[str], n: int) -> tuple[str, str]:
+    """ib_write_bw's server on host a (the first command: it starts the world) and its client
+    on host b, naming its server `a`; both outputs."""
+    env = _env(tmp)
+    server = _exec([*world, "--host", "a", "--", "ib_write_bw", "-s", "4096", "-n", str(n),
+                    "--report_gbits"], env, tmp)
     client = None
     try:
         for _attempt in range(40):  # until the server listens on its TCP port
             time.sleep(0.5)
-            client = _exec(["--world", "W", "--host", "b", "--", "ib_write_bw", "-s", "4096",
-                            "-n", "200", "--report_gbits", "a"], env, tmp_path)
+            client = _exec(["--world", world[1], "--host", "b", "--", "ib_write_bw", "-s",
+                            "4096", "-n", str(n), "--report_gbits", "a"], env, tmp)
             out, err = client.communicate(timeout=120)
             if "Couldn't connect" not in out + err:
                 break
@@ -54,30 +59,50 @@ def test_perftest_on_two_hosts_of_one_named_world(tmp_path: Path) -> None:
             if p is not None and p.poll() is None:
                 p.kill()
     assert server.returncode == 0, serr
-    for text in (out, sout):
-        row = [ln.split() for ln in text.splitlines() if ln.split()[:2] == ["4096", "200"]]
-        assert len(row) == 1, text  # the result line: size, iterations, peak, average, rate
-    # Each saw its own host's device and GID: the client is host b (10.0.0.2).
-    assert "GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:02" in out.split("remote")[0]
     # The world's server closes the world when both are done: the captures are whole.
-    sock = tmp_path / "nicsim" / "worlds" / "W" / "control.sock"
+    sock = tmp / "nicsim" / "worlds" / world[1] / "control.sock"
     for _ in range(100):
         if not sock.exists():
             break
         time.sleep(0.1)
     assert not sock.exists()
     time.sleep(0.5)
+    return out, sout
+
+
+def _sent(cap: Path, host: str) -> list:
     from scapy.utils import RawPcapReader
 
-    sent = {}
-    for host in "ab":  # (each host port's capture holds the frames it sent)
-        (path,) = sorted(cap.glob(f"*-{host}.pcap"))
-        assert not check_pcap(path).bad
-        sent[host] = [parse(bytes(f)) for f, _ in RawPcapReader(str(path))]
+    (path,) = sorted(cap.glob(f"*-{host}.pcap"))  # (the frames host's port sent)
+    assert not check_pcap(path).bad
+    return [parse(bytes(f)) for f, _ in RawPcapReader(str(path))]
+
+
+def test_perftest_on_two_hosts_of_one_named_world(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    out, sout = _write_bw(tmp_path, ["--world", "W", "--pcap", str(cap)], 200)
+    for text in (out, sout):
+        row = [ln.split() for ln in text.splitlines() if ln.split()[:2] == ["4096", "200"]]
+        assert len(row) == 1, text  # the result line: size, iterations, peak, average, rate
+    # Each saw its own host's device and GID: the client is host b (10.0.0.2).
+    assert "GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:02" in out.split("remote")[0]
     # perftest's 200 WRITEs of 4096 bytes went from host b, and host a acknowledged them
-    writes = [p for p in sent["b"] if p.opcode == Opcode.RC_RDMA_WRITE_ONLY]
+    writes = [p for p in _sent(cap, "b") if p.opcode == Opcode.RC_RDMA_WRITE_ONLY]
     assert len(writes) == 200 and all(len(p.payload) == 4096 for p in writes)
-    assert {p.opcode for p in sent["a"]} == {Opcode.RC_ACKNOWLEDGE}
+    assert {p.opcode for p in _sent(cap, "a")} == {Opcode.RC_ACKNOWLEDGE}
+
+
+def test_perftest_completes_under_loss_with_retransmissions_on_the_wire(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    out, _ = _write_bw(tmp_path, ["--world", "L", "--loss", "0.02", "--seed", "3",
+                                  "--pcap", str(cap)], 300)
+    assert any(ln.split()[:2] == ["4096", "300"] for ln in out.splitlines()), out
+    writes = [p for p in _sent(cap, "b") if p.opcode == Opcode.RC_RDMA_WRITE_ONLY]
+    psns = [p.psn for p in writes]
+    # every WRITE went out, some of them again: the go-back-N resends after the drops
+    assert len(set(psns)) == 300 and len(psns) > 300
+    assert any(p.opcode == Opcode.RC_ACKNOWLEDGE and p.aeth_syndrome >> 5 == 3
+               for p in _sent(cap, "a"))  # a NAK (PSN sequence error)
 
 
 def test_a_program_on_one_host_sees_its_device_only(tmp_path: Path) -> None:

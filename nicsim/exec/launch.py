@@ -50,7 +50,11 @@ def _parser() -> argparse.ArgumentParser:
                    "unconnected port; 3 or more: a star around one switch)")
     p.add_argument("--mem-mib", type=int, help="physical memory of each host")
     p.add_argument("--seed", type=int, help="seed of the world")
-    p.add_argument("--rate-gbps", type=float, help="link rate")
+    p.add_argument("--rate-gbps", type=float, help="link rate (default: the profile's)")
+    p.add_argument("--profile", metavar="NAME|FILE", help="the hardware: a NIC profile "
+                   "(nicsim profiles lists them), as nicsim run --profile")
+    p.add_argument("--loss", type=float, metavar="P", help="probability that a cable drops "
+                   "each frame, as nicsim run --loss")
     p.add_argument("--pcap", metavar="DIR", help="write every host port's frames (and what "
                    "its NIC loops back) to DIR/nicsim-PID-HOST.pcap")
     p.add_argument("--world", metavar="NAME|KEY=VALUE,...",
@@ -151,7 +155,8 @@ def main(argv: list[str]) -> int:
     text = ",".join(f"{k}={v}" for k, v in (("hosts", args.hosts), ("mem_mib", args.mem_mib),
                                                ("seed", args.seed),
                                                ("rate_gbps", args.rate_gbps),
-                                               ("pcap", args.pcap)) if v is not None)
+                                               ("pcap", args.pcap), ("profile", args.profile),
+                                               ("loss", args.loss)) if v is not None)
     name = args.world if args.world and shared.is_name(args.world) else None
     try:
         spec = from_env(env).with_text("" if name else args.world or "").with_text(text)
@@ -195,7 +200,7 @@ def main(argv: list[str]) -> int:
                 _check_host(args.host, hosts)
                 save(netdevs(w), tmp)  # what the shims answer, once
                 server = _c_programs(spec, shim, env, cmd[0], args.host, hosts)
-        except (UsageError, shared.SharedError) as e:
+        except (UsageError, SpecError, shared.SharedError) as e:
             if session is not None:
                 session.close()
             print(f"error: nicsim exec: {e}", file=sys.stderr)

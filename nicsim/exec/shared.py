@@ -123,7 +123,11 @@ def serve(name: str) -> int:
     except SpecError as e:
         print(f"error: {ENV}: {e}", file=sys.stderr)
         return 2
-    world = build(spec)
+    try:
+        world = build(spec)
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     for stale in where.glob("*.sock"):
         stale.unlink()
     save(netdevs(world), str(where))  # what the rdma, ip and cat shims answer

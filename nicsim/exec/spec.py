@@ -1,7 +1,8 @@
 """The world a program under `nicsim exec` sees, as options and as NICSIM_WORLD.
 
 NICSIM_WORLD is a comma-separated list of key=value pairs, e.g.
-`hosts=2,mem_mib=1024,seed=0,rate_gbps=100,pcap=traces/exec`. The default world is two hosts
+`hosts=2,mem_mib=1024,seed=0,rate_gbps=100,pcap=traces/exec,profile=cx5-100g,loss=0.01`.
+The default world is two hosts
 on one cable, one device each (nsnic0 on the first host, nsnic1 on its peer): a program
 that uses one device talks to itself by loopback inside the NIC, one that uses both talks
 over the cable. More hosts hang off one switch (a star); one host has an unconnected port
@@ -26,16 +27,20 @@ class WorldSpec:
     hosts: int = 2
     mem_mib: int = 1024  # physical memory of each host
     seed: int = 0
-    rate_gbps: float = 100.0
+    rate_gbps: float | None = None  # the link rate (none: the profile's, or 100)
     pcap: str | None = None  # directory for one capture per host port (none: no capture)
+    profile: str | None = None  # the hardware (a profile's name or file; none: nsnic's)
+    loss: float = 0.0  # probability each cable drops a frame (nicsim run's --loss)
 
     def check(self) -> None:
         if not 1 <= self.hosts <= 64:
             raise SpecError(f"hosts: {self.hosts} is not between 1 and 64")
         if not 64 <= self.mem_mib <= 1 << 16:
             raise SpecError(f"mem_mib: {self.mem_mib} is not between 64 and 65536")
-        if not 0 < self.rate_gbps <= 1600:
+        if self.rate_gbps is not None and not 0 < self.rate_gbps <= 1600:
             raise SpecError(f"rate_gbps: {self.rate_gbps} is not in (0, 1600]")
+        if not 0 <= self.loss <= 1:
+            raise SpecError(f"loss: {self.loss} is not a probability in [0, 1]")
         if self.seed < 0:
             raise SpecError(f"seed: {self.seed} is negative")
 

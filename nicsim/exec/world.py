@@ -11,31 +11,58 @@ from __future__ import annotations
 
 import atexit
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from nicsim.driver.user.process import DeviceEntry, Process, attach, set_factory
-from nicsim.exec.spec import Netdev, WorldSpec, from_env
+from nicsim.exec.spec import Netdev, SpecError, WorldSpec, from_env
+from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.link import LinkConfig
 from nicsim.fabric.topology import Shape, TopologySpec, host_ip, host_mac
+from nicsim.host.host import CpuCosts
 from nicsim.hwif import DevFeature, PortState
 from nicsim.nic.config import NicConfig
 from nicsim.world import World
+
+
+def _hardware(spec: WorldSpec) -> tuple[NicConfig, LinkConfig, CpuCosts, FaultConfig | None]:
+    """The NIC, cable and host CPU of spec.profile (as `nicsim run --profile` builds them),
+    or nicsim's defaults; spec.rate_gbps and spec.loss over them."""
+    nic, link, costs = NicConfig(), LinkConfig(), CpuCosts()
+    if spec.profile is not None:
+        from nicsim.scenario import build as scenario
+        from nicsim.scenario.schema import ScenarioError, validate
+
+        # (a scenario carries the profile's merge and checks; its one op is never run)
+        try:
+            sc = validate({"name": "exec", "pcap": None, "ops": [{"op": "write"}],
+                           "profile": spec.profile}, "profile")
+        except ScenarioError as e:  # ("profile: ..." already)
+            raise SpecError(str(e).removeprefix("profile: ")) from None
+        nic, link = scenario.nic_config(sc), scenario.shaped(sc).host_link
+        costs = scenario.cpu_costs(sc)
+    if spec.rate_gbps is not None:
+        link = replace(link, rate_gbps=spec.rate_gbps)
+    faults = FaultConfig(loss=spec.loss, seed=spec.seed) if spec.loss else None
+    return nic, link, costs, faults
 
 
 def build(spec: WorldSpec, pcap: bool = True) -> World:
     """The booted world `spec` describes, devices and netdevs named world-wide, with a pcap
     tap on every host port when spec.pcap names a directory (and `pcap`)."""
     mem = spec.mem_mib << 20
-    link = LinkConfig(rate_gbps=spec.rate_gbps)
+    nic, link, costs, faults = _hardware(spec)
     if spec.hosts == 1:
         w = World(spec.seed)
-        w.add_host("a", NicConfig(mac=host_mac(0), ip=host_ip(0)), mem)
+        w.add_host("a", replace(nic, mac=host_mac(0), ip=host_ip(0)), mem, costs)
         w.boot()
     elif spec.hosts == 2:
-        w = World.two_hosts(spec.seed, link, mem_size=mem)
+        w = World.two_hosts(spec.seed, link, nic=nic, faults=faults, mem_size=mem,
+                            costs=costs)
     else:
-        w = World.from_topology(TopologySpec(shape=Shape.STAR, hosts=spec.hosts, host_link=link),
-                                spec.seed, mem_size=mem)
+        w = World.from_topology(TopologySpec(shape=Shape.STAR, hosts=spec.hosts, host_link=link,
+                                             faults=faults),
+                                spec.seed, nic=nic, mem_size=mem, costs=costs)
     k = 0
     for host in w.hosts.values():
         kernel = host.kernel
