@@ -16,7 +16,6 @@ import socket
 import struct
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,6 @@ from nicsim.exec import native
 from nicsim.exec.cserver import DEVICE_ATTRS, PORT_ATTRS, SOCKET_ENV, Op, VerbsServer
 from nicsim.exec.spec import WorldSpec
 from nicsim.exec.world import build
-from nicsim.nic.config import NicConfig
-from nicsim.world import World
 
 if shutil.which("ibv_devinfo") is None or shutil.which("ibv_devices") is None:
     pytest.skip("ibverbs-utils is not installed (make tools installs it)",
@@ -201,17 +198,9 @@ def _run_on(server: VerbsServer, *cmd: str) -> subprocess.CompletedProcess:
                           check=False)
 
 
-def test_a_device_without_roce_v1_shows_two_gids(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_device_without_roce_v1_shows_two_gids(tmp_path: Path) -> None:
     # rxe-25g's device (nicsim/profiles/rxe-25g.yaml: roce_v1 false) has RoCE v2 GIDs only
-    two = World.two_hosts
-
-    def rxe(*a: object, **kw: object) -> World:
-        return two(*a, nic=replace(NicConfig(), roce_v1=False), **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(World, "two_hosts", staticmethod(rxe))
-    with VerbsServer(str(tmp_path / "verbs.sock"), lambda: build(WorldSpec())) as server:
-        r = _run_on(server, "ibv_devinfo", "-v", "-d", "nsnic0")
+    r = _exec(["--profile", "rxe-25g", "--", "ibv_devinfo", "-v", "-d", "nsnic0"], tmp_path)
     assert r.returncode == 0, r.stderr
     gids = _devinfo(r.stdout)["nsnic0"]["gids"]
     assert [(i, t) for i, _, t in gids] == [(0, "RoCE v2"), (1, "RoCE v2")]
