@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import mmap
 import os
 import socket
 import struct
@@ -76,6 +77,9 @@ from nicsim.world import World
 
 VERSION = 2  # NSRPC_VERSION
 SOCKET_ENV = "NICSIM_VERBS_SOCKET"  # NSRPC_SOCKET_ENV: where the C library connects
+CLOCK_ENV = "NICSIM_CLOCK"  # the world's time for the programs' clocks (clocks.c)
+CLOCK_FILE = "clock"
+_I64 = struct.Struct("<q")
 NAME_MAX = 64
 MAX_BODY = 1 << 20  # a longer request is not one of ours: the connection is closed
 
@@ -298,11 +302,19 @@ class VerbsServer:
         self._clients: list[Client] = []
         self._closed = False
         self.requests = 0  # requests served (tests, the log)
+        # The world's time for the programs' clocks (native/libibverbs/clocks.c), beside the
+        # socket: nanoseconds, rewritten after every request.
+        self.clock_path = os.path.join(os.path.dirname(path), CLOCK_FILE)
+        self._clock: mmap.mmap | None = None
 
     # -- life ---------------------------------------------------------------------------------
 
     def start(self, host: str | None = None) -> None:
         """Listen on `path`; with `host`, its programs see only that host's devices."""
+        with open(self.clock_path, "wb+") as f:
+            f.write(bytes(8))
+            f.flush()
+            self._clock = mmap.mmap(f.fileno(), 8)
         self.listen(self.path, host)
 
     def listen(self, path: str, host: str | None = None) -> socket.socket:
@@ -469,6 +481,8 @@ class VerbsServer:
                     for t in self.trackers:
                         t.flush()
                     self._signal_channels()
+                    if self._clock is not None and self.world is not None:
+                        _I64.pack_into(self._clock, 0, int(self.world.env.now))
                 finally:
                     pyverbs_process.attach(None)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nicsim.driver
 from nicsim.exec import native, shared
-from nicsim.exec.cserver import SOCKET_ENV, VerbsServer
+from nicsim.exec.cserver import CLOCK_ENV, CLOCK_FILE, SOCKET_ENV, VerbsServer
 from nicsim.exec.spec import (
     ENV,
     HOSTS_ENV,
@@ -129,6 +129,7 @@ def _c_programs(spec: WorldSpec, shim: Path, env: dict[str, str], command: str,
               file=sys.stderr)
         return None
     env[SOCKET_ENV] = str(sock)
+    env[CLOCK_ENV] = server.clock_path
     return server
 
 
@@ -191,6 +192,7 @@ def main(argv: list[str]) -> int:
                 if _library(shim, env, cmd[0], session.hosts):
                     env[SOCKET_ENV] = str(session.where / (
                         f"{args.host}.sock" if args.host else "all.sock"))
+                    env[CLOCK_ENV] = str(session.where / CLOCK_FILE)
                 if Path(cmd[0]).name.startswith("python"):
                     print(f"note: nicsim exec: --world {name} is shared by C programs; a "
                           "pyverbs program runs in a world of its own", file=sys.stderr)
