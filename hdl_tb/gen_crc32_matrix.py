@@ -158,18 +158,24 @@ UNSHIFT_HEADER = """\
 // the unused tail of a partial last beat computes the full-beat state and then unshifts by the
 // number of unused bytes: one 32x32 GF(2) matrix per bit of `shift`, no data muxing.
 //   CRC32_U[32*(32*j+o) +: 32]  state bits giving bit o of the register 2**j zero bytes earlier
+// Each stage is a 32-input parity per bit and a 2:1 mux: a caller that must meet a fast clock
+// registers between stages, one instance per stage (SHIFT_WIDTH 1, FIRST_STAGE j for shift
+// bit j).
 //
 // Parameters:
 //   SHIFT_WIDTH  bits of `shift` (1..{stages}: up to {max_shift} zero bytes)
+//   FIRST_STAGE  the stage shift[0] selects: shift[i] undoes 2**(FIRST_STAGE+i) zero bytes
+//                (FIRST_STAGE + SHIFT_WIDTH <= {stages})
 // Ports:
 //   state_in     CRC register after the zero bytes
-//   shift        number of trailing zero bytes to undo
+//   shift        number of trailing zero bytes to undo (in units of 2**FIRST_STAGE)
 //   state_out    CRC register before them
 
 `default_nettype none
 
 module crc32_unshift #(
-    parameter SHIFT_WIDTH = 3
+    parameter SHIFT_WIDTH = 3,
+    parameter FIRST_STAGE = 0
 ) (
     input  wire [31:0]            state_in,
     input  wire [SHIFT_WIDTH-1:0] shift,
@@ -181,7 +187,7 @@ UNSHIFT_BODY = """
 // Stage j multiplies by matrix j when shift[j] is set: bit o = parity of (state & row o).
 genvar j, o;
 generate
-    if (SHIFT_WIDTH < 1 || SHIFT_WIDTH > {stages}) begin : g_bad
+    if (SHIFT_WIDTH < 1 || FIRST_STAGE < 0 || FIRST_STAGE + SHIFT_WIDTH > {stages}) begin : g_bad
         // Not enough matrices: instantiate a module that does not exist (no $error in 2001).
         crc32_unshift_unsupported_shift_width u_unsupported ();
     end
@@ -195,7 +201,7 @@ generate
             assign prev = g_stage[j-1].next;
         end
         for (o = 0; o < 32; o = o + 1) begin : g_bit
-            assign back[o] = ^(prev & CRC32_U[32*(32*j+o) +: 32]);
+            assign back[o] = ^(prev & CRC32_U[32*(32*(FIRST_STAGE+j)+o) +: 32]);
         end
     end
 endgenerate

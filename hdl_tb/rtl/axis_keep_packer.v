@@ -7,12 +7,15 @@
 // tlast beat) and put on the output's last beat; other output beats carry tuser = 0.
 //
 // Structure: each input beat is compacted (byte i moves down by the number of null lanes
-// below it, log2 stages, shift bits taken least significant first, which never collides),
-// rotated up past the bytes already pending, and merged with them. A full beat is emitted
-// only once more bytes are known to follow it, so a packet's final beat always leaves from
-// the pending buffer, one cycle after its tlast beat arrived, while the next packet's first
-// beat enters the emptied buffer. A packed input stream therefore flows at one beat per
-// cycle with no bubble between packets; latency is one beat plus the output register.
+// below it, log2 stages, shift bits taken least significant first, which never collides) into
+// a register stage; the next stage rotates it up past the bytes already pending and merges it
+// with them. A full beat is emitted only once more bytes are known to follow it, so a
+// packet's final beat always leaves from the pending buffer, one cycle after its tlast beat
+// left the compaction stage, while the next packet's first beat enters the emptied buffer. A
+// packed input stream therefore flows at one beat per cycle with no bubble between packets;
+// latency is two beats plus the output register. The two stages are apart so that each fits
+// one cycle at 156.25 MHz on an ECP5 at 64 bits (benchmarks/rtl_timing.py); the merge keeps
+// the base it merges onto (count and bytes) in registers of its own for the same reason.
 //
 // Parameters:
 //   DATA_WIDTH  tdata width in bits, a power of two >= 16
@@ -64,11 +67,16 @@ reg [DATA_WIDTH-1:0] pend_data;
 reg [LW:0]           pend_cnt;
 reg                  pend_last;   // pend_data ends its packet: flush it next
 reg [USER_WIDTH-1:0] pend_user;
+// What the next beat is merged onto: the pending bytes, or nothing after a flush (pend_last).
+// Kept in registers of their own (set with pend_*) so the merge starts from flip-flops.
+reg [DATA_WIDTH-1:0] base_data;   // pend_last ? 0 : pend_data
+reg [LW:0]           base_cnt;    // pend_last ? 0 : pend_cnt
+reg [LW:0]           base_room;   // KEEP_WIDTH - base_cnt
 
 wire out_free = !m_axis_tvalid || m_axis_tready;
 assign s_axis_tready = out_free;
 
-// ---- compaction of the input beat ----
+// ---- compaction of the input beat (stage 1) ----
 // Per-lane quantities are kept one byte per lane, so that each compaction stage is a handful
 // of whole-vector operations (cheap to simulate) rather than a loop over lanes.
 reg [LW:0]           zeros;
@@ -90,7 +98,6 @@ wire [LW:0] in_cnt = KEEP_CNT - zeros;
 reg [DATA_WIDTH-1:0] cd, cv, cz;  // data, lane-valid bytes, remaining shift per lane
 reg [DATA_WIDTH-1:0] shift_bit;   // lane i: 8'hff if bit s of its shift is set
 reg [DATA_WIDTH-1:0] move_in;     // lane i: 8'hff if lane i + 2**s moves down onto it
-reg [DATA_WIDTH-1:0] comp;        // compacted beat: in_cnt bytes from lane 0, zeros above
 
 // A lane whose byte moves away keeps a stale copy (cv says it is empty); only valid lanes
 // move, and the final AND with cv clears the stale ones. So each stage is one 2:1 mux.
@@ -107,27 +114,50 @@ always @* begin
         cz = (cz & ~move_in) | ((cz >> (8 << s)) & move_in);
         cv = (cv & ~shift_bit) | move_in;
     end
-    comp = cd & cv;
 end
 
-// ---- merge with the pending bytes ----
+// The compacted beat: c_cnt bytes from lane 0, zeros above.
+reg                  c_valid, c_last;
+reg [USER_WIDTH-1:0] c_user;
+reg [DATA_WIDTH-1:0] c_data;
+reg [LW:0]           c_cnt;
+reg [KEEP_WIDTH-1:0] c_keep;      // thermo(c_cnt)
+
+always @(posedge clk) begin
+    if (out_free) begin
+        c_valid <= s_axis_tvalid;
+        c_data  <= cd & cv;
+        c_cnt   <= in_cnt;
+        for (i = 0; i < KEEP_WIDTH; i = i + 1)
+            c_keep[i] <= cv[8*i];
+        c_last  <= s_axis_tlast;
+        c_user  <= s_axis_tuser;
+    end
+    if (rst)
+        c_valid <= 1'b0;
+end
+
+// ---- merge with the pending bytes (stage 2) ----
 // After a flush the buffer is empty, so a new packet's bytes start at lane 0.
-wire [LW:0]           base_cnt = pend_last ? {(LW+1){1'b0}} : pend_cnt;
-wire [LW+1:0]         total    = {1'b0, base_cnt} + {1'b0, in_cnt};
+wire [LW+1:0]         total    = {1'b0, base_cnt} + {1'b0, c_cnt};
 wire [DATA_WIDTH-1:0] base_bits = ~({DATA_WIDTH{1'b1}} << {base_cnt, 3'b000});
-reg  [DATA_WIDTH-1:0] rot;      // comp rotated up by base_cnt lanes (mod KEEP_WIDTH)
+reg  [DATA_WIDTH-1:0] rot;      // c_data rotated up by base_cnt lanes (mod KEEP_WIDTH)
 
 always @* begin
-    rot = comp;
+    rot = c_data;
     for (s = 0; s < LW; s = s + 1) begin
         if (base_cnt[s])
             rot = (rot << (8 << s)) | (rot >> (DATA_WIDTH - (8 << s)));
     end
 end
 
-wire [DATA_WIDTH-1:0] lower = (pend_last ? {DATA_WIDTH{1'b0}} : pend_data) | (rot & ~base_bits);
+wire [DATA_WIDTH-1:0] lower = base_data | (rot & ~base_bits);
 wire [DATA_WIDTH-1:0] upper = rot & base_bits;
-wire                  spill = total > {1'b0, KEEP_CNT};
+// total > KEEP_WIDTH, i.e. c_cnt > base_room: bit base_room of c_cnt's thermometer code, a
+// small mux rather than an add and a compare in series (the select fans out to every lane).
+wire                  spill = base_room < KEEP_CNT && c_keep[base_room[LW-1:0]];
+// total - KEEP_WIDTH when spill (total in KEEP_WIDTH+1 .. 2*KEEP_WIDTH): wiring, no subtract
+wire [LW:0]           rest  = {total[LW+1], total[LW-1:0]};
 
 always @(posedge clk) begin
     if (out_free) begin
@@ -143,8 +173,11 @@ always @(posedge clk) begin
             pend_last <= 1'b0;
             pend_cnt  <= {(LW+1){1'b0}};
             pend_data <= {DATA_WIDTH{1'b0}};
+            base_cnt  <= {(LW+1){1'b0}};
+            base_room <= KEEP_CNT;
+            base_data <= {DATA_WIDTH{1'b0}};
         end
-        if (s_axis_tvalid) begin
+        if (c_valid) begin
             if (spill) begin
                 // more bytes follow the first KEEP_WIDTH: emit them as a full beat
                 m_axis_tvalid <= 1'b1;
@@ -153,13 +186,19 @@ always @(posedge clk) begin
                 m_axis_tlast  <= 1'b0;
                 m_axis_tuser  <= {USER_WIDTH{1'b0}};
                 pend_data     <= upper;
-                pend_cnt      <= total[LW:0] - KEEP_CNT;
+                pend_cnt      <= rest;
+                base_data     <= c_last ? {DATA_WIDTH{1'b0}} : upper;
+                base_cnt      <= c_last ? {(LW+1){1'b0}} : rest;
+                base_room     <= c_last ? KEEP_CNT : KEEP_CNT - rest;
             end else begin
                 pend_data     <= lower;
                 pend_cnt      <= total[LW:0];
+                base_data     <= c_last ? {DATA_WIDTH{1'b0}} : lower;
+                base_cnt      <= c_last ? {(LW+1){1'b0}} : total[LW:0];
+                base_room     <= c_last ? KEEP_CNT : KEEP_CNT - total[LW:0];
             end
-            pend_last <= s_axis_tlast;
-            pend_user <= s_axis_tuser;
+            pend_last <= c_last;
+            pend_user <= c_user;
         end
     end
 
@@ -168,6 +207,9 @@ always @(posedge clk) begin
         pend_last     <= 1'b0;
         pend_cnt      <= {(LW+1){1'b0}};
         pend_data     <= {DATA_WIDTH{1'b0}};
+        base_cnt      <= {(LW+1){1'b0}};
+        base_room     <= KEEP_CNT;
+        base_data     <= {DATA_WIDTH{1'b0}};
     end
 end
 

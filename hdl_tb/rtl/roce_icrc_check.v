@@ -13,11 +13,12 @@
 // EtherType pass with tuser = s_axis_tuser. stat_bad_icrc pulses for one cycle per frame found
 // wrong, in the cycle its last beat appears on m_axis.
 //
-// Pipeline: axis_keep_packer -> crc32_roce_icrc (CRC per beat, over the received ICRC too)
-// -> output register, which compares the CRC register with the CRC-32 residue 32'hdebb20e3.
+// Pipeline: axis_keep_packer -> crc32_roce_icrc (CRC per beat, over the received ICRC too;
+// 5 + log2(KEEP_WIDTH) stages) -> output register, which compares the CRC register with the
+// CRC-32 residue 32'hdebb20e3.
 // Throughput: one beat per cycle, no bubble between frames (packed input): cycles per frame =
-// ceil(frame bytes / KEEP_WIDTH). Latency: a frame's last beat is on m_axis 3 cycles after its
-// tlast beat was accepted (packer, CRC stage, output register).
+// ceil(frame bytes / KEEP_WIDTH). Latency: a frame's last beat is on m_axis
+// 7 + log2(KEEP_WIDTH) cycles after its tlast beat was accepted (10 at 64 bits, 13 at 512).
 //
 // Parameters:
 //   DATA_WIDTH     tdata width: 64, 128, 256 or 512

@@ -9,12 +9,13 @@
 // through packed but otherwise unchanged. A frame of no bytes at all is dropped.
 // s_axis_tuser of the input's tlast beat is put on the output's last beat (0 elsewhere).
 //
-// Pipeline: axis_keep_packer -> crc32_roce_icrc (CRC per beat) -> output register, which puts
-// ~CRC after the last byte; when that overflows the beat, the rest goes out in one extra beat
-// (the input waits a cycle: the output then carries more bytes than the input).
+// Pipeline: axis_keep_packer -> crc32_roce_icrc (CRC per beat, 5 + log2(KEEP_WIDTH) stages)
+// -> output register, which puts ~CRC after the last byte; when that overflows the beat, the
+// rest goes out in one extra beat (the input waits a cycle: the output then carries more bytes
+// than the input).
 // Throughput: one beat per cycle, no bubble between frames (packed input): cycles per frame =
-// ceil((frame bytes + 4) / KEEP_WIDTH). Latency: a frame's last beat is on m_axis 3 cycles
-// after its tlast beat was accepted (packer, CRC stage, output register).
+// ceil((frame bytes + 4) / KEEP_WIDTH). Latency: a frame's last beat is on m_axis
+// 7 + log2(KEEP_WIDTH) cycles after its tlast beat was accepted (10 at 64 bits, 13 at 512).
 //
 // Parameters:
 //   DATA_WIDTH  tdata width: 64, 128, 256 or 512

@@ -55,8 +55,8 @@
 // The next WQE starts when the previous one's descriptors are all queued and its reads all
 // issued (the payload FIFO's credits bound the reads in flight); data and frames of consecutive
 // messages stream back to back. With the context kept, a one-packet WQE of the same QP takes
-// 12 cycles here (1 to take it, 1 to evaluate, 6 for the lkey check through mr_translate, 1,
-// 1 to start, 2 to queue the header and issue the read).
+// 13 cycles here (1 to take it, 1 to evaluate, 6 for the lkey check through mr_translate, 1,
+// 1 to take the start PSN, 1 to start, 2 to queue the header and issue the read).
 //
 // Parameters:
 //   DATA_WIDTH     AXI and payload stream width (64..1024, a power of two)
@@ -305,6 +305,7 @@ module roce_req #(
     localparam [3:0] R_START = 4'd7;
     localparam [3:0] R_RUN = 4'd8;
     localparam [3:0] R_FULL = 4'd9;     // a new WQE waits for room among the outstanding
+    localparam [3:0] R_PREP = 4'd10;    // the start PSN and the resend's first packet
     reg [3:0]  state;
     reg [3:0]  ci;            // context word read step (address), 0..10
     reg [3:0]  cd;            // step whose data is in ctx_data
@@ -355,8 +356,15 @@ module roce_req #(
     );
 
     // ---------------------------------------------------------------- the message
-    wire [3:0]  mtu_log = (c_pmtu >= 8'd1 && c_pmtu <= 8'd5) ? c_pmtu[3:0] + 4'd7 : 4'd10;
-    wire [12:0] mtu = 13'd1 << mtu_log;
+    // The path MTU, registered: c_pmtu is read in R_CTX, many cycles before it is used, and
+    // the decode would otherwise head the packet-count chain of R_START.
+    wire [3:0]  mtu_log_c = (c_pmtu >= 8'd1 && c_pmtu <= 8'd5) ? c_pmtu[3:0] + 4'd7 : 4'd10;
+    reg  [3:0]  mtu_log;
+    reg  [12:0] mtu;
+    always @(posedge clk) begin
+        mtu_log <= mtu_log_c;
+        mtu <= 13'd1 << mtu_log_c;
+    end
     wire        is_read = w_op == 8'd4;
     wire        is_cas = w_op == 8'd5;                   // ATOMIC_CMP_AND_SWP
     wire        is_atomic = is_cas || w_op == 8'd6;      // ... or ATOMIC_FETCH_AND_ADD
@@ -530,14 +538,28 @@ module roce_req #(
     wire w_resend = w_index != sq_tail[w_q];
     wire w_stale = w_index != exp_idx[w_q];
 
-    // npkts of the message, and the PSN it starts at
-    wire [33:0] w_pkts = w_total == 34'd0 ? 34'd1 :
-                         (w_total + {21'd0, mtu} - 34'd1) >> mtu_log;
+    // npkts of the message, its last packet's bytes (total - (npkts - 1) * MTU), and the PSN
+    // it starts at. The message's figures are registers that follow w_total: it is set in
+    // R_EVAL, and R_CHK and R_CHKD come before R_PREP and R_START, so they have settled by
+    // then; the PSN and the packet a resend starts at are taken in R_PREP, the cycle before
+    // R_START. (In one cycle, MTU -> npkts -> first packet -> bytes skipped -> first packet's
+    // bytes was a chain of some 90 cells: 26 ns on an ECP5.)
+    reg  [33:0] w_pkts;
+    reg  [33:0] w_pkts_m1;       // w_pkts - 1
+    reg  [12:0] w_last_len;
+    always @(posedge clk) begin
+        w_pkts <= w_total == 34'd0 ? 34'd1 : (w_total + {21'd0, mtu} - 34'd1) >> mtu_log;
+        w_pkts_m1 <= w_pkts - 34'd1;
+        w_last_len <= w_total == 34'd0 ? 13'd0
+                      : ((w_total[12:0] - 13'd1) & (mtu - 13'd1)) + 13'd1;
+    end
     wire [23:0] start_psn = w_resend ? rs_psn[w_q] : psn_stale[w_q] ? c_sqpsn : psn_q;
     // a resend starts at the packet holding the PSN the go-back asked for (if in this WQE)
     wire [23:0] rs_k = rs_from[w_q] - start_psn;
     wire [23:0] k0 = (w_resend && !rs_k[23] && {10'd0, rs_k} < w_pkts) ? rs_k : 24'd0;
-    wire [31:0] skip0 = {8'd0, k0} << mtu_log;
+    reg  [23:0] start_r;         // start_psn and k0, taken in R_PREP
+    reg  [23:0] k0_r;
+    wire [31:0] skip0 = {8'd0, k0_r} << mtu_log;
     reg  [31:0] skip;            // message bytes the data pass skips (a resend from packet k0)
 
     // ================================================================ context cache
@@ -730,8 +752,14 @@ module roce_req #(
                     e_status <= ST_LOC_LEN_ERR;
                     state <= R_CQE;
                 end else begin
-                    state <= R_START;
+                    state <= R_PREP;
                 end
+            end
+
+            R_PREP: begin
+                start_r <= start_psn;
+                k0_r <= k0;
+                state <= R_START;
             end
 
             R_CQE: begin
@@ -750,12 +778,12 @@ module roce_req #(
             end
 
             R_START: begin
-                psn0 <= start_psn;
+                psn0 <= start_r;
                 if (w_resend) begin
-                    rs_psn[w_q] <= start_psn + w_pkts[23:0];
+                    rs_psn[w_q] <= start_r + w_pkts[23:0];
                     cnt_resent <= cnt_resent + 32'd1;
                 end else begin
-                    psn_mem[w_q] <= start_psn + w_pkts[23:0];
+                    psn_mem[w_q] <= start_r + w_pkts[23:0];
                     sq_tail[w_q] <= w_index + 16'd1;
                 end
                 exp_idx[w_q] <= w_index + 16'd1;
@@ -763,8 +791,8 @@ module roce_req #(
                 st_new <= !w_resend;
                 st_qpn <= w_qpn;
                 st_index <= w_index;
-                st_first_psn <= start_psn;
-                st_last_psn <= start_psn + w_pkts[23:0] - 24'd1;
+                st_first_psn <= start_r;
+                st_last_psn <= start_r + w_pkts_m1[23:0];
                 st_opcode <= cqe_op[2:0];
                 st_signaled <= w_flags[0];
                 st_length <= w_total[31:0];
@@ -774,7 +802,7 @@ module roce_req #(
                 st_rnr_retry <= c_rnr;
                 st_mtu_log <= mtu_log;
                 hg_on <= 1'b1;
-                hg_k <= k0;
+                hg_k <= k0_r;
                 skip <= skip0;
                 seg_v <= 1'b0;
                 tr_on <= 1'b1;
@@ -791,8 +819,9 @@ module roce_req #(
                     seg_pa <= ck_pa;
                     seg_rem <= ck_len;
                 end
-                pkt_rem <= w_total[31:0] - skip0 > {19'd0, mtu} ? mtu :
-                           w_total[12:0] - skip0[12:0];
+                // a full packet unless the first is the last (k0 = npkts - 1): then its bytes
+                // are the last packet's, whatever k0 is, so no subtract waits for skip0
+                pkt_rem <= {10'd0, k0_r} < w_pkts_m1 ? mtu : w_last_len;
                 state <= R_RUN;
             end
 
@@ -922,7 +951,7 @@ module roce_req #(
 
     /* verilator lint_off UNUSEDSIGNAL */
     wire unused = &{1'b0, c_scqn[31:CQN_WIDTH], w_total[33:32], to_burst[31:13],
-                    c_dqpn[31:24], hg_rem[31:16], w_pkts[33:24], hq_count};
+                    c_dqpn[31:24], hg_rem[31:16], w_pkts[33:24], w_pkts_m1[33:24], hq_count};
     /* verilator lint_on UNUSEDSIGNAL */
 
 endmodule

@@ -290,6 +290,12 @@ module roce_resp #(
     localparam [7:0] OP_ACK = 8'h11;
     localparam [7:0] OP_ATOMIC_ACK = 8'h12;
     localparam RD_LOG = RD_RES > 1 ? clog2(RD_RES) : 1;
+    // An SGE's index (sg_addr/sg_len/sg_key): exactly wide enough for MAX_RSGE entries, and
+    // never stepped past the last one (see ck_end and the scatter), so no index is out of range.
+    localparam SG_IW = MAX_RSGE > 1 ? clog2(MAX_RSGE) : 1;
+    localparam integer SG_LAST_I = MAX_RSGE - 1;
+    localparam [SG_IW-1:0] SG_LAST = SG_LAST_I[SG_IW-1:0];
+    localparam integer KW_M1 = KW - 1;
 
     // AETH credit code (IBA table 44) for `free` receive WQEs: the largest code whose count
     // does not exceed it
@@ -408,9 +414,10 @@ module roce_resp #(
     localparam [4:0] P_ATB = 5'd26;     // atomic: the write answered (B), then the ACK
 
     reg [4:0]  ps;
-    reg [4:0]  p_next;
     reg [3:0]  ci;
     reg [3:0]  cd;
+    wire [3:0] ci_m1 = ci - 4'd1;    // the remembered READ ci reads (ci 1..RD_RES)
+    wire [2:0] cd_b = cd[2:0] - 3'd5;    // the c_b word cd holds (cd 5..11: 0..6)
     reg        cd_v;
     reg        drain_after;   // after the ACK/NAK: drain the payload
     reg        ack_due;
@@ -504,7 +511,8 @@ module roce_resp #(
     reg  ck_bad;
     reg  ck_done;
     reg  ck_wait;                   // SEND: a check of SGE ck_i in flight
-    reg  [4:0] ck_i;
+    reg  [SG_IW-1:0] ck_i;
+    reg  ck_end;                    // every SGE checked (ck_i stays at the last)
 
     // ---------------------------------------------------------------- receive WQE (SEND)
     // hwif RecvWqeCtrl (16 bytes, num_sge in byte 0), then Sge records (addr 8, length 4, lkey
@@ -512,7 +520,7 @@ module roce_resp #(
     // decode_recv_wqe); SGEs without bytes are skipped. The last WQE read is kept (QP, RQ
     // index): the later packets of a SEND find it there, not in host memory.
     localparam integer RW_BYTES = 16 + 16 * MAX_RSGE;
-    localparam [15:0] RW_BYTES16 = RW_BYTES;
+    localparam [15:0] RW_BYTES16 = RW_BYTES[15:0];
     localparam integer RB_BEATS = (RW_BYTES + KW - 1) / KW + 1;
     reg  [RB_BEATS*DATA_WIDTH-1:0] rbuf;
     reg  [7:0]            rb_n;
@@ -532,7 +540,7 @@ module roce_resp #(
     wire [15:0] rw_len = (c_rqlstride[4:0] >= 5'd16 || stride >= RW_BYTES16) ? RW_BYTES16
                          : stride;
     wire [16:0] rw_beats = ({1'b0, rw_len} + {{(17-KW_LOG){1'b0}}, wqe_addr[KW_LOG-1:0]} +
-                            (KW - 1)) >> KW_LOG;
+                            KW_M1[16:0]) >> KW_LOG;
     wire [RB_BEATS*DATA_WIDTH-1:0] wqe = rbuf >> {rb_off, 3'b000};
     // SGEs the stride holds: (stride - 16) / 16
     wire [15:0] fit = c_rqlstride[4:0] < 5'd4 ? 16'd0 :
@@ -551,7 +559,7 @@ module roce_resp #(
     reg                   wq_arvalid;
 
     // scatter of a SEND packet: SGE sc_i, sc_off bytes into it; lk_rem bytes not yet looked up
-    reg  [4:0]  sc_i;
+    reg  [SG_IW-1:0] sc_i;
     reg  [31:0] sc_off;
     reg  [15:0] lk_rem;
     reg         lk_busy;            // a lookup's segments not all taken
@@ -608,7 +616,7 @@ module roce_resp #(
             bl = to_burst[12:0];
     end
     wire [13:0] bl_span = {1'b0, bl} + {{(14-KW_LOG){1'b0}}, seg_pa[KW_LOG-1:0]};
-    wire [13:0] bl_beats = (bl_span + (KW - 1)) >> KW_LOG;
+    wire [13:0] bl_beats = (bl_span + KW_M1[13:0]) >> KW_LOG;
 
     // the next W beat: take = bytes of it (from lane bu_off)
     wire [KW_LOG+1:0] room = KW[KW_LOG+1:0] - {2'b00, bu_off};
@@ -638,7 +646,7 @@ module roce_resp #(
         for (kk = 0; kk < KW; kk = kk + 1)
             keep_mask[8*kk +: 8] = {8{pv_tkeep[kk]}};
     end
-    wire refill = pay_on && !pay_end && pv_tvalid && w_after <= KW;
+    wire refill = pay_on && !pay_end && pv_tvalid && w_after <= KW[KW_LOG+1:0];
     // draining a packet's payload that is not placed
     reg  draining;
     assign s_pay_tready = (refill || draining) && !inj;
@@ -742,6 +750,8 @@ module roce_resp #(
     wire        rs_arvalid;
     wire        rs_rready;
 
+    wire [2:0] rd_arsize;     // (the responder's AR channel has its own, the same)
+    wire [1:0] rd_arburst;
     dma_rd_stream #(
         .DATA_WIDTH(DATA_WIDTH),
         .ADDR_WIDTH(ADDR_WIDTH),
@@ -757,8 +767,8 @@ module roce_resp #(
         .s_ch_last(seg_last && rs_len == seg_rem),
         .m_axi_araddr(rs_araddr),
         .m_axi_arlen(rs_arlen),
-        .m_axi_arsize(),
-        .m_axi_arburst(),
+        .m_axi_arsize(rd_arsize),
+        .m_axi_arburst(rd_arburst),
         .m_axi_arvalid(rs_arvalid),
         .m_axi_arready(m_axi_arready && !wq_arvalid),
         .m_axi_rdata(m_axi_rdata),
@@ -837,6 +847,16 @@ module roce_resp #(
 
     // place the packet's p_len bytes over the SGEs sg_*, from byte `off` of them on (a SEND
     // into its receive WQE, a READ response into the READ's buffers)
+    // the next SGE to check, or the end after the last
+    task ck_next;
+        begin
+            if (ck_i == SG_LAST)
+                ck_end <= 1'b1;
+            else
+                ck_i <= ck_i + 1'b1;
+        end
+    endtask
+
     task scatter;
         input [31:0] off;
         begin
@@ -848,7 +868,7 @@ module roce_resp #(
             lk_rem <= p_len;
             lk_busy <= 1'b0;
             pl_bad <= 1'b0;
-            sc_i <= 5'd0;
+            sc_i <= {SG_IW{1'b0}};
             sc_off <= off;
             ps <= P_PLACE;
         end
@@ -916,7 +936,7 @@ module roce_resp #(
                     c_rqlsize <= ctx_data[55:48];
                     c_rqlstride <= ctx_data[63:56];
                 end
-                default: c_b[64*(cd - 4'd5) +: 64] <= ctx_data;
+                default: c_b[{cd_b, 6'd0} +: 64] <= ctx_data;   // words 5..11
             endcase
         end
 
@@ -1023,7 +1043,7 @@ module roce_resp #(
                 cd_v <= 1'b1;
                 ci <= ci + 4'd1;
                 if (ci != 4'd0 && ci <= RD_RES)     // the QP's remembered READs
-                    rr_e[(ci - 4'd1) * RR_W +: RR_W] <= rr_rd;
+                    rr_e[{28'd0, ci_m1} * RR_W +: RR_W] <= rr_rd;
                 if (ci == 4'd13)
                     ps <= P_EVAL;
             end
@@ -1033,7 +1053,6 @@ module roce_resp #(
                     c_sport <= {2'b11, sp_low};
                     drain_after <= p_len != 16'd0;
                     fail_after <= 1'b0;
-                    p_next <= P_DRAIN;
                     if (epsn_stale[q]) begin
                         epsn[q] <= c_rqpsn;
                         epsn_stale[q] <= 1'b0;
@@ -1402,8 +1421,12 @@ module roce_resp #(
                 // SEND: the next piece of the packet, from the SGE holding its next byte
                 if ((is_send || rr) && lk_rem != 16'd0 && !lk_busy && !mr_req_valid && !pl_bad) begin
                     if (sg_len[sc_i] <= sc_off) begin
+                        // (never at the last SGE: P_SCAP made sure the packet fits the
+                        // receive buffers, the completer that a READ response fits its SGEs;
+                        // the assertion below checks it in simulation)
                         sc_off <= sc_off - sg_len[sc_i];
-                        sc_i <= sc_i + 5'd1;
+                        if (sc_i != SG_LAST)
+                            sc_i <= sc_i + 1'b1;
                     end else begin
                         mr_req_valid <= 1'b1;
                         mr_req_key <= sg_key[sc_i];
@@ -1583,7 +1606,8 @@ module roce_resp #(
                     sg_key[gk] <= wqe[128*(gk+1) + 96 +: 32];
                 end
                 wc_cap <= cap_sum;
-                ck_i <= 5'd0;
+                ck_i <= {SG_IW{1'b0}};
+                ck_end <= 1'b0;
                 ck_wait <= 1'b0;
                 ck_bad <= 1'b0;
                 ps <= is_first ? P_RQK : P_SCAP;
@@ -1597,7 +1621,7 @@ module roce_resp #(
                         ck_first <= mr_rsp_last;
                         if (mr_rsp_last) begin
                             ck_wait <= 1'b0;
-                            ck_i <= ck_i + 5'd1;
+                            ck_next;
                         end
                     end
                 end else if (!mr_req_valid) begin
@@ -1609,10 +1633,10 @@ module roce_resp #(
                         fc_len <= 32'd0;
                         cnt_naks <= cnt_naks + 32'd1;
                         ps <= P_ACK;
-                    end else if (ck_i == MAX_RSGE) begin
+                    end else if (ck_end) begin
                         ps <= P_SCAP;
                     end else if (sg_len[ck_i] == 32'd0) begin
-                        ck_i <= ck_i + 5'd1;
+                        ck_next;
                     end else begin
                         mr_req_valid <= 1'b1;
                         mr_req_key <= sg_key[ck_i];
@@ -1734,9 +1758,31 @@ module roce_resp #(
         end
     end
 
+`ifndef SYNTHESIS
+    // The scatter never steps past the last SGE: P_SCAP made sure a SEND's packet fits the
+    // receive buffers, the completer that a READ response fits the READ's SGEs. (An index past
+    // MAX_RSGE - 1 would read X here and, in hardware, wrap to SGE 0.) Stop if it would.
+    always @(posedge clk) begin
+        if (!rst && ps == P_PLACE && (is_send || rr) && lk_rem != 16'd0 && !lk_busy &&
+            !mr_req_valid && !pl_bad && sg_len[sc_i] <= sc_off && sc_i == SG_LAST) begin
+            $display("%m: ASSERTION FAILED: scatter past the last SGE (%0d bytes past it)",
+                     sc_off - sg_len[sc_i]);
+            $finish;
+        end
+    end
+`endif
+
     /* verilator lint_off UNUSEDSIGNAL */
     wire unused = &{1'b0, b_err, rd_npk[32:24], c_pd, to_burst[31:13], c_dqpn[31:24], c_rcqn,
-                    pad_of_len, mtu};
+                    pad_of_len, mtu,
+                    // QP numbers past the QPs there are (the QP tables are indexed by the low
+                    // bits), context bits this block has no use for, the spans' top bits
+                    // (a WQE or a burst is fewer beats), the shifted window's upper half and
+                    // the read stream's fixed burst type and size
+                    rq_psn_set_qpn[QPN_WIDTH-1:QP_AW], cfg_qpn[QPN_WIDTH-1:QP_AW],
+                    rd_sge_qpn[QPN_WIDTH-1:QP_AW], c_access[7:4], c_access[0], c_rnr[7:5],
+                    c_rqlsize[7:5], c_rqlstride[7:5], rw_beats[16:8], bl_beats[13:9],
+                    win_sh[2*DATA_WIDTH-1:DATA_WIDTH], rd_arsize, rd_arburst};
     /* verilator lint_on UNUSEDSIGNAL */
 
 endmodule
