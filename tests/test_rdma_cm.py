@@ -17,7 +17,6 @@ from nicsim.driver.cm_enums import RAI_PASSIVE, rdma_port_space
 from nicsim.driver.cm_enums import rdma_cm_event_type as EV
 from nicsim.driver.kernel.cm import mad as m
 from nicsim.driver.user.errors import PyverbsRDMAError
-from nicsim.driver.user.process import Process, attach
 from nicsim.driver.user.rdma_addrinfo import AddrInfo
 from nicsim.driver.user.rdmacm import CMID, CMEvent, CMEventChannel, ConnParam, UDParam
 from nicsim.driver.user.verbs import AH, QPCap, QPInitAttr
@@ -25,7 +24,7 @@ from scapy.utils import RawPcapReader
 
 from nicsim.exec.spec import WorldSpec
 from nicsim.exec.threads import ThreadContext
-from nicsim.exec.world import build, devices
+from nicsim.testing.exec_world import attached_world, host_ips
 from nicsim.wire import parse
 from nicsim.wire.opcodes import Opcode
 from nicsim.world import World
@@ -36,16 +35,8 @@ PORT = 7471
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    w = build(WorldSpec(hosts=2, mem_mib=128, pcap=str(tmp_path)))
-    attach(Process(devices(w)))
-    yield w
-    attach(None)
-
-
-def _ips(w: World) -> tuple[str, str]:
-    a, b = (h.kernel.devices[n].hw.fn.netdev.ip  # type: ignore[attr-defined]
-            for h in w.hosts.values() for n in h.kernel.devices)  # type: ignore[attr-defined]
-    return a, b
+    with attached_world(WorldSpec(hosts=2, mem_mib=128, pcap=str(tmp_path))) as w:
+        yield w
 
 
 def _mads(w: World, tmp: Path) -> list[tuple[str, m.Mad, object]]:
@@ -69,7 +60,7 @@ class Pair:
     """A passive side on host b listening, an active side on host a, async CMIDs."""
 
     def __init__(self, w: World, ps: int = TCP, port: int = PORT) -> None:
-        self.cip, self.sip = _ips(w)
+        self.cip, self.sip = host_ips(w)
         self.sch, self.cch = CMEventChannel(), CMEventChannel()
         self.listen = CMID(self.sch, port_space=ps)
         self.listen.bind_addr(AddrInfo(src=self.sip, src_service=str(PORT), flags=RAI_PASSIVE,
@@ -223,7 +214,7 @@ def test_ud_service_lookup_and_datagrams_both_ways(world: World, tmp_path: Path)
 
 
 def test_addressing_errors(world: World) -> None:
-    cip, _ = _ips(world)
+    cip, _ = host_ips(world)
     ch = CMEventChannel()
     with pytest.raises(PyverbsRDMAError) as err:
         CMID(ch).bind_addr(AddrInfo(src="10.9.9.9", src_service="1", flags=RAI_PASSIVE))
@@ -285,7 +276,7 @@ def test_thread_processes_report_exit_codes_and_meet_at_barriers() -> None:
 def test_rdmacm_between_two_thread_processes(world: World) -> None:
     """The shape of rdma-core's rdmacm tests: a passive and an active side, each a 'process'
     of the fork context, synchronous CMIDs, meeting through the one world."""
-    cip, sip = _ips(world)
+    cip, sip = host_ips(world)
     ctx = ThreadContext()
     bar, q = ctx.Barrier(2, timeout=20), ctx.Queue()
     init = QPInitAttr(qp_type=e.IBV_QPT_RC, cap=QPCap(max_recv_wr=2))
@@ -379,7 +370,7 @@ def test_a_peer_whose_cm_never_answers_is_unreachable(world: World,
 
 
 def test_multicast_join_attaches_the_qp_and_leave_detaches_it(world: World) -> None:
-    cip, sip = _ips(world)
+    cip, sip = host_ips(world)
     group = "239.1.2.3"
     sides = []
     for ip in (sip, cip):

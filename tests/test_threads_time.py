@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from nicsim.driver.user.verbs import QPCap, QPInitAttr
 from nicsim.exec.spec import WorldSpec
 from nicsim.exec.threads import ThreadContext
 from nicsim.exec.world import build, devices
+from nicsim.testing.exec_world import attached_world, host_ips
 from nicsim.wire import parse
 from nicsim.world import World
 
@@ -217,23 +219,15 @@ def test_the_cm_example_gives_the_same_pcaps_every_run(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> World:
-    w = build(WorldSpec(hosts=2, mem_mib=128))
-    attach(Process(devices(w)))
-    yield w
-    attach(None)
-
-
-def _ips(w: World) -> tuple[str, str]:
-    a, b = (h.kernel.devices[n].hw.fn.netdev.ip  # type: ignore[attr-defined]
-            for h in w.hosts.values() for n in h.kernel.devices)  # type: ignore[attr-defined]
-    return a, b
+def world(tmp_path: Path) -> Iterator[World]:
+    with attached_world(WorldSpec(hosts=2, mem_mib=128)) as w:
+        yield w
 
 
 def _cm_pair(w: World, port: str) -> list[float]:
     """A passive child that accepts and receives, an active child that connects and sends
     while the main thread polls nothing: the simulated times the sides reach their steps."""
-    cip, sip = _ips(w)
+    cip, sip = host_ips(w)
     ctx = ThreadContext()
     bar = ctx.Barrier(2, timeout=5)
     init = QPInitAttr(qp_type=e.IBV_QPT_RC, cap=QPCap(max_recv_wr=2))

@@ -76,14 +76,21 @@ struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 	return pd;
 }
 
+/* Destroy the server's object `handle` with `op`; free the program's side only if that
+ * worked (a failed destroy, EBUSY, leaves the object usable, as in libibverbs). */
+static int destroy_and_free(uint32_t op, uint32_t handle, void *obj)
+{
+	int err = call_u32(op, handle);
+
+	if (!err)
+		free(obj);
+	return err;
+}
+
 /* rdma-core verbs.c ibv_dealloc_pd: 0 or the errno (EBUSY while objects use it). */
 int ibv_dealloc_pd(struct ibv_pd *pd)
 {
-	int err = call_u32(NSRPC_DEALLOC_PD, pd->handle);
-
-	if (!err)
-		free(pd);
-	return err;
+	return destroy_and_free(NSRPC_DEALLOC_PD, pd->handle, pd);
 }
 
 /* -- memory regions ----------------------------------------------------------------------- */
@@ -152,11 +159,7 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, ui
 /* rdma-core verbs.c ibv_dereg_mr: 0 or the errno. */
 int ibv_dereg_mr(struct ibv_mr *mr)
 {
-	int err = call_u32(NSRPC_DEREG_MR, mr->handle);
-
-	if (!err)
-		free(mr);
-	return err;
+	return destroy_and_free(NSRPC_DEREG_MR, mr->handle, mr);
 }
 
 /* -- completion channels and events ------------------------------------------------------- */
@@ -603,11 +606,7 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 /* rdma-core verbs.c ibv_destroy_ah: 0 or the errno. */
 int ibv_destroy_ah(struct ibv_ah *ah)
 {
-	int err = call_u32(NSRPC_DESTROY_AH, ah->handle);
-
-	if (!err)
-		free(ah);
-	return err;
+	return destroy_and_free(NSRPC_DESTROY_AH, ah->handle, ah);
 }
 
 /* -- posting ------------------------------------------------------------------------------ */
