@@ -267,7 +267,7 @@ def test_a_killed_program_leaves_nothing_and_its_peer_fails(tmp_path: Path) -> N
             time.sleep(0.3)
             victim.kill()
             victim.wait(10)
-            _until(lambda: len(server._clients) == 1, 10, "the server to see the kill")
+            _until(lambda: server.clients == 1, 10, "the server to clean up after the kill")
             assert nics["b"].qps == {}  # its QP is gone from the NIC's table
             peer.send_signal(signal.SIGCONT)
             out, err = peer.communicate(timeout=30)
@@ -282,7 +282,7 @@ def test_a_killed_program_leaves_nothing_and_its_peer_fails(tmp_path: Path) -> N
         assert "remote address: LID 0x0000" in out
         assert err.startswith("Failed status transport retry counter exceeded (12) for "
                               "wr_id 2\n"), err
-        _until(lambda: not server._clients, 10, "the peer's connection to close")
+        _until(lambda: server.clients == 0, 10, "the peer's exit to be cleaned up")
         assert all(nic.qps == {} for nic in nics.values())
         for host in server.world.hosts.values():
             assert host.mem.pins == {}  # no MR, ring or page left pinned for a device

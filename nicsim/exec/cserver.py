@@ -300,6 +300,7 @@ class VerbsServer:
         self._listeners: list[tuple[socket.socket, str]] = []
         self._threads: list[threading.Thread] = []
         self._clients: list[Client] = []
+        self._leaving: set[int] = set()  # programs gone whose objects are being destroyed
         self._closed = False
         self.requests = 0  # requests served (tests, the log)
         # The world's time for the programs' clocks (native/libibverbs/clocks.c), beside the
@@ -337,8 +338,8 @@ class VerbsServer:
 
     @property
     def clients(self) -> int:
-        """Programs connected now."""
-        return len(self._clients)
+        """Programs connected now, or whose exit is still being cleaned up."""
+        return len(self._clients) + len(self._leaving)
 
     def close(self) -> None:
         if self._closed:
@@ -419,7 +420,14 @@ class VerbsServer:
         cleanup order); its mirrored memory and scratch pages are freed, as exit frees a
         process's memory."""
         if client in self._clients:
-            self._clients.remove(client)
+            self._clients.remove(client)  # (no request reads its memory from here on)
+        self._leaving.add(id(client))  # (it still counts in `clients` until it is torn down)
+        try:
+            self._tear_down(client)
+        finally:
+            self._leaving.discard(id(client))
+
+    def _tear_down(self, client: Client) -> None:
         with self._lock:
             self._as(client)
             try:
