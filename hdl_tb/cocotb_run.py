@@ -22,12 +22,13 @@ from nicsim.cosim.build import (  # noqa: F401 (the benches take them from here)
 
 def run(toplevel: str, sources: list[str], test_module: str,
         parameters: Mapping[str, object] | None = None, sim: str | None = None,
-        extra_env: Mapping[str, str] | None = None, test_filter: str | None = None) -> None:
-    """Build and run a bench (nicsim.cosim.build.run); fail the calling pytest test if the
-    simulator is missing or any cocotb test failed."""
+        extra_env: Mapping[str, str] | None = None, test_filter: str | None = None,
+        defines: Mapping[str, object] | None = None) -> None:
+    """Build and run a bench (nicsim.cosim.build.run; `defines`: Verilog macros); fail the
+    calling pytest test if the simulator is missing or any cocotb test failed."""
     try:
         failed = build.run(toplevel, sources, test_module, parameters, sim, extra_env,
-                           test_filter)
+                           test_filter, defines=defines)
     except build.RtlRunError as e:
         pytest.fail(str(e))
     assert failed == 0, f"{failed} cocotb test(s) failed in {test_module} ({sim}, {parameters})"

@@ -7,6 +7,13 @@ the other end of the cable, and checks with the verbs API on that host that the 
 them: the SEND's bytes in the posted receive buffer with its completion, the WRITE's bytes in
 the MR, and the model's ACKs (to the design's MAC, which has no receive port here: the MAC
 counts them dropped) in the pcap with MSN 2; the bytes around the targets stay untouched.
+
+The peer is strict (ModelPeer(strict=True), nicsim.cosim.strict): the correct design passes
+with both packets logged `ok`, and three broken ones raise ProtocolViolation naming the rule:
+a frame whose ICRC is corrupted between the design and the peer (a mutator on the cable's
+design end), a WRITE sent two PSNs on instead of one, and roce_tx built with the test-only
+BUG_PAD_REMAINDER define (roce_tx_framer's pad count as the remainder of the length, the
+bug docs/tutorials/strict-peer.md shows).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import random
+from collections.abc import Callable
 
 import cocotb
 import pytest
@@ -58,8 +66,24 @@ class Driver:
             await self.pay.send(AxiStreamFrame(payload, tuser=tuser))
 
 
-def program(w, drv: Driver, seed: int) -> dict:  # noqa: ANN001
-    """Verbs on the peer host; the design's packets are sent through `drv`."""
+class Mutator:
+    """Stands in for the cable at the design's end: each frame the design sends passes
+    through `fn` (its number from 0, its bytes -> the bytes the cable carries)."""
+
+    def __init__(self, link, fn: Callable[[int, bytes], bytes]) -> None:  # noqa: ANN001
+        self.link, self.fn, self.n = link, fn, 0
+
+    def carry(self, frame: bytes, from_end: int, t: float) -> None:
+        self.n += 1
+        self.link.carry(self.fn(self.n - 1, frame), from_end, t)
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - the cable's other attributes
+        return getattr(self.link, name)
+
+
+def program(w, drv: Driver, seed: int, gap: int = 0) -> dict:  # noqa: ANN001
+    """Verbs on the peer host; the design's packets are sent through `drv` (the WRITE `gap`
+    PSNs past the one after the SEND's)."""
     from nicsim.driver import enums as e
     from nicsim.driver.user import verbs as v
 
@@ -83,7 +107,7 @@ def program(w, drv: Driver, seed: int) -> dict:  # noqa: ANN001
     qp.post_recv(v.RecvWR(wr_id=9, num_sge=1, sg=[v.SGE(mr.buf + 100, 1000, mr.lkey)]))
     send_data, write_data = rng.randbytes(777), rng.randbytes(1024)
     drv.send({"opcode": 0x04, "dqpn": qp.qp_num, "psn": PSN0}, send_data)
-    drv.send({"opcode": 0x0A, "dqpn": qp.qp_num, "psn": (PSN0 + 1) & 0xFFFFFF,
+    drv.send({"opcode": 0x0A, "dqpn": qp.qp_num, "psn": (PSN0 + 1 + gap) & 0xFFFFFF,
               "reth_va": mr.buf + 4096, "reth_rkey": mr.rkey, "reth_len": len(write_data)},
              write_data)
     wcs: list = []
@@ -101,25 +125,51 @@ def program(w, drv: Driver, seed: int) -> dict:  # noqa: ANN001
             "qpn": qp.qp_num, "recv_opcode": e.IBV_WC_RECV}
 
 
-@cocotb.test()
-async def test_model_peer_takes_a_foreign_design(dut):
-    """roce_tx's SEND and WRITE land in the model host; the model's ACKs are in the pcap."""
-    from scapy.utils import rdpcap
-
+async def strict_peer(dut, pcap: str | None = None):  # noqa: ANN001, ANN201
+    """A strict ModelPeer on roce_tx, the design out of reset and SimPy coupled; and its
+    driver."""
     from nicsim.cosim import ModelPeer
-    from nicsim.wire.packet import parse
 
-    pcap = os.path.join(os.environ.get("COSIM_PCAP_DIR", "."), "model_peer.pcap")
     dut.rst.value = 1
     peer = ModelPeer(dut, dut.clk, dut.rst, tx="m_axis", rx=None, dut_mac=DUT_MAC,
-                     dut_ip=DUT_IP, mac=PEER_MAC, ip=PEER_IP, pcap=pcap, seed=3)
+                     dut_ip=DUT_IP, mac=PEER_MAC, ip=PEER_IP, pcap=pcap, seed=3, strict=True)
     drv = Driver(dut, peer)
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await ClockCycles(dut.clk, 2)
     peer.start()
+    return peer, drv
+
+
+async def violation(dut, peer, drv, gap: int = 0):  # noqa: ANN001, ANN201
+    """Run the program expecting the strict peer to stop it: the ProtocolViolation."""
+    from nicsim.cosim import ProtocolViolation
+
+    with pytest.raises(ProtocolViolation) as ei:
+        await peer.run(program, drv, 3, gap)
+    peer.close()
+    dut._log.info("the strict peer raised:\n%s", ei.value)
+    return ei.value
+
+
+@cocotb.test()
+async def test_model_peer_takes_a_foreign_design(dut):
+    """roce_tx's SEND and WRITE land in the model host; the model's ACKs are in the pcap.
+    The strict peer finds nothing wrong: both packets are logged ok."""
+    from scapy.utils import rdpcap
+
+    from nicsim.wire.packet import parse
+
+    pcap = os.path.join(os.environ.get("COSIM_PCAP_DIR", "."), "model_peer.pcap")
+    peer, drv = await strict_peer(dut, pcap)
     res = await peer.run(program, drv, 3)
     peer.close()
+    log = peer.log(res["qpn"])
+    assert [(e.opcode, e.psn, e.expect_psn, e.verdict) for e in log] == [
+        ("SEND_ONLY", PSN0, f"{PSN0:#08x}", "ok"),
+        ("RDMA_WRITE_ONLY", (PSN0 + 1) & 0xFFFFFF, f"{(PSN0 + 1) & 0xFFFFFF:#08x}", "ok")], \
+        peer.log_text()
+    assert [e.length for e in log] == [777, 1024] and peer.checker.violations == []
     assert res["wcs"] == [(9, 0, res["recv_opcode"], 777, res["qpn"])], res["wcs"]
     assert res["send_ok"] and res["write_ok"] and res["untouched"], res
     pkts = [parse(bytes(p)) for p in rdpcap(pcap)]   # every ICRC valid
@@ -138,4 +188,56 @@ def test_model_peer(data_width, tmp_path):
     from hdl_tb.cocotb_run import roce_tx_sources, run
 
     run("roce_tx", roce_tx_sources(), "test_model_peer", {"DATA_WIDTH": data_width},
-        extra_env={"COSIM_PCAP_DIR": str(tmp_path)})
+        extra_env={"COSIM_PCAP_DIR": str(tmp_path)}, test_filter=r"\.test_")
+
+
+def test_model_peer_bug_pad(tmp_path):
+    """roce_tx with its test-only pad bug, against the strict peer."""
+    from hdl_tb.cocotb_run import roce_tx_sources, run
+
+    run("roce_tx", roce_tx_sources(), "test_model_peer", {"DATA_WIDTH": 64},
+        extra_env={"COSIM_PCAP_DIR": str(tmp_path)}, test_filter=r"\.bug_",
+        defines={"BUG_PAD_REMAINDER": 1})
+
+
+@cocotb.test()
+async def test_strict_peer_catches_a_corrupted_icrc(dut):
+    """The SEND's last ICRC byte flipped on its way to the peer: BAD_ICRC, with the ICRC the
+    model computed and the one in the frame."""
+    from nicsim.nic.violations import Rule
+
+    peer, drv = await strict_peer(dut)
+    peer.eth.link = Mutator(peer.eth.link,
+                            lambda n, f: f[:-1] + bytes([f[-1] ^ 0x80]) if n == 0 else f)
+    v = await violation(dut, peer, drv)
+    assert v.rule is Rule.BAD_ICRC, v
+    assert v.expected != v.actual and v.actual.startswith("ICRC 0x")
+    assert v.log[-1].opcode == "SEND_ONLY" and v.log[-1].verdict == "bad_icrc"
+
+
+@cocotb.test()
+async def test_strict_peer_catches_a_psn_gap(dut):
+    """The WRITE two PSNs after the SEND (PSN0 + 2): PSN_SEQUENCE, PSN0 + 1 expected."""
+    from nicsim.nic.violations import Rule
+
+    peer, drv = await strict_peer(dut)
+    v = await violation(dut, peer, drv, gap=1)
+    assert v.rule is Rule.PSN_SEQUENCE, v
+    assert v.expected == f"PSN {(PSN0 + 1) & 0xFFFFFF:#08x}"
+    assert v.actual.startswith(f"PSN {(PSN0 + 2) & 0xFFFFFF:#08x}")
+    assert [e.verdict for e in v.log] == ["ok", "psn_sequence"]
+
+
+@cocotb.test()
+async def bug_pad_remainder_is_caught(dut):
+    """roce_tx built with BUG_PAD_REMAINDER: the 777-byte SEND goes out with pad count 1
+    (777 mod 4) instead of 3, and one pad byte; the peer raises BAD_PAD at once (without
+    strict the model drops the frame and only rx.bad_padcount moves)."""
+    from nicsim.nic.violations import Rule
+
+    peer, drv = await strict_peer(dut)
+    v = await violation(dut, peer, drv)
+    assert v.rule is Rule.BAD_PAD, v
+    assert v.expected == "pad 3 after 777 payload bytes"
+    assert v.actual == "pad 1 (778 bytes of payload and pad)"
+    assert peer.nic.counters()["rx.bad_padcount"] == 1

@@ -144,7 +144,15 @@ always @* begin
     d_flags   = roce_opcode_flags(s_hdr_opcode);
     d_ext_len = roce_ext_len(s_hdr_opcode);
     d_plen    = d_flags[ROCE_F_PAYLOAD] ? s_hdr_payload_len : 16'd0;
+`ifdef BUG_PAD_REMAINDER
+    // A test-only bug (hdl_tb/test_model_peer.py, docs/tutorials/strict-peer.md): the pad
+    // count as the payload length's remainder mod 4 instead of its complement. Frames stay
+    // self-consistent (lengths, checksums, ICRC) and lengths = 0 or 2 mod 4 are right, so
+    // only a receiver that checks the pad (IBA 9.2) notices.
+    d_pad     = d_plen[1:0];
+`else
     d_pad     = 2'd0 - d_plen[1:0];
+`endif
     // UDP length = UDP 8 + BTH 12 + extension headers + payload + pad + ICRC 4.
     d_udp_len = 16'd24 + {8'd0, d_ext_len} + d_plen + {14'd0, d_pad};
     d_ip_tot  = d_udp_len + 16'd20;

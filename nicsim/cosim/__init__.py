@@ -5,13 +5,16 @@
   Ethernet AXI-Stream ports meet a nicsim Link (`EthMac`).
 - `ModelPeer` (peer): nicsim as the link partner of any design with Ethernet AXI-Stream ports:
   a simulated host with the model NIC, its driver and verbs, a cable with taps and faults.
+- `ProtocolViolation`, `StrictChecker` (strict): ModelPeer(strict=True)'s scoreboard, the
+  model NIC's own receive decisions raised as a failing assertion, with a per-QP log.
 - `cosim_world` (world): hosts a (nsnic's RTL, `RtlNic`) and b (a `ModelPeer`).
 - `TimeCoupler` (clock): the conservative time-window synchronisation of the two simulators
   (see its module for the scheme and what it guarantees).
 - `build`: the RTL's files and the NIC's source lists, the simulators, one build-and-run
   (the cocotb side of `nicsim run --rtl` is nicsim.apps.rtl_scenario).
 
-All but `build` need cocotb and cocotbext-axi (the hdl extra); they load when first used.
+All but `build` and `strict` need cocotb and cocotbext-axi (the hdl extra); they load when
+first used.
 """
 
 from importlib import import_module
@@ -21,7 +24,8 @@ from typing import Any
 # and nicsim.cosim.build (the RTL's files, the simulators) must load without it.
 _LAZY = {"TimeCoupler": "clock", "PcieDmaSlave": "dma", "EthMac": "mac", "ModelPeer": "peer",
          "link_window_ns": "peer", "RtlNic": "rtl_nic", "window_ns": "rtl_nic",
-         "boot_rtl_host": "world", "cosim_world": "world"}
+         "boot_rtl_host": "world", "cosim_world": "world", "ProtocolViolation": "strict",
+         "StrictChecker": "strict"}
 
 
 def __getattr__(name: str) -> Any:

@@ -84,13 +84,14 @@ def simulator_available(sim: str) -> bool:
 def run(toplevel: str, sources: list[str], test_module: str,
         parameters: Mapping[str, object] | None = None, sim: str | None = None,
         extra_env: Mapping[str, str] | None = None, test_filter: str | None = None,
-        build_dir: Path | None = None) -> int:
+        build_dir: Path | None = None, defines: Mapping[str, object] | None = None) -> int:
     """Build `sources` (file names under hdl_tb/rtl) with `toplevel` and run the cocotb tests
     of the importable module `test_module` (those whose name matches the regular expression
     `test_filter`, if given). Returns how many cocotb tests failed. One build directory per
-    top, test module, filter and parameters (under hdl_tb/sim_build/SIM, unless
-    `build_dir`): benches of one top run in parallel under pytest-xdist and must not rebuild
-    each other's simulator. `WAVES=1` dumps waveforms (FST) there."""
+    top, test module, filter, parameters and `defines` (Verilog macros: a test-only BUG_*
+    that breaks a block on purpose) under hdl_tb/sim_build/SIM, unless `build_dir`: benches
+    of one top run in parallel under pytest-xdist and must not rebuild each other's
+    simulator. `WAVES=1` dumps waveforms (FST) there."""
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
 
@@ -99,8 +100,9 @@ def run(toplevel: str, sources: list[str], test_module: str,
         raise RtlRunError(f"simulator {sim!r} is not installed (`make test` "
                           "installs it)")
     parameters = dict(parameters or {})
+    defines = dict(defines or {})
     if build_dir is None:
-        tag = "_".join(f"{k}{v}" for k, v in sorted(parameters.items()))
+        tag = "_".join(f"{k}{v}" for k, v in sorted({**parameters, **defines}.items()))
         part = "".join(c for c in test_filter if c.isalnum() or c == "_")[:40] \
             if test_filter else ""
         name = test_module.rsplit(".", 1)[-1]
@@ -120,7 +122,7 @@ def run(toplevel: str, sources: list[str], test_module: str,
         if d not in sys.path:
             sys.path.insert(0, d)
     runner.build(sources=[RTL / s for s in sources], includes=[RTL], hdl_toplevel=toplevel,
-                 parameters=parameters, build_dir=build_dir, build_args=build_args,
+                 parameters=parameters, defines=defines, build_dir=build_dir, build_args=build_args,
                  timescale=("1ns", "1ps"), waves=waves, always=True)
     xml = runner.test(test_module=test_module, hdl_toplevel=toplevel,
                       hdl_toplevel_lang="verilog", parameters=parameters, build_dir=build_dir,

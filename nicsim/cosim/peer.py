@@ -21,11 +21,17 @@ marks a bad frame, which is dropped).
 nicsim driver program does; it may block on the model (polling a CQ advances SimPy time, and
 the RTL follows it: nicsim.cosim.clock). `cosim_world` (host a's NIC is nsnic's own RTL) is
 built on this class.
+
+`strict=True` makes the peer a scoreboard (nicsim.cosim.strict): the first frame of the
+design that the model's receive path refuses for breaking the protocol (ICRC, PSN, opcode
+sequence, pad and length, a response to nothing sent, an unknown QP...) raises
+ProtocolViolation, an AssertionError naming the QP, the rule and its IBA clause, expected
+and actual, the frame, and the QP's last packets expected against actual (`peer.log(qpn)`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,11 +41,13 @@ from cocotb.task import bridge
 
 from nicsim.cosim.clock import TimeCoupler
 from nicsim.cosim.mac import EthMac
+from nicsim.cosim.strict import Entry, StrictChecker, format_log
 from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.link import Link, LinkConfig
 from nicsim.host.host import CpuCosts, Host
 from nicsim.host.pcie import PcieConfig
 from nicsim.nic.config import NicConfig
+from nicsim.nic.violations import Rule
 from nicsim.wire.packet import ETH_FCS, ETH_MIN_FRAME, ETH_PREAMBLE
 from nicsim.world import World
 
@@ -61,6 +69,10 @@ class ModelPeer:
     optionally the `world` to add the host to. `dut_mac`, `dut_ip`: the design's addresses
     (the peer host's neighbour entry); `dut_name`: its name in the world's ports and the
     cable's. `pcap`: a capture of both directions of the cable.
+    `strict`: raise ProtocolViolation on the first protocol violation in the frames the design
+    sends (nicsim.cosim.strict), except the rules in `tolerate`; a per-QP log of the last
+    `log_depth` packets (`log`). The link's `faults` lose and corrupt frames after they left
+    the design, which the model then refuses: tolerate BAD_ICRC and PSN_SEQUENCE with them.
     """
 
     def __init__(self, dut: Any = None, clk: Any = None, rst: Any = None, *,  # noqa: ANN401
@@ -73,7 +85,8 @@ class ModelPeer:
                  link: LinkConfig | None = None, faults: FaultConfig | None = None,
                  pcap: str | Path | None = None, seed: int = 0, mem_size: int = 64 << 20,
                  clk_ns: float = 4.0, start_clock: bool = True,
-                 costs: CpuCosts | None = None) -> None:
+                 costs: CpuCosts | None = None, strict: bool = False,
+                 tolerate: Iterable[Rule] = (), log_depth: int = 32) -> None:
         self.link_cfg = link or LinkConfig()
         if eth is None or clock is None:
             if dut is None:
@@ -96,6 +109,8 @@ class ModelPeer:
         w.ports[f"{dut_name}.eth0"] = (self.cable, self.dut_end)
         w.ports[f"{name}.eth0"] = (self.cable, 1 - self.dut_end)
         self.host.neighbours[dut_ip] = dut_mac
+        # The model NIC's only cable goes to the design: every frame it judges is the design's.
+        self.checker = StrictChecker(self.nic, tolerate, log_depth) if strict else None
         if pcap is not None:
             from nicsim.fabric.pcap import PcapTap
 
@@ -114,8 +129,28 @@ class ModelPeer:
 
     async def run(self, program: Callable[..., Any], *args: Any) -> Any:  # noqa: ANN401
         """Run `program(world, *args)` (verbs on the peer host) in the driver thread while the
-        design runs; returns what it returns."""
-        return await bridge(program)(self.world, *args)
+        design runs; returns what it returns. Strict: a violation raises out of the program
+        (it happens while the program advances SimPy) and, should the program have caught it,
+        here once it returns."""
+        result = await bridge(program)(self.world, *args)
+        self.check()
+        return result
+
+    def check(self) -> None:
+        """Strict: raise the first protocol violation of the design, if there was one."""
+        if self.checker is not None:
+            self.checker.check()
+
+    def log(self, qpn: int | None = None) -> list[Entry]:
+        """Strict: the packets the design sent to the model's QP `qpn` (all QPs if None),
+        oldest first, each expected against actual with the model's verdict."""
+        if self.checker is None:
+            raise RuntimeError("the per-QP log is kept by a strict peer: ModelPeer(strict=True)")
+        return self.checker.log(qpn)
+
+    def log_text(self, qpn: int | None = None) -> str:
+        """`log(qpn)` as a table."""
+        return format_log(self.log(qpn))
 
     def close(self) -> None:
         """Flush and close the pcap taps."""

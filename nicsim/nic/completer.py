@@ -25,6 +25,7 @@ from nicsim.nic.interfaces import Requests
 from nicsim.nic.mmu import Mmu
 from nicsim.nic.qp import PLACEMENT_OPS, PSN_MASK, QpCtx, RespState, SendOp, psn_diff
 from nicsim.nic.scheduler import SendEngine
+from nicsim.nic.violations import Rule
 from nicsim.sim import Sim
 from nicsim.sim.tracer import Stage, Tracer
 from nicsim.wire import Kind, Packet
@@ -187,11 +188,31 @@ class Completer:
 
     # -- responses --------------------------------------------------------------------------
 
+    def _broke(self, qp: QpCtx, rule: Rule, expected: str, actual: str) -> None:
+        """The response broke `rule` (nicsim.nic.violations): tell the observers."""
+        if self.tracer is not None:
+            self.tracer.emit(Stage.RX_VIOLATION, rule, qp.qpn, expected, actual)
+
+    def _ghost(self, qp: QpCtx, psn: int, what: str) -> None:
+        """A response must answer a PSN this requester has sent (IBA 9.7.6): one at or past
+        the next PSN it would assign answers nothing, a 'ghost'. Only observed: what the
+        completer does with it is unchanged (an ACK completes what it covers)."""
+        if psn_diff(psn, qp.sq_psn) >= 0:
+            out = qp.outstanding
+            self._broke(qp, Rule.GHOST_RESPONSE,
+                        f"a PSN up to {(qp.sq_psn - 1) & PSN_MASK:#08x} (the last sent"
+                        + (f"; outstanding {out[0].first_psn:#08x}-{out[-1].last_psn:#08x})"
+                           if out else "; nothing outstanding)"),
+                        f"{what} for PSN {psn:#08x}")
+
     def response(self, qp: QpCtx, p: Packet) -> None:
         kind = p.info.kind
         if kind is _K_ACK:
             self.ack(qp, p.psn, p.aeth_syndrome)
-        elif qp.state is not _RTS and qp.state is not _SQD:
+            return
+        if self.tracer is not None:
+            self._ghost(qp, p.psn, p.name)
+        if qp.state is not _RTS and qp.state is not _SQD:
             self.counters["unexpected_responses"] += 1
         elif kind is _K_READ_RESP:
             self._read_response(qp, p)
@@ -201,6 +222,8 @@ class Completer:
     def ack(self, qp: QpCtx, psn: int, syn: int) -> None:
         """An ACKNOWLEDGE packet for PSN `psn` with AETH syndrome `syn` (IBA 9.7.5.1): an ACK,
         RNR NAK or NAK. (Nic.receive calls this directly for the ACKs of an RC QP's peer.)"""
+        if self.tracer is not None:
+            self._ghost(qp, psn, f"AETH syndrome {syn:#04x}")
         if qp.state is not _RTS and qp.state is not _SQD:
             self.counters["unexpected_responses"] += 1
             return
@@ -235,6 +258,8 @@ class Completer:
                               VendorErr.REMOTE_NAK)
         else:
             self.counters["unexpected_responses"] += 1
+            self._broke(qp, Rule.BAD_AETH, "syndrome class ACK 0, RNR NAK 1 or NAK 3",
+                        f"syndrome {syn:#04x} (class {cls})")
 
     @staticmethod
     def _credits(qp: QpCtx, code: int) -> None:
@@ -358,6 +383,10 @@ class Completer:
         if idx > expect:
             # A response packet went missing: re-request from it, once per gap.
             c["out_of_sequence_responses"] += 1
+            if self.tracer is not None:
+                self._broke(qp, Rule.RESPONSE_SEQUENCE,
+                            f"PSN {(op.first_psn + expect) & PSN_MASK:#08x}",
+                            f"PSN {p.psn:#08x} ({p.name})")
             if not op.gap and qp.resend_psn is None:
                 op.gap = True
                 self.retry(qp, (op.first_psn + expect) & PSN_MASK, CqeStatus.RETRY_EXC_ERR,
@@ -369,10 +398,13 @@ class Completer:
         # Every packet but the last carries exactly one MTU (C9-x); anything else is a bad
         # response, which ends the READ (IBA 9.9.3.2: BAD_RESP_ERR). (A FIRST may appear at
         # any PSN: a READ re-requested from the middle is answered as a new READ.)
-        if n != (op.length - op.read_done if last else qp.mtu) or p.info.is_last != last:
-            self._fail_at(qp, p.psn, CqeStatus.BAD_RESP_ERR, VendorErr.REMOTE_NAK)
-            return
-        if p.pad != -n & 3:
+        want = op.length - op.read_done if last else qp.mtu
+        if n != want or p.info.is_last != last or p.pad != -n & 3:
+            if self.tracer is not None:
+                self._broke(qp, Rule.BAD_RESPONSE,
+                            f"{'a LAST or ONLY' if last else 'a FIRST or MIDDLE'} response, "
+                            f"{want} bytes, pad {-want & 3}",
+                            f"{p.name}, {n} bytes, pad {p.pad}")
             self._fail_at(qp, p.psn, CqeStatus.BAD_RESP_ERR, VendorErr.REMOTE_NAK)
             return
         t = self.parser.take(self.env.now + self._rx_lag, self._parse)
@@ -401,6 +433,8 @@ class Completer:
             self.counters["duplicate_responses"] += 1
             return
         if p.payload_len or p.opcode != Opcode.RC_RDMA_READ_RESPONSE_ONLY:
+            self._broke(qp, Rule.BAD_RESPONSE, "RDMA_READ_RESPONSE_ONLY without payload",
+                        f"{p.name}, {p.payload_len} bytes")
             self._fail_at(qp, p.psn, CqeStatus.BAD_RESP_ERR, VendorErr.REMOTE_NAK)
             return
         self._pop(qp)

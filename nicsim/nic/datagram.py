@@ -46,6 +46,7 @@ from nicsim.nic.qp import PSN_MASK, QpCtx
 from nicsim.nic.scheduler import SendEngine
 from nicsim.nic.srq import SharedReceiveQueues
 from nicsim.nic.translation import XLATE_VENDOR
+from nicsim.nic.violations import Rule
 from nicsim.nic.wqe_fetch import SendWqe, WqeFetch
 from nicsim.sim import Sim
 from nicsim.sim.tracer import Stage, Tracer
@@ -215,9 +216,15 @@ class Datagram:
         c = self.counters
         if qp.state not in _RECEIVING:
             bump(c, "drop_qp_state")
+            if self.tracer is not None and qp.state in (QpState.RESET, QpState.INIT):
+                self.tracer.emit(Stage.RX_VIOLATION, Rule.QP_NOT_READY, qp.qpn,
+                                 "RTR, RTS or SQD", qp.state.name)
             return
         if p.deth_qkey != qp.qkey:
             bump(c, "drop_qkey")  # a Q_Key violation: dropped silently (C10-15)
+            if self.tracer is not None:
+                self.tracer.emit(Stage.RX_VIOLATION, Rule.BAD_QKEY, qp.qpn,
+                                 f"Q_Key {qp.qkey:#x}", f"Q_Key {p.deth_qkey:#x}")
             return
         rq = qp.srq or qp  # an SRQ has the fields of a receive queue
         if rq.rq_ci == rq.rq_pi:

@@ -40,6 +40,7 @@ from nicsim.nic.qp import QpCtx
 from nicsim.nic.requester import Requester
 from nicsim.nic.responder import Responder
 from nicsim.nic.services import Services
+from nicsim.nic.violations import PARSE_RULE, Rule
 from nicsim.sim import Sim
 from nicsim.sim.paths import general
 from nicsim.sim.tracer import Stage, Tracer
@@ -59,6 +60,8 @@ from nicsim.wire.packet import (
     PKEY_DEFAULT,
     Unbuilt,
     aeth_syndrome,
+    compute_icrc,
+    frame_end,
 )
 
 # What the receive fast path takes (Responder.middle): the packets of a message after its first.
@@ -75,6 +78,13 @@ _BF, _SQ_DB, _RQ_DB, _CQ_ARM, _SRQ_DB = UarReg.BF, UarReg.SQ_DB, UarReg.RQ_DB, U
 _ERR, _RESET, _RTS = QpState.ERR, QpState.RESET, QpState.RTS
 # Accesses that write the region (a page fault for them needs writable pages).
 _WRITES = int(Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_ATOMIC)
+# What a parse refusal expected, for its RX_VIOLATION (the parser's detail is what it found).
+_PARSE_EXPECTED = {
+    Rule.UNKNOWN_OPCODE: "an opcode of IBA table 38",
+    Rule.BAD_TVER: "TVer 0",
+    Rule.BAD_PAD: "no pad on an opcode without payload",
+    Rule.HEADER_LENGTH: "the opcode's extension headers, payload only where it has one",
+}
 
 
 class Nic(Services, MmioDevice):
@@ -307,10 +317,14 @@ class Nic(Services, MmioDevice):
                 qp = self.qps.get(int.from_bytes(frame[b + 5:b + 8], "big"))
                 if (qp is not None and qp.type is _RC and frame[26:34] == qp.rx_addrs
                         and frame[b + 2] << 8 | frame[b + 3] == qp.pkey):
-                    if crc32(memoryview(frame)[b + 5:end - 4],
-                             crc32(frame[b:b + 4] + b"\xff", l3[2])) != \
-                            int.from_bytes(frame[end - 4:end], "little"):
+                    icrc = crc32(memoryview(frame)[b + 5:end - 4],
+                                 crc32(frame[b:b + 4] + b"\xff", l3[2]))
+                    if icrc != int.from_bytes(frame[end - 4:end], "little"):
                         self.drops["bad_icrc"] = self.drops.get("bad_icrc", 0) + 1
+                        if self.tracer is not None:
+                            got = int.from_bytes(frame[end - 4:end], "little")
+                            self._broke(Rule.BAD_ICRC, qp.qpn, f"ICRC {icrc:#010x}",
+                                        f"ICRC {got:#010x}")
                         return
                     rx["roce_packets"] += 1
                     if frame[15] & 3 == 3:  # ECN CE (RFC 3168): the notification point
@@ -339,6 +353,8 @@ class Nic(Services, MmioDevice):
                 self._mac_control(frame)
                 return
             bump(self.drops, e.reason.value)
+            if self.tracer is not None:
+                self._parse_violation(frame, e)
             return
         if not checked:
             rx["roce_packets"] += 1
@@ -347,11 +363,17 @@ class Nic(Services, MmioDevice):
                 self.mcast.receive(p)  # a group address the port's filter passes
                 return
             rx["not_for_us"] += 1
+            if self.tracer is not None:
+                self._broke(Rule.WRONG_ADDRESS, p.dqpn, f"destination MAC {self.mac.hex(':')}",
+                            f"destination MAC {frame[0:6].hex(':')}")
             return
         info = p.info
         qp = self.qps.get(p.dqpn)
         if qp is None:
             rx["unknown_qpn"] += 1
+            if self.tracer is not None:
+                self._broke(Rule.UNKNOWN_QP, p.dqpn, f"one of QPs {sorted(self.qps)}",
+                            f"DestQP {p.dqpn:#x} ({p.name})")
             return
         if info.kind is Kind.CNP:
             self._cnp(qp, frame, p.ipv6)
@@ -364,9 +386,14 @@ class Nic(Services, MmioDevice):
             return
         if info.transport is not qp.transport:  # (a UD QP's were served above)
             rx["qp_type_mismatch"] += 1
+            if self.tracer is not None:
+                self._broke(Rule.TRANSPORT_MISMATCH, qp.qpn, f"a {qp.transport.name} opcode",
+                            p.name)
             return
         if p.pkey != qp.pkey:
             rx["bad_pkey"] += 1
+            if self.tracer is not None:
+                self._broke(Rule.BAD_PKEY, qp.qpn, f"P_Key {qp.pkey:#06x}", f"P_Key {p.pkey:#06x}")
             return
         # A connected QP takes packets only from its path: the IP source must be the peer
         # and the destination this QP's own address (IBA 9.6 header validation; under
@@ -376,12 +403,23 @@ class Nic(Services, MmioDevice):
         if want is not None and (frame[22:54] if p.ipv6 else frame[26:34]) != want:
             mine = want[len(want) // 2:]
             rx["bad_dst_ip" if (p.dip != mine) else "bad_src_ip"] += 1
+            if self.tracer is not None:
+                self._broke(Rule.WRONG_ADDRESS, qp.qpn, f"IP source, destination {want.hex()}",
+                            (frame[22:54] if p.ipv6 else frame[26:34]).hex())
             return
         if want is not None and (frame[12:14] == _V1_TYPE) is not qp.builder.path.roce_v1:
             rx["bad_roce_version"] += 1  # the peer's GIDs, but not the QP's RoCE version
+            if self.tracer is not None:
+                v1 = qp.builder.path.roce_v1
+                self._broke(Rule.WRONG_ADDRESS, qp.qpn, f"RoCE v{1 if v1 else 2}",
+                            f"RoCE v{2 if v1 else 1}")
             return
         if (p.payload_len + ((p._f1 >> 4) & 3)) & 3:
             rx["bad_padcount"] += 1  # payload and pad fill whole 4-byte words (IBA 9.2)
+            if self.tracer is not None:
+                self._broke(Rule.BAD_PAD, qp.qpn,
+                            f"pad {-p.payload_len & 3} after {p.payload_len} payload bytes",
+                            f"pad {p.pad} ({p.payload_len + p.pad} bytes of payload and pad)")
             return
         if self._int is not None and (end := telemetry.datagram_end(frame)) > 0 and \
                 len(frame) > end:
@@ -393,6 +431,24 @@ class Nic(Services, MmioDevice):
             self.responder.request(qp, p)
         else:
             self.completer.response(qp, p)
+
+    def _broke(self, rule: Rule, qpn: int, expected: str, actual: str) -> None:
+        """The packet of the last FRAME_IN broke `rule` (nicsim.nic.violations): tell the
+        observers. (Called only when there is a tracer.)"""
+        assert self.tracer is not None
+        self.tracer.emit(Stage.RX_VIOLATION, rule, qpn, expected, actual)
+
+    def _parse_violation(self, frame: bytes, e: WireError) -> None:
+        """A frame the parser refused: the rule it broke, if it was a RoCE packet at all."""
+        rule = PARSE_RULE.get(e.reason)
+        if rule is None:
+            return  # not IP, not UDP, not the RoCEv2 port: other traffic
+        qpn, expected = -1, _PARSE_EXPECTED.get(rule, "a well-formed RoCEv2 packet")
+        if rule is Rule.BAD_ICRC:
+            p = parse(frame, check_icrc=False, cache=False)
+            qpn = p.dqpn
+            expected = f"ICRC {compute_icrc(frame, p.l3_off, frame_end(frame)):#010x}"
+        self._broke(rule, qpn, expected, e.detail or e.reason.value)
 
     def _int_in(self, qp: QpCtx, frame: bytes, end: int, request: bool, psn: int) -> None:
         """A frame with bytes after its IP datagram (nicsim.wire.telemetry): a request's

@@ -42,6 +42,7 @@ from nicsim.nic.scheduler import SendEngine
 from nicsim.nic.srq import SharedReceiveQueues
 from nicsim.nic.translation import Held, Walk
 from nicsim.nic.unreliable import UC_COUNTERS, UcReceive
+from nicsim.nic.violations import Rule
 from nicsim.nic.windows import MemoryWindows
 from nicsim.nic.wqe_fetch import WqeFetch
 from nicsim.sim import Sim
@@ -72,6 +73,14 @@ _LW, _RW, _RR, _RA = (int(a) for a in (Access.LOCAL_WRITE, Access.REMOTE_WRITE,
 _FLUSH_TYPES = {1: int(Access.FLUSH_GLOBAL), 2: int(Access.FLUSH_PERSISTENT),
                 3: int(Access.FLUSH_GLOBAL | Access.FLUSH_PERSISTENT)}
 _SEL_RANGE, _SEL_MR = 0, 1
+# What may come next in each responder state (IBA 9.7.4.1.3): for an RX_VIOLATION's text.
+_NEXT_OPCODES = {RespState.IDLE: "a FIRST or ONLY opcode",
+                 RespState.IN_SEND: "SEND MIDDLE or SEND LAST",
+                 RespState.IN_WRITE: "RDMA WRITE MIDDLE or RDMA WRITE LAST"}
+# States in which a QP has not been connected yet (IBA 10.3.1): a request to one is a peer
+# running ahead of the connection setup. (A QP in ERR drops requests too, but after an error
+# the peer's requests still in flight are expected.)
+_NOT_READY = (QpState.RESET, QpState.INIT)
 
 
 class Responder:
@@ -189,6 +198,11 @@ class Responder:
         r.recv_active = False
         self.completer.qp_error(qp)
 
+    def _broke(self, qp: QpCtx, rule: Rule, expected: str, actual: str) -> None:
+        """The request broke `rule` (nicsim.nic.violations): tell the observers."""
+        if self.tracer is not None:
+            self.tracer.emit(Stage.RX_VIOLATION, rule, qp.qpn, expected, actual)
+
     # -- entry ------------------------------------------------------------------------------
 
     def middle(self, qp: QpCtx, op: int, psn: int, ackreq: bool, payload: bytes | memoryview
@@ -246,17 +260,25 @@ class Responder:
         # The receive side works in RTR, RTS and SQD (only the send queue drains in SQD).
         if qp.state not in _RECEIVING:
             c["drop_qp_state"] += 1
+            if qp.state in _NOT_READY:
+                self._broke(qp, Rule.QP_NOT_READY, "RTR, RTS or SQD", qp.state.name)
             return
         c["requests"] += 1
         r = qp.resp
         t = self._unit_time(r)
         if not qp.reliable:
-            if not self.uc.accept(qp, p):
+            ok = self.uc.accept(qp, p)
+            if self.uc.broke is not None:
+                self._broke(qp, *self.uc.broke)
+            if not ok:
                 return
         elif d := psn_diff(p.psn, qp.epsn):
             if d > 0:
                 # Sequence error: NAK once, then stay silent until the expected PSN arrives.
                 c["out_of_sequence"] += 1
+                if self.tracer is not None:
+                    self._broke(qp, Rule.PSN_SEQUENCE, f"PSN {qp.epsn:#08x}",
+                                f"PSN {p.psn:#08x} ({p.name}, {d} ahead)")
                 if not r.nak_sent:
                     r.nak_sent = True
                     self._send_ack(qp, qp.epsn, Syndrome.NAK_PSN_SEQ, t)
@@ -275,6 +297,8 @@ class Responder:
             ok = kind is _K_SEND and not info.is_first
         else:
             ok = kind is _K_WRITE and not info.is_first
+        if not ok and self.tracer is not None:
+            self._broke(qp, Rule.OPCODE_SEQUENCE, _NEXT_OPCODES[r.state], p.name)
         plen = p.payload_len
         if ok and info.has_payload:
             # FIRST and MIDDLE carry exactly one MTU and no pad; LAST and ONLY at most one
@@ -282,6 +306,11 @@ class Responder:
             ok = (plen == qp.mtu and not p.pad) if not info.is_last else plen <= qp.mtu
             if ok and plen == 0 and info.is_last and not info.is_first:
                 ok = False  # a LAST packet carries at least one byte
+            if not ok and self.tracer is not None:
+                self._broke(qp, Rule.LENGTH,
+                            f"{qp.mtu} bytes (one MTU), pad 0" if not info.is_last else
+                            f"at most {qp.mtu} bytes (the MTU)" if info.is_first else
+                            f"1 to {qp.mtu} bytes", f"{plen} bytes, pad {p.pad} ({p.name})")
         if not ok:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t, CqeStatus.REM_INV_REQ_ERR)
             return
@@ -447,9 +476,14 @@ class Responder:
 
     # -- RDMA WRITE -------------------------------------------------------------------------
 
-    def _length_error(self, qp: QpCtx, p: Packet, t: float) -> None:
-        """The packet does not fit the DMA length its message announced (C9-92)."""
+    def _length_error(self, qp: QpCtx, p: Packet, t: float, expected: str) -> None:
+        """The packet does not fit the DMA length its message announced (C9-92); `expected`:
+        what would have (for RX_VIOLATION)."""
         self._c["length_errors"] += 1
+        if self.tracer is not None:
+            dma = f", RETH DMA length {p.reth_len}" if p.reth_len is not None else ""
+            self._broke(qp, Rule.LENGTH, expected,
+                        f"{p.payload_len} bytes, pad {p.pad}{dma} ({p.name})")
         self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)
 
     def _write(self, qp: QpCtx, p: Packet, t: float) -> None:
@@ -470,7 +504,10 @@ class Responder:
             if length > MAX_DMA_LEN or (
                     (plen != length or p.pad != -length & 3) if info.is_last
                     else length <= qp.mtu):
-                self._length_error(qp, p, t)
+                self._length_error(
+                    qp, p, t, f"at most {MAX_DMA_LEN} bytes" if length > MAX_DMA_LEN else
+                    f"{length} bytes (the RETH's DMA length), pad {-length & 3}"
+                    if info.is_last else f"a DMA length over one MTU ({qp.mtu})")
                 return
             # A zero-length WRITE needs no valid R_Key or address (C9-88): nothing is checked
             # and nothing is placed.
@@ -486,7 +523,10 @@ class Responder:
                 return
             if r.msg_len + plen > r.rq_cap or info.is_last and (
                     r.msg_len + plen != r.rq_cap or p.pad != -plen & 3):
-                self._length_error(qp, p, t)
+                left = r.rq_cap - r.msg_len
+                self._length_error(qp, p, t, f"{left} bytes (the rest of the DMA length), pad "
+                                   f"{-left & 3}" if info.is_last else
+                                   f"at most {left} bytes (the rest of the DMA length)")
                 return
         rq = qp.srq or qp
         if info.is_last and info.imm and rq.rq_ci == rq.rq_pi and r.held_wqe is None:
@@ -540,11 +580,14 @@ class Responder:
         r = qp.resp
         if r.reads_inflight >= max(1, qp.max_dest_rd_atomic):
             # More READs outstanding than this QP accepts (IBA 9.7.7.1, C9-129).
+            self._broke(qp, Rule.TOO_MANY_READS,
+                        f"at most {max(1, qp.max_dest_rd_atomic)} READs being answered",
+                        f"READ {r.reads_inflight + 1} at PSN {p.psn:#08x}")
             self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t)
             return
         length = p.reth_len
         if length > MAX_DMA_LEN:
-            self._length_error(qp, p, t)
+            self._length_error(qp, p, t, f"a DMA length of at most {MAX_DMA_LEN}")
             return
         npkts = max(1, -(-length // qp.mtu))
         src = self._read_source(qp, p, t)
@@ -703,7 +746,7 @@ class Responder:
             self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
             return
         if p.reth_len != 8 or p.payload_len != 8:
-            self._length_error(qp, p, t)
+            self._length_error(qp, p, t, "8 bytes, DMA length 8")
             return
         va = p.reth_va
         st, segs, ready = self.mmu.translate(p.reth_rkey, qp.pd, _RW, va, 8, t, qp.qpn)
@@ -773,6 +816,18 @@ class Responder:
 
     # -- duplicates -------------------------------------------------------------------------
 
+    @staticmethod
+    def _remembered(qp: QpCtx) -> str:
+        """What a duplicate READ or atomic may repeat (for RX_VIOLATION): the requests the
+        responder remembers."""
+        rd = qp.resp.rd_res
+        if not rd:
+            return "a duplicate of a remembered READ or atomic (none remembered)"
+        return "a duplicate of " + ", ".join(
+            f"{'atomic' if r.orig is not None else 'READ'} PSN {r.first_psn:#08x}"
+            + (f"-{r.last_psn:#08x} VA {r.va:#x} length {r.length}" if r.orig is None else "")
+            for r in rd)
+
     def _duplicate(self, qp: QpCtx, p: Packet, t: float) -> None:
         """A request already executed (IBA 9.7.5.1.1): a SEND or WRITE is acknowledged again
         (once per message, on its AckReq packet, so a go-back-N burst draws no ACK storm;
@@ -790,6 +845,8 @@ class Responder:
             # Answered again from the remembered result, never executed twice.
             if res is None or not res.placement or res.first_psn != p.psn:
                 bump(self._c, "duplicate_placement_dropped")
+                self._broke(qp, Rule.INVALID_DUPLICATE, self._remembered(qp),
+                            f"{p.name} at PSN {p.psn:#08x}")
                 return
             bump(self._c, "placement_replays")
             self._placement_response(qp, p.psn, t)
@@ -803,6 +860,9 @@ class Responder:
                     p.reth_va - res.va != psn_diff(p.psn, res.first_psn) * qp.mtu or \
                     p.reth_va + p.reth_len != res.va + res.length:
                 self._c["duplicate_read_dropped"] += 1
+                self._broke(qp, Rule.INVALID_DUPLICATE, self._remembered(qp),
+                            f"READ at PSN {p.psn:#08x}, VA {p.reth_va:#x}, length "
+                            f"{p.reth_len}, R_Key {p.reth_rkey:#x}")
                 return
             if not qp.access & _RR:
                 self._fatal_nak(qp, p.psn, Syndrome.NAK_REM_ACCESS, t)
@@ -814,6 +874,8 @@ class Responder:
             return
         if res is None or res.orig is None or res.first_psn != p.psn:
             self._c["duplicate_atomic_dropped"] += 1
+            self._broke(qp, Rule.INVALID_DUPLICATE, self._remembered(qp),
+                        f"{p.name} at PSN {p.psn:#08x}")
             return
         self._c["atomic_replays"] += 1
         self._atomic_ack(qp, p.psn, res.orig, t)

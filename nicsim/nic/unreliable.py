@@ -31,22 +31,35 @@ from nicsim.hwif import WQE_INDEX_MASK, CqeOpcode, CqeStatus
 from nicsim.nic.aeth import Syndrome
 from nicsim.nic.completer import Completer
 from nicsim.nic.qp import QpCtx, RespState
+from nicsim.nic.violations import Rule
 from nicsim.wire import Kind, Packet
 
 UC_COUNTERS = ("uc_msgs_dropped", "uc_pkts_dropped", "uc_resyncs")
 _CONTINUES = {RespState.IN_SEND: Kind.SEND, RespState.IN_WRITE: Kind.WRITE}
+_NEXT = {RespState.IDLE: "a FIRST or ONLY opcode", RespState.IN_SEND: "SEND MIDDLE or LAST",
+         RespState.IN_WRITE: "RDMA WRITE MIDDLE or LAST"}
 
 
 class UcReceive:
     def __init__(self, completer: Completer, counters: dict[str, int]) -> None:
         self.completer = completer
         self.counters = counters  # the responder's (UC_COUNTERS among them)
+        # What the last packet `accept` judged broke (rule, expected, actual), None if
+        # nothing: a gap in the PSNs or a message cut short is loss to UC, which it survives
+        # (9.8.3), and a protocol error for a sender on a link that loses nothing. The
+        # responder passes it to its observers (RX_VIOLATION).
+        self.broke: tuple[Rule, str, str] | None = None
 
     def accept(self, qp: QpCtx, p: Packet) -> bool:
         """Whether a UC request packet is to be executed (its PSN and place in a message
         fit); the message in progress is dropped when it cannot be."""
         r = qp.resp
         info = p.info
+        self.broke = None
+        if p.psn != qp.epsn and not r.dropping:
+            self.broke = (Rule.PSN_SEQUENCE, f"PSN {qp.epsn:#08x}", f"PSN {p.psn:#08x}")
+        elif r.state is RespState.IDLE and not r.dropping and not info.is_first:
+            self.broke = (Rule.OPCODE_SEQUENCE, _NEXT[r.state], info.opcode.name)
         if p.psn != qp.epsn or r.dropping or r.state is RespState.IDLE:
             if not info.is_first:
                 self.counters["uc_pkts_dropped"] += 1
@@ -61,8 +74,11 @@ class UcReceive:
             r.dropping = False
             return True
         if info.is_first or info.kind is not _CONTINUES[r.state]:
+            broke = (Rule.OPCODE_SEQUENCE, _NEXT[r.state], info.opcode.name)
             self._cut(qp)
-            return self.accept(qp, p)  # starts a message of its own, or is dropped
+            ok = self.accept(qp, p)  # starts a message of its own, or is dropped
+            self.broke = broke
+            return ok
         return True
 
     def refuse(self, qp: QpCtx, syndrome: int, t: float, recv_status: CqeStatus | None) -> None:

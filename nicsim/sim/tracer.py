@@ -28,6 +28,10 @@ class Stage(StrEnum):
     CQE_WRITTEN = "cqe_written"  # (cqn, qpn, wqe_index, opcode, status, t): lands at t
     QP_STATE = "qp_state"  # (qpn, old, new): a QP changed state (names of nicsim.hwif.QpState)
     COMMAND_DONE = "command_done"  # (status,): a mailbox command finished (its status name)
+    RX_VIOLATION = "rx_violation"  # (rule, qpn, expected, actual): the receive path refused
+    #   or ignored the packet of the last FRAME_IN because its sender broke `rule`
+    #   (nicsim.nic.violations.Rule) for the NIC's QP `qpn` (the BTH's DestQP if there is no
+    #   such QP, -1 if the frame did not parse that far); `expected` and `actual` are text
 
 
 class Tracer:
