@@ -158,8 +158,7 @@ class NsnicDevice:
         """Run one mailbox command and wait for it (the driver polls CMD_STATUS over MMIO)."""
         if len(data) > PAGE_SIZE * 16:
             raise HwError("command input too large", errno.EINVAL)
-        while self._mbox_busy:  # the ODP worker has the mailbox: wait for it
-            self.host.spend(500.0)
+        self.wait_mailbox()
         self._mbox_busy = True
         try:
             self._post_cmd(op, data, mod, cpu=True)
@@ -187,6 +186,12 @@ class NsnicDevice:
         if status is not CmdStatus.OK:
             raise HwError(f"{op.name} failed: {status.name}", _CMD_ERRNO[status])
         return self.host.mem.read(self.cmd_out_pa, out_size) if out_size else b""
+
+    def wait_mailbox(self) -> None:
+        """Wait (from a program's call) until no SimPy process holds the mailbox: the ODP
+        worker holds it from its sequence check through its MTT writes."""
+        while self._mbox_busy:
+            self.host.spend(500.0)
 
     def mailbox(self) -> Generator[simpy.Event, None, None]:
         """Take the command mailbox from a SimPy process (the ODP worker); give it back

@@ -140,17 +140,27 @@ class OdpHandler:
         if lo >= hi:
             return
         first, last = (lo - mr.first_va) >> PAGE_SHIFT, (hi - 1 - mr.first_va) >> PAGE_SHIFT
+        # The interval notifier's protocol (mmu_interval_set_seq / mmu_interval_read_retry,
+        # as mlx5_ib_invalidate_range and ib_umem_odp use it): the sequence changes when the
+        # invalidation starts, so a resolution that looked the pages up before it retries.
         mr.seq += 1
+        # A resolution (a page fault, or a prefetch, which runs in a worker of its own) that
+        # passed its sequence check holds the mailbox until its MTT entries are written:
+        # only once it is done is `present` all the device may hold in the range.
+        self.hw.wait_mailbox()
         hit = [p for p in mr.present if first <= p <= last]
-        if not hit:
-            return
-        a, b = min(hit), max(hit)
-        self.hw.cmd(CmdOpcode.ODP_INVALIDATE, OdpRange(mr.mtt_start + a, b - a + 1).pack(),
-                    mod=mr.index)
-        for p in hit:
-            del mr.present[p]
-        self.counters["invalidations"] += 1
-        self.counters["pages_invalidated"] += len(hit)
+        if hit:
+            a, b = min(hit), max(hit)
+            self.hw.cmd(CmdOpcode.ODP_INVALIDATE,
+                        OdpRange(mr.mtt_start + a, b - a + 1).pack(), mod=mr.index)
+            for p in hit:
+                del mr.present[p]
+            self.counters["invalidations"] += 1
+            self.counters["pages_invalidated"] += len(hit)
+        # And when it ends: a resolution that looked the pages up while it waited (they are
+        # still the process's until the notifier returns) retries too, and then finds them
+        # gone. Without this, its MTT entries would keep pages the caller frees next.
+        mr.seq += 1
 
     # -- page faults ------------------------------------------------------------------------
 
