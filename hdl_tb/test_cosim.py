@@ -121,13 +121,15 @@ def rtl_to_model(w, seed: int, timeout: int = 14, retry_cnt: int = 7,  # noqa: A
 
 @cocotb.test(skip=TOPLEVEL != "roce_nic")
 async def test_rtl_to_model(dut):
-    """WRITEs, WRITE with immediate and SENDs from the RTL land in the model host byte-exact."""
+    """WRITEs, WRITE with immediate and SENDs from the RTL land in the model host byte-exact;
+    the model judges every frame strictly (nicsim.cosim.strict): none breaks the protocol."""
     from nicsim.driver import enums as e
 
-    from nicsim.cosim import cosim_world
+    from nicsim.cosim import StrictChecker, cosim_world
 
     pcap = os.path.join(os.environ.get("COSIM_PCAP_DIR", "."), "cosim_rtl_to_model.pcap")
     w, rtl = cosim_world(dut, seed=SEED, pcap=pcap)
+    strict = StrictChecker(w.nics["b"])  # raises ProtocolViolation out of the program
     rtl.mac.keep_sent = True
     await rtl.reset()
     rtl.clock.couple(w.env)
@@ -136,6 +138,8 @@ async def test_rtl_to_model(dut):
     wall = time.perf_counter() - t0
     w.close()
     speed_line(dut, rtl, "clean link", res, wall)
+    strict.check()
+    assert strict.frames > 0 and not strict.violations, strict.violations
 
     assert not res["bad"], f"regions of b's memory differ: {res['bad']}"
     want = sorted((wr_id, e.IBV_WC_SUCCESS, n, imm) for wr_id, n, imm in res["recvs"])
