@@ -352,6 +352,9 @@ class CreateCqResp:
     ring_va: int
     log_size: int
     dbrec_va: int
+    # log2 of the bytes per ring slot: 5 (32-byte CQEs), or 6 on a device that scatters
+    # small SENDs to the CQE (hwif.cqe_stride; mlx5 tells its provider the CQE size too)
+    log_stride: int = 5
 
 
 class UverbsError(Exception):

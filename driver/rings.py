@@ -22,21 +22,24 @@ from nicsim.driver.enums import ibv_qp_state, ibv_send_flags, ibv_wc_flags, ibv_
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace
 from nicsim.hwif import (
-    CQE_OWNER_OFFSET,
-    CQE_SIZE,
+    RECV_WQE_CTRL_SIZE,
+    SGE_SIZE,
     WQE_INDEX_MASK,
     Access,
     Cqe,
     CqeFlags,
     CqeOpcode,
+    CqeStatus,
     RecvWqeCtrl,
     SendWqeCtrl,
     Sge,
     UarReg,
     UdAv,
+    VendorErr,
     WqeFlags,
     WqeOpcode,
     bf_burst_len,
+    cqe_offset,
 )
 
 _WR_OPCODES = {int(o) for o in WqeOpcode}  # what an nsnic send WQE can carry
@@ -188,6 +191,7 @@ class ProviderQp:
     ud: bool = False  # a UD QP: each WQE carries its address vector (hwif.UdAv)
     atomics: bool = True  # the device has atomics (abi.ContextResp)
     srq: ProviderSrq | None = None  # the SRQ it receives from
+    pd: int = 0  # the handle of its PD (the L_Key check of a scattered SEND)
     rq_busy: list[bool] | None = None  # (a QP's own RQ completes in ring order)
     sq_head: int = 0  # WQEs posted (not wrapped)
     sq_tail: int = 0  # WQEs completed
@@ -409,6 +413,21 @@ class ProviderSrq:
 
 
 _CQE_WITH_IMM = int(CqeFlags.WITH_IMM)
+_SCATTERED = int(CqeFlags.SCATTERED)
+
+
+@dataclass(frozen=True)
+class MrInfo:
+    """What the provider keeps of a process's MR for the L_Key check of a scattered SEND
+    (ProviderCq._scatter_to_wqe): its PD handle, range and access flags."""
+
+    pd: int
+    addr: int
+    length: int
+    access: int
+
+
+MrTable = dict[int, MrInfo]  # by L_Key
 _FLAG_MAP = tuple((int(a), int(b)) for a, b in (
     (CqeFlags.WITH_IMM, ibv_wc_flags.IBV_WC_WITH_IMM),
     (CqeFlags.WITH_INV, ibv_wc_flags.IBV_WC_WITH_INV),
@@ -417,11 +436,16 @@ _FLAG_MAP = tuple((int(a), int(b)) for a, b in (
 
 class ProviderCq:
     def __init__(self, host: Host, aspace: AddressSpace, r: CreateCqResp,
-                 qps: dict[int, ProviderQp]) -> None:
+                 qps: dict[int, ProviderQp], mrs: MrTable | None = None) -> None:
         self.host = host
         self.aspace = aspace
         self.r = r
         self.size = 1 << r.log_size
+        # Bytes per slot: the Cqe is its last CQE_SIZE, a scattered SEND's data before it.
+        self.stride = 1 << r.log_stride
+        self._at = cqe_offset(self.stride)
+        # The process's MRs, for the L_Key check of a scattered SEND (scatter_to_wqe).
+        self.mrs = mrs
         self.ci = 0
         self.qps = qps  # QPs of the context, by QPN
         # Consecutive empty polls that each waited their whole window with no CQE write.
@@ -434,15 +458,19 @@ class ProviderCq:
         out: list[RawWc] = []
         a = self.aspace
         log = self.r.log_size
+        stride, at = self.stride, self._at
         while len(out) < num_entries:
-            raw = a.read(self.r.ring_va + (self.ci & (self.size - 1)) * CQE_SIZE, CQE_SIZE)
-            if raw[CQE_OWNER_OFFSET] & 1 != ((self.ci >> log) & 1) ^ 1:
+            raw = a.read(self.r.ring_va + (self.ci & (self.size - 1)) * stride, stride)
+            if raw[stride - 1] & 1 != ((self.ci >> log) & 1) ^ 1:
                 break  # not written by the NIC on this pass of the ring yet
             self.ci += 1
-            cqe = Cqe.unpack(raw)
+            cqe = Cqe.unpack(raw, at)
             if self.on_cqe is not None:
                 self.on_cqe(cqe)
-            out.append(self._to_wc(cqe))
+            wc = self._to_wc(cqe)
+            if cqe.flags & _SCATTERED:
+                self._scatter_to_wqe(cqe, raw[:cqe.byte_len], wc)
+            out.append(wc)
         if out:
             a.write(self.r.dbrec_va, struct.pack("<I", self.ci & 0xFFFFFFFF))
             self.host.spend(self.host.costs.poll_cqe * len(out))
@@ -450,11 +478,72 @@ class ProviderCq:
         elif sched.idle():
             self.silent = 0  # another side of the program ran first: look again
         elif self.host.poll_wait(self.host.costs.poll_empty, self._ring_pa,
-                                 self._ring_pa + self.size * CQE_SIZE):
+                                 self._ring_pa + self.ring_bytes):
             self.silent = 0
         else:
             self.silent += 1
         return out
+
+    @property
+    def ring_bytes(self) -> int:
+        return self.size * self.stride
+
+    def ready(self) -> bool:
+        """Whether a CQE is waiting at the consumer index (its owner bit, read as poll
+        reads it, in no time)."""
+        raw = self.aspace.read(self.r.ring_va + (self.ci & (self.size - 1)) * self.stride
+                               + self.stride - 1, 1)
+        return raw[0] & 1 == ((self.ci >> self.r.log_size) & 1) ^ 1
+
+    def _scatter_to_wqe(self, cqe: Cqe, data: bytes, wc: RawWc) -> None:
+        """A SEND the NIC put in the CQE (CqeFlags.SCATTERED): copy it into the buffers of
+        the receive WQE it completes, read from the RQ ring in the process's memory, as
+        libmlx5's mlx5_copy_to_recv_wqe (copy_to_scat) does. Its CPU time is the poll's
+        (poll_cqe): a copy of at most 32 bytes.
+
+        The device never saw the WQE's scatter list, so its L_Keys are checked here, against
+        the process's MRs (the QP's PD, LOCAL_WRITE, the bounds): LOC_PROT_ERR, nothing
+        copied. (libmlx5's copy_to_scat does not check: it copies to each SGE's address as a
+        virtual address of the process, which is why an MR whose IOVA is not the process's
+        address must not be used with scatter to CQE, mlx5dv_create_qp(3). nsnic keeps the
+        IBA's L_Key check instead; the failure comes at poll, after the message was
+        acknowledged, so the sender's completion is a success and the QP stays usable.) More
+        data than the SGEs hold: LOC_LEN_ERR, as copy_to_scat returns."""
+        qp = self.qps.get(cqe.qpn)
+        if qp is None or qp.srq is not None or cqe.status:
+            return
+        slot = cqe.wqe_index & (qp.rq_size - 1)
+        wqe = self.aspace.read(qp.r.rq_va + slot * qp.rq_stride, qp.rq_stride)
+        n = RecvWqeCtrl.unpack(wqe).num_sge
+        sges = [Sge.unpack(wqe, RECV_WQE_CTRL_SIZE + i * SGE_SIZE) for i in range(n)]
+        for s in sges:
+            err = self._lkey_error(qp, s) if s.length else 0
+            if err:
+                wc.status, wc.vendor_err = CqeStatus.LOC_PROT_ERR, err
+                return
+        left = memoryview(data)
+        for s in sges:
+            if not left:
+                break
+            k = min(len(left), s.length)
+            self.aspace.write(s.addr, bytes(left[:k]))
+            left = left[k:]
+        if left:
+            wc.status, wc.vendor_err = CqeStatus.LOC_LEN_ERR, VendorErr.RECV_TOO_SMALL
+
+    def _lkey_error(self, qp: ProviderQp, s: Sge) -> int:
+        """The VendorErr of an SGE the QP may not write (the device's order: key, PD,
+        access, bounds, as nicsim.nic.translation.check), or 0."""
+        mr = self.mrs.get(s.lkey) if self.mrs is not None else None
+        if mr is None:
+            return VendorErr.BAD_LKEY
+        if mr.pd != qp.pd:
+            return VendorErr.LKEY_PD_MISMATCH
+        if not mr.access & Access.LOCAL_WRITE:
+            return VendorErr.LKEY_ACCESS
+        if s.addr < mr.addr or s.addr + s.length > mr.addr + mr.length:
+            return VendorErr.LKEY_BOUNDS
+        return 0
 
     def resized(self, ring_va: int, log_size: int) -> None:
         """The kernel moved the CQ to a new ring (RESIZE_CQ): the NIC put the unpolled CQEs
@@ -473,26 +562,26 @@ class ProviderCq:
         other CQEs move up behind the consumer index, keeping their order and each slot's
         owner bit. Returns how many were removed."""
         a, log, size = self.aspace, self.r.log_size, self.size
-        base = self.r.ring_va
+        base, stride, cqe_at = self.r.ring_va, self.stride, self._at
 
         def at(i: int) -> int:
-            return base + (i & (size - 1)) * CQE_SIZE
+            return base + (i & (size - 1)) * stride
 
         prod = self.ci
         while prod - self.ci < size:
-            raw = a.read(at(prod), CQE_SIZE)
-            if raw[CQE_OWNER_OFFSET] & 1 != ((prod >> log) & 1) ^ 1:
+            raw = a.read(at(prod), stride)
+            if raw[stride - 1] & 1 != ((prod >> log) & 1) ^ 1:
                 break
             prod += 1
         freed = 0
         for i in range(prod - 1, self.ci - 1, -1):
-            raw = a.read(at(i), CQE_SIZE)
-            if int.from_bytes(raw[:4], "little") == qpn:
+            raw = a.read(at(i), stride)
+            if int.from_bytes(raw[cqe_at:cqe_at + 4], "little") == qpn:
                 freed += 1
             elif freed:
                 dest = i + freed
                 owner = ((dest >> log) & 1) ^ 1
-                a.write(at(dest), raw[:CQE_OWNER_OFFSET] + bytes([owner]))
+                a.write(at(dest), raw[:stride - 1] + bytes([owner]))
         if freed:
             self.ci += freed
             a.write(self.r.dbrec_va, struct.pack("<I", self.ci & 0xFFFFFFFF))

@@ -338,6 +338,11 @@ class CqeFlags(IntFlag):
     WITH_IMM = 0x01
     WITH_INV = 0x02
     GRH = 0x04
+    # Scatter to CQE (DeviceCaps.cqe_inline): the received SEND's byte_len bytes are in the
+    # CQE's inline area (cqe_inline_offset), not in the receive buffer; the provider copies
+    # them into the receive WQE's buffers when it polls (mlx5's MLX5_INLINE_SCATTER_32 op_own
+    # bit, which libmlx5's handle_responder answers with mlx5_copy_to_recv_wqe).
+    SCATTERED = 0x08
 
 
 class PathMtu(IntEnum):
@@ -518,6 +523,27 @@ class Cqe(Record):
 
 CQE_SIZE = Cqe.FMT.size  # 32
 CQE_OWNER_OFFSET = 31
+# Scatter to CQE. A device whose DeviceCaps.cqe_inline is n > 0 writes every CQE in a slot of
+# CQE_SIZE + n bytes (64 for n = 32): bytes 0..n-1 the inline area, then the Cqe above, so
+# the owner bit stays the slot's last byte. A received SEND of at most n bytes on an RC or UC
+# QP with its own RQ is written into the inline area with CqeFlags.SCATTERED: one PCIe write,
+# no receive WQE scatter list read, no translation of its L_Key (nicsim.nic.responder). This
+# is mlx5's scatter to CQE: 64-byte CQEs, 32 bytes of data (MLX5_RES_SCAT_DATA32_CQE, set by
+# the kernel's create_user_qp for RC and UC QPs whose receive CQ has 64-byte CQEs; UD never;
+# libmlx5 turns it off with MLX5_SCATTER_TO_CQE=0). A device with 0 (the RTL) writes 32-byte
+# CQEs and never sets the flag.
+SCATTER_CQE_SIZES = (0, 32)
+
+
+def cqe_stride(cqe_inline: int) -> int:
+    """Bytes per CQ ring slot on a device with DeviceCaps.cqe_inline `cqe_inline`."""
+    return CQE_SIZE + cqe_inline
+
+
+def cqe_offset(stride: int) -> int:
+    """Where the Cqe starts in a slot of `stride` bytes (its owner bit is the slot's last
+    byte); the inline area is the `stride - CQE_SIZE` bytes before it."""
+    return stride - CQE_SIZE
 
 
 def cqe_owner(index: int, log_size: int) -> int:
@@ -778,10 +804,13 @@ class DeviceCaps(Record):
      40     4   max_eq (EQNs 0..max_eq-1; 0: no event queues)
      44     4   max_srq (SRQNs 1..max_srq-1; 0: no SRQs)
      48     4   flags (DevCap)
-     52     4   reserved (0)
+     52     4   cqe_inline: bytes of a received SEND the device writes into the CQE instead
+                of the receive buffer (scatter to CQE, CqeFlags.SCATTERED); its CQ ring slots
+                are CQE_SIZE + cqe_inline bytes (cqe_stride). 0: none, 32-byte CQEs (a device
+                that predates the field, as the RTL, reads 0 here)
     """
 
-    FMT = struct.Struct("<IIIIIIIIIIIII4x")
+    FMT = struct.Struct("<IIIIIIIIIIIIII")
     max_qp: int
     max_cq: int
     max_mpt: int
@@ -795,6 +824,7 @@ class DeviceCaps(Record):
     max_eq: int = 0
     max_srq: int = 0
     flags: int = 0  # DevCap
+    cqe_inline: int = 0  # scatter to CQE: 0 or 32 (SCATTER_CQE_SIZES)
 
 
 def device_commands(caps: DeviceCaps, features: DevFeature) -> frozenset[CmdOpcode]:

@@ -38,7 +38,7 @@ def cq_resp(u: Ucontext, cq: IbCq) -> CreateCqResp:
     """What the provider needs of a new CQ: its ring and doorbell record, as mapped."""
     hw = cq.hw
     return CreateCqResp(cq.handle, hw.cqn, u.rings.va(hw.ring_pa), hw.log_size,
-                        u.rings.va(hw.dbrec_pa))
+                        u.rings.va(hw.dbrec_pa), hw.stride.bit_length() - 1)
 
 
 def qp_resp(u: Ucontext, qp: IbQp) -> CreateQpResp:

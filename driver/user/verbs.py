@@ -36,7 +36,14 @@ from nicsim.driver.enums import (
 )
 from nicsim.driver.kernel.query import DeviceCapEx
 from nicsim.driver.kernel.uverbs import UverbsFile, open_device
-from nicsim.driver.rings import ProviderCq, ProviderError, ProviderQp, ProviderSrq
+from nicsim.driver.rings import (
+    MrInfo,
+    MrTable,
+    ProviderCq,
+    ProviderError,
+    ProviderQp,
+    ProviderSrq,
+)
 from nicsim.driver.user import errors, process
 from nicsim.driver.user.base import PyverbsCM, PyverbsObject, inc_rkey
 from nicsim.driver.user.device import (
@@ -484,6 +491,8 @@ class Context(_Resource):
                                       self.aspace, process.privileged())
         self.name = name
         self.qps: dict[int, ProviderQp] = {}
+        # Its MRs by L_Key, as the provider checks a scattered SEND's SGEs (rings.MrInfo).
+        self.mrs: MrTable = {}
 
     @property
     def uverbs_commands(self) -> int:
@@ -765,7 +774,13 @@ class MR(_Resource):
                 self.ctx.aspace.munmap(self.buf, length)
             raise
         self.rkey = self.lkey
+        self._access = int(access)
+        self._record()
         self._created()
+
+    def _record(self) -> None:
+        """Tell the provider what the MR's L_Key covers (rings.MrInfo)."""
+        self.ctx.mrs[self.lkey] = MrInfo(self.pd.handle, self.buf, self.length, self._access)
 
     def write(self, data: bytes | str, length: int, offset: int = 0) -> None:
         if self.closed or length < 0:
@@ -794,7 +809,10 @@ class MR(_Resource):
         key = _call("Failed to rereg MR", self.ctx.file.write, abi.ReregMr(
             self.handle, f, pd.handle if f & 2 else None, int(addr),  # type: ignore[union-attr]
             int(length), int(access)))
+        self.ctx.mrs.pop(self.lkey, None)
         self.lkey = self.rkey = key
+        if f & 4:  # IBV_REREG_MR_CHANGE_ACCESS
+            self._access = int(access)
         if f & 1:  # IBV_REREG_MR_CHANGE_TRANSLATION
             if self._own_buf:
                 self.ctx.aspace.munmap(self.buf, self.length)
@@ -805,11 +823,13 @@ class MR(_Resource):
             self._parents = tuple(pd if p is self.pd else p for p in self._parents)
             self.pd = pd  # type: ignore[assignment]
             pd._children[self] = None  # type: ignore[union-attr]
+        self._record()
 
     def close(self) -> None:
         if self.closed:
             return
         _call("Failed to dereg MR", self.ctx.file.write, abi.DeregMr(self.handle))
+        self.ctx.mrs.pop(self.lkey, None)
         self._closed_now()
         if self._own_buf:
             self.ctx.aspace.munmap(self.buf, self.length)
@@ -896,7 +916,7 @@ class CQ(_Resource):
         self.cq_context = cq_context
         self.channel = channel
         self.num_events = 0
-        self._p = ProviderCq(context.host, context.aspace, r, context.qps)
+        self._p = ProviderCq(context.host, context.aspace, r, context.qps, context.mrs)
         self._created()
 
     @property
@@ -1155,7 +1175,7 @@ class QP(_Resource):
                              cap.max_recv_sge, cap.max_inline_data, bool(init_attr.sq_sig_all),
                              ud=self._type == ibv_qp_type.IBV_QPT_UD,
                              srq=None if srq is None else srq._p,
-                             atomics=ctx.file.context.atomics)
+                             atomics=ctx.file.context.atomics, pd=pd.handle)
         ctx.qps[r.qpn] = self._p
         self._created()
         if qp_attr is not None:

@@ -52,6 +52,7 @@ from nicsim.hwif import (
     QpType,
     Srqc,
     blank_qpc,
+    cqe_stride,
     device_commands,
     unpack_mtt,
 )
@@ -152,7 +153,8 @@ class CommandProcessor:
         self.caps = DeviceCaps(cfg.max_qp, cfg.max_cq, 1 << cfg.log_mpt_entries,
                                1 << cfg.log_mtt_entries, cfg.max_qp_wr, cfg.max_sge,
                                cfg.max_cqe, cfg.max_qp_rd_atom, cfg.max_inline, cfg.max_uar,
-                               cfg.max_eq, cfg.max_srq, dev_caps(cfg))
+                               cfg.max_eq, cfg.max_srq, dev_caps(cfg),
+                               cfg.scatter_to_cqe_bytes)
         # What this configuration executes; the rest is BAD_OPCODE (nothing is read).
         self.known = device_commands(self.caps, features)
 
@@ -264,7 +266,8 @@ class CommandProcessor:
             raise CommandError(CmdStatus.BAD_PARAM)
         if (1 << c.log_size) > cfg.max_cqe:
             raise CommandError(CmdStatus.EXCEED_LIM)
-        self.cq.cqs[c.cqn] = CqCtx(c.cqn, c.log_size, c.base, c.dbrec, c.eqn, uar=c.uar)
+        self.cq.cqs[c.cqn] = CqCtx(c.cqn, c.log_size, c.base, c.dbrec, c.eqn, uar=c.uar,
+                                   stride=cqe_stride(cfg.scatter_to_cqe_bytes))
         return b""
 
     def _query_cq(self, _raw: bytes, mod: int) -> bytes:

@@ -110,9 +110,11 @@ class Completer:
 
     def post_recv(self, qp: QpCtx, index: int, opcode: CqeOpcode, status: CqeStatus,
                   byte_len: int, flags: int, imm: int, t: float,
-                  solicited: bool = False) -> None:
-        self.cq.post(qp.recv_cqn, qp.qpn, index, opcode, status, byte_len, imm,
-                         flags=flags, not_before=t, solicited=solicited)
+                  solicited: bool = False, inline: bytes = b"") -> float:
+        """A receive completion; `inline`: a scattered SEND's data (CqeFlags.SCATTERED).
+        Returns when the CQE lands."""
+        return self.cq.post(qp.recv_cqn, qp.qpn, index, opcode, status, byte_len, imm,
+                            flags=flags, not_before=t, solicited=solicited, inline=inline)
 
     def local_error(self, qp: QpCtx, index: int, op: WqeOpcode, status: CqeStatus,
                     vendor: VendorErr) -> None:

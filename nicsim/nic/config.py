@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from nicsim.fabric.pfc import PfcWatchdog
 from nicsim.host.pcie import PcieConfig
-from nicsim.hwif import MAX_UAR, ODP_EQN
+from nicsim.hwif import MAX_UAR, ODP_EQN, SCATTER_CQE_SIZES
 from nicsim.knobs import knob
 from nicsim.nic.cc.config import CcConfig
 
@@ -84,6 +84,12 @@ class NicConfig:
     bf_size: int = knob(256, "BlueFlame: bytes of a UAR page's WQE-by-MMIO buffer: 0 (none), "
                         "64, 128 or 256; a post of one WR whose WQE fits goes with its doorbell "
                         "by MMIO, no WQE fetch (only inline ones if NSNIC_POST_SEND_PREFER_BF=0)")
+    scatter_to_cqe_bytes: int = knob(0, "scatter to CQE (DeviceCaps.cqe_inline): 0 (none), or "
+                                     "32: CQEs are 64 bytes and a received SEND of at most 32 "
+                                     "bytes on an RC or UC QP with its own RQ is written into "
+                                     "its CQE (one PCIe write, no receive buffer translation); "
+                                     "the provider copies it into the receive buffer at poll, "
+                                     "as mlx5 does (MLX5_INLINE_SCATTER_32)")
     mpt_cache_entries: int = knob(512, "MPT entries the on-NIC translation cache holds", ge=1)
     mtt_cache_entries: int = knob(4096, "MTT entries the on-NIC translation cache holds", ge=1)
     ack_coalesce: int = knob(16, "responder ACKs: one every N packets, and on every packet "
@@ -122,6 +128,9 @@ class NicConfig:
         if self.bf_size not in BF_SIZES:
             raise ValueError(f"bf_size must be 0 (no BlueFlame), 64, 128 or 256, not "
                              f"{self.bf_size}")
+        if self.scatter_to_cqe_bytes not in SCATTER_CQE_SIZES:
+            raise ValueError(f"scatter_to_cqe_bytes must be 0 (none) or 32, not "
+                             f"{self.scatter_to_cqe_bytes}")
 
 
 BF_SIZES = (0, 64, 128, 256)  # BlueFlame buffer sizes a device may have (hwif.BF_MAX)

@@ -1,4 +1,5 @@
-"""CQE writeback: completions become 32-byte CQEs DMA-written into the CQ ring in host memory.
+"""CQE writeback: completions become CQEs DMA-written into the CQ ring in host memory: 32 bytes,
+or 64 on a device with scatter to CQE, whose first 32 carry a small SEND's data (hwif.cqe_stride).
 
 The owner bit flips on every pass over the ring, so software can tell a new CQE from an old one
 without the NIC ever reading the ring. The NIC tracks software's consumer index lazily: only
@@ -16,7 +17,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nicsim.hwif import CQE_OWNER_OFFSET, CQE_SIZE, WQE_INDEX_MASK, Cqe, EqeType, cqe_owner
+from nicsim.hwif import CQE_SIZE, WQE_INDEX_MASK, Cqe, EqeType, cqe_owner
 from nicsim.nic.counters import new_counters
 from nicsim.nic.dma import Dma
 from nicsim.nic.engines import Units
@@ -40,6 +41,7 @@ class CqCtx:
     solicited_only: bool = False  # the arm asks for solicited (or failed) completions only
     refs: int = 0  # QPs using this CQ
     uar: int = 0  # the doorbell page CQ_ARM must come through
+    stride: int = CQE_SIZE  # bytes per slot: the device's (hwif.cqe_stride)
 
     @property
     def size(self) -> int:
@@ -60,9 +62,12 @@ class CqWriter:
 
     def post(self, cqn: int, qpn: int, wqe_index: int, opcode: int, status: int,
              byte_len: int = 0, imm_inv: int = 0, src_qp: int = 0, flags: int = 0,
-             vendor_err: int = 0, not_before: float = 0.0, solicited: bool = False) -> float:
-        """Write one CQE (hwif.Cqe layout); returns when it lands in host memory (or now if
-        it was dropped)."""
+             vendor_err: int = 0, not_before: float = 0.0, solicited: bool = False,
+             inline: bytes | memoryview = b"") -> float:
+        """Write one CQE (hwif.Cqe layout, in a slot of the CQ's stride); returns when it
+        lands in host memory (or now if it was dropped). `inline`: a scattered SEND's data,
+        for the slot's inline area (the caller sets CqeFlags.SCATTERED); the slot is one
+        write either way."""
         cq = self.cqs.get(cqn)
         c = self.counters
         if cq is None or cq.overrun:
@@ -77,13 +82,16 @@ class CqWriter:
                 self.on_overrun(cq)
                 return self.dma.env.now
         owner = cqe_owner(cq.pi, cq.log_size)
-        pa = cq.base + (cq.pi & (cq.size - 1)) * CQE_SIZE
+        stride = cq.stride
+        pa = cq.base + (cq.pi & (cq.size - 1)) * stride
         cq.pi += 1
         c["cqes"] += 1
         if status:
             c["cqe_errors"] += 1
         raw = _CQE.pack(qpn, wqe_index & WQE_INDEX_MASK, opcode, status, byte_len, imm_inv, src_qp,
                         flags, vendor_err, owner)
+        if stride != CQE_SIZE:  # the inline area first, the Cqe at the slot's end
+            raw = bytes(inline).ljust(stride - CQE_SIZE, b"\0") + raw
         now = self.dma.env.now
         landed = self.dma.write(pa, raw, self.builder.take(
             not_before if not_before > now else now, self.cost))
@@ -113,13 +121,14 @@ class CqWriter:
         size = 1 << log_size
         if n > size:
             return False
-        old, t = self.dma.read(cq.base, cq.size * CQE_SIZE)
-        ring = bytearray(size * CQE_SIZE)
+        stride = cq.stride
+        old, t = self.dma.read(cq.base, cq.size * stride)
+        ring = bytearray(size * stride)
         for k in range(n):
-            src = ((ci + k) & (cq.size - 1)) * CQE_SIZE
-            dst = k * CQE_SIZE
-            ring[dst:dst + CQE_SIZE] = old[src:src + CQE_SIZE]
-            ring[dst + CQE_OWNER_OFFSET] = cqe_owner(k, log_size)
+            src = ((ci + k) & (cq.size - 1)) * stride
+            dst = k * stride
+            ring[dst:dst + stride] = old[src:src + stride]
+            ring[dst + stride - 1] = cqe_owner(k, log_size)  # the slot's last byte
         self.dma.write(base, bytes(ring), t)
         self.dma.write(cq.dbrec, bytes(4), t)
         cq.base, cq.log_size, cq.pi, cq.ci_seen = base, log_size, n, 0

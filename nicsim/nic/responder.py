@@ -102,6 +102,8 @@ class Responder:
         self.srq = srq
         self.port = port
         self._atomics = cfg.atomics  # (a device without: DevCap.NO_ATOMICS)
+        # Scatter to CQE: a whole SEND up to this many bytes goes into its CQE (0: never).
+        self._scatter = cfg.scatter_to_cqe_bytes
         self.tracer: Tracer | None = None  # (Nic.observe)
         self._rx_lag = cfg.rx_pipeline_ns
         self._tx_lag = cfg.tx_pipeline_ns
@@ -388,6 +390,10 @@ class Responder:
         r = qp.resp
         self._c["send_packets"] += 1
         if p.info.is_first:
+            if (p.info.is_last and p.payload_len <= self._scatter and qp.srq is None
+                    and r.held_wqe is None):
+                self._scatter_send(qp, p, t)
+                return
             if not self._take_recv_wqe(qp, p, t):
                 return
         elif not self._still_valid(r):
@@ -415,6 +421,40 @@ class Responder:
             self._complete_recv(qp, CqeOpcode.RECV, flags, imm, t, p.solicited)
         else:
             r.state = RespState.IN_SEND
+        self._advance(qp, p.psn, p.ackreq, t)
+
+    def _scatter_send(self, qp: QpCtx, p: Packet, t: float) -> None:
+        """Scatter to CQE (hwif.CqeFlags.SCATTERED): a whole SEND of at most
+        `scatter_to_cqe_bytes` on a QP with its own RQ goes into the CQE of the RQ's next WQE,
+        one PCIe write. The WQE's scatter list is neither read nor translated, as on mlx5
+        (MLX5_RES_SCAT_DATA32_CQE; NVIDIA's Inline-Receive notes: the HCA need not read the
+        scatter list, the driver copies the data at poll): its L_Key, bounds and length are
+        the provider's to check when it copies (nicsim.driver.rings), so a bad L_Key fails
+        that completion only, after the message was acknowledged. An SRQ's WQEs and UC's
+        held WQE take the general path (mlx5 scatters for SRQs too: not modelled)."""
+        r = qp.resp
+        if qp.rq_ci == qp.rq_pi:
+            self._rnr_nak(qp, p.psn, t)
+            return
+        n = p.payload_len
+        flags, imm = 0, 0
+        if p.info.imm:
+            flags, imm = CqeFlags.WITH_IMM, p.imm
+        elif p.info.inv:
+            # As _send: a bound type 2 window of the QP's PD, or an invalid request.
+            if not self.windows.invalidate(qp.pd, p.ieth_rkey, qp.qpn):
+                r.rq_index, r.rq_cap, r.msg_len, r.recv_active = qp.rq_ci, 0, 0, True
+                self._fatal_nak(qp, p.psn, Syndrome.NAK_INV_REQ, t, CqeStatus.REM_INV_REQ_ERR)
+                return
+            flags, imm = CqeFlags.WITH_INV, p.ieth_rkey
+        r.rq_index, r.rq_cap, r.msg_len, r.recv_active = qp.rq_ci, n, n, True
+        self._bytes_placed += n
+        qp.payload_in += n
+        landed = self._complete_recv(qp, CqeOpcode.RECV, flags | CqeFlags.SCATTERED, imm, t,
+                                     p.solicited, bytes(p.payload))
+        r.last_done_at = landed
+        # The ACK follows the CQE's write on PCIe, as it follows a placed payload's (_place).
+        r.posted_at = self.pcie.last_write_start
         self._advance(qp, p.psn, p.ackreq, t)
 
     def _take_recv_wqe(self, qp: QpCtx, p: Packet, t: float) -> bool:
@@ -455,15 +495,17 @@ class Responder:
         r.data_ready_at = ready
 
     def _complete_recv(self, qp: QpCtx, opcode: CqeOpcode, flags: int, imm: int,
-                       t: float, solicited: bool) -> None:
+                       t: float, solicited: bool, inline: bytes = b"") -> float:
         """The message's last packet arrived; `solicited`: its BTH SE bit (IBA 9.2.3), which
-        a CQ armed for solicited completions waits for."""
+        a CQ armed for solicited completions waits for; `inline`: a scattered SEND's data
+        (_scatter_send). Returns when the CQE lands."""
         r = qp.resp
         # The CQE follows the last payload write on the same PCIe direction: posted writes
         # stay in order (PCIe base spec 2.4.1), so it may be issued once that write is, and
         # software that sees the CQE sees the data.
-        self.completer.post_recv(qp, r.rq_index, opcode, CqeStatus.SUCCESS, r.msg_len,
-                                     flags, imm, max(t, r.posted_at), solicited)
+        landed = self.completer.post_recv(qp, r.rq_index, opcode, CqeStatus.SUCCESS,
+                                          r.msg_len, flags, imm, max(t, r.posted_at),
+                                          solicited, inline)
         self._c["recv_completions"] += 1
         if qp.srq is None:
             qp.rq_ci = (qp.rq_ci + 1) & WQE_INDEX_MASK
@@ -473,6 +515,7 @@ class Responder:
         r.rq_cap = 0
         r.msg_len = 0
         r.recv_active = False
+        return landed
 
     # -- RDMA WRITE -------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from nicsim.host.pcie import PcieConfig
+from nicsim.hwif import SCATTER_CQE_SIZES
 from nicsim.knobs import knobs
 from nicsim.nic.config import BF_SIZES, NicConfig, check_odp_eqs
 
@@ -75,6 +76,9 @@ class NicSpec(_section(NicConfig, "")):  # type: ignore[misc]
             raise ValueError(f"bf_size must be 0 (no BlueFlame), 64, 128 or 256, not "
                              f"{self.bf_size}")
         check_odp_eqs(self.odp, self.max_eq)
+        if self.scatter_to_cqe_bytes not in SCATTER_CQE_SIZES:
+            raise ValueError(f"scatter_to_cqe_bytes must be 0 (none) or 32, not "
+                             f"{self.scatter_to_cqe_bytes}")
         return self
 
     def config(self) -> dict[str, typing.Any]:

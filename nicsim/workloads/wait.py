@@ -14,7 +14,6 @@ something (an empty poll would sleep).
 from __future__ import annotations
 
 from nicsim.driver.user.verbs import CQ
-from nicsim.hwif import CQE_OWNER_OFFSET, CQE_SIZE
 from nicsim.sim import Sim
 
 
@@ -44,7 +43,7 @@ class CqWatch:
         self._waiter = waiter
         self._mem = cq.ctx.host.mem
         self._lo = p._ring_pa
-        self._hi = p._ring_pa + p.size * CQE_SIZE
+        self._hi = p._ring_pa + p.ring_bytes
         self._entry: tuple | None = None
         self._closed = waiter is None
         self._arm()
@@ -62,9 +61,7 @@ class CqWatch:
 
     def ready(self) -> bool:
         """Whether a CQE is waiting at the consumer index (the owner bit the provider reads)."""
-        p = self._p
-        raw = p.aspace.read(p.r.ring_va + (p.ci & (p.size - 1)) * CQE_SIZE + CQE_OWNER_OFFSET, 1)
-        return raw[0] & 1 == ((p.ci >> p.r.log_size) & 1) ^ 1
+        return self._p.ready()
 
     def close(self) -> None:
         self._closed = True

@@ -27,8 +27,6 @@ from nicsim.driver.kernel.uverbs import cq_resp, qp_resp
 from nicsim.driver.rings import ProviderCq, ProviderError, ProviderQp
 
 from nicsim.hwif import (
-    CQE_OWNER_OFFSET,
-    CQE_SIZE,
     GSI_QPN,
     Access,
     QpAttrMask,
@@ -145,7 +143,7 @@ class Gsi:
     def cq_ring(self) -> tuple[int, int]:
         """The physical range of the CQ ring (what a waiter watches for the NIC's writes)."""
         pa = self.aspace.translate(self._pcq.r.ring_va)
-        return pa, pa + self._pcq.size * CQE_SIZE
+        return pa, pa + self._pcq.ring_bytes
 
     def _slot(self, i: int) -> int:
         return self.buf + i * _SLOT
@@ -200,10 +198,7 @@ class Gsi:
     def _pcq_ready(self) -> bool:
         """Whether the CQ's next entry is written (so poll() does not wait: the kernel reads
         it from its completion handler, it does not poll a ring in a loop)."""
-        p = self._pcq
-        raw = self.aspace.read(p.r.ring_va + (p.ci & (p.size - 1)) * CQE_SIZE + CQE_OWNER_OFFSET,
-                              1)
-        return raw[0] & 1 == ((p.ci >> p.r.log_size) & 1) ^ 1
+        return self._pcq.ready()
 
 
 def _grh_sgid(grh: bytes) -> bytes:

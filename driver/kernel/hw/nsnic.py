@@ -24,7 +24,6 @@ from nicsim.driver.kernel.query import FIRST_QPN, GID_TABLE_LEN
 from nicsim.host.host import Host, PciFunction
 from nicsim.host.memory import AddressSpace, MemoryError_, PhysMem
 from nicsim.hwif import (
-    CQE_SIZE,
     PAGE_SHIFT,
     PAGE_SIZE,
     CmdOpcode,
@@ -38,6 +37,7 @@ from nicsim.hwif import (
     Qpc,
     QpType,
     Srqc,
+    cqe_stride,
     gid_table,
     recv_wqe_stride,
     send_wqe_stride,
@@ -217,7 +217,10 @@ class NsnicDriver(NsnicDevice):
         if cqe < 1 or cqe > self.caps.max_cqe:
             raise HwError(f"CQ size {cqe} out of range", errno.EINVAL)
         log = max(1, (cqe - 1).bit_length())
-        ring_bytes = CQE_SIZE << log
+        # Every CQ of a device that scatters to the CQE has its 64-byte slots (hwif.cqe_stride),
+        # as libmlx5 makes 64-byte CQEs by default (MLX5_CQE_SIZE).
+        stride = cqe_stride(self.caps.cqe_inline)
+        ring_bytes = stride << log
         ring = _mem(lambda: pool.alloc(ring_bytes))
         try:
             dbrec = _mem(lambda: pool.alloc(DBREC_SIZE))
@@ -232,7 +235,7 @@ class NsnicDriver(NsnicDevice):
             pool.free(ring, ring_bytes)
             pool.free(dbrec, DBREC_SIZE)
             raise
-        cq = HwCq(cqn, log, ring, ring_bytes, dbrec)
+        cq = HwCq(cqn, log, ring, ring_bytes, dbrec, stride)
         self.cqs[cqn] = cq
         return cq
 
@@ -252,7 +255,7 @@ class NsnicDriver(NsnicDevice):
         log = max(1, (cqe - 1).bit_length())
         if log == cq.log_size:
             return
-        ring_bytes = CQE_SIZE << log
+        ring_bytes = cq.stride << log
         ring = _mem(lambda: pool.alloc(ring_bytes))
         cq.next_ring = (ring, ring_bytes)
         try:

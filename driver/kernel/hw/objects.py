@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nicsim.host.memory import AddressSpace
-from nicsim.hwif import PAGE_SIZE, Qpc
+from nicsim.hwif import CQE_SIZE, PAGE_SIZE, Qpc
 
 MTT_PER_CMD = 4096  # page addresses per WRITE_MTT (its input block is 64 KiB)
 
@@ -46,6 +46,7 @@ class HwCq:
     ring_pa: int
     ring_bytes: int
     dbrec_pa: int
+    stride: int = CQE_SIZE  # bytes per CQE slot (hwif.cqe_stride of the device)
     # A ring being resized to (pa, bytes): the NIC writes it during RESIZE_CQ.
     next_ring: tuple[int, int] | None = None
 

@@ -49,7 +49,6 @@ from nicsim.driver.user.verbs import (
     SendWR,
 )
 from nicsim.host.cpus import Cpus
-from nicsim.hwif import CQE_SIZE
 from nicsim.trace.breakdown import Breakdown
 from nicsim.workloads.endpoint import roce_v2_gid
 from nicsim.workloads.wait import CqWatch
@@ -544,7 +543,7 @@ class _TwoCqs:
         self.host = end.host
         self.mem = end.host.mem
         self.cqs = (CqWatch(end.rcq, None), CqWatch(end.scq, None))
-        self.rings = [(cq._p._ring_pa, cq._p._ring_pa + cq._p.size * CQE_SIZE)
+        self.rings = [(cq._p._ring_pa, cq._p._ring_pa + cq._p.ring_bytes)
                       for cq in (end.rcq, end.scq)]
 
     def ready(self) -> tuple[bool, bool]:
