@@ -50,6 +50,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from nicsim.host.host import poll_alone
+
 INF = float("inf")
 
 # What a waiting flow waits for.
@@ -111,18 +113,7 @@ class _HostCpu:
         me = self.s.me()
         env = self.env
         if me is None:  # as Host.poll_wait alone
-            start = env.now
-            flag = _Flag()
-
-            def wake() -> None:
-                flag.woke = True
-
-            entry = mem.watch(lo, hi, wake)
-            deadline = start + cap_ns
-            env.run_until_woken(deadline, flag)
-            mem.unwatch(entry)
-            env.advance(max(start + cost, env.now) if flag.woke else deadline)
-            return flag.woke
+            return poll_alone(env, mem, lo, hi, cost, cap_ns)
         return self.s.world_wait(me, env, env.now + cap_ns, mem, lo, hi, cost)
 
 

@@ -37,18 +37,16 @@ def _env(tmp: Path) -> dict[str, str]:
     return {**os.environ, "XDG_RUNTIME_DIR": str(tmp)}
 
 
-def _write_bw(tmp: Path, world: list[str], n: int) -> tuple[str, str]:
-    """ib_write_bw's server on host a (the first command: it starts the world) and its client
-    on host b, naming its server `a`; both outputs."""
+def _pair(tmp: Path, world: list[str], argv: list[str]) -> tuple[str, str]:
+    """A perftest server on host a (the first command: it starts the world) and its client
+    on host b, naming its server `a`; both outputs (client's first)."""
     env = _env(tmp)
-    server = _exec([*world, "--host", "a", "--", "ib_write_bw", "-s", "4096", "-n", str(n),
-                    "--report_gbits"], env, tmp)
+    server = _exec([*world, "--host", "a", "--", *argv], env, tmp)
     client = None
     try:
         for _attempt in range(40):  # until the server listens on its TCP port
             time.sleep(0.5)
-            client = _exec(["--world", world[1], "--host", "b", "--", "ib_write_bw", "-s",
-                            "4096", "-n", str(n), "--report_gbits", "a"], env, tmp)
+            client = _exec(["--world", world[1], "--host", "b", "--", *argv, "a"], env, tmp)
             out, err = client.communicate(timeout=120)
             if "Couldn't connect" not in out + err:
                 break
@@ -68,6 +66,10 @@ def _write_bw(tmp: Path, world: list[str], n: int) -> tuple[str, str]:
     assert not sock.exists()
     time.sleep(0.5)
     return out, sout
+
+
+def _write_bw(tmp: Path, world: list[str], n: int) -> tuple[str, str]:
+    return _pair(tmp, world, ["ib_write_bw", "-s", "4096", "-n", str(n), "--report_gbits"])
 
 
 def _sent(cap: Path, host: str) -> list:
@@ -125,9 +127,9 @@ def test_host_in_a_private_world(tmp_path: Path) -> None:
     assert "nsnic0" in out and "nsnic1" not in out
 
 
-def _bw_row(text: str, size: str, n: str) -> list[float]:
+def _row(text: str, size: str, n: str) -> list[float]:
     (row,) = [ln.split() for ln in text.splitlines() if ln.split()[:2] == [size, n]]
-    return [float(x) for x in row[2:]]  # peak, average (Gb/s), message rate (Mpps)
+    return [float(x) for x in row[2:]]  # what follows the size and the iterations
 
 
 def test_real_ib_write_bw_measures_simulated_time_as_nicsim_perftest_does(tmp_path: Path) -> None:
@@ -136,11 +138,34 @@ def test_real_ib_write_bw_measures_simulated_time_as_nicsim_perftest_does(tmp_pa
     perftest model gives for the same flags on the same world, within 5% (they agree to the
     last digit today: the same driver and NIC, the same CPU costs)."""
     out, _ = _write_bw(tmp_path, ["--world", "T"], 2000)
-    real = _bw_row(out, "4096", "2000")
+    real = _row(out, "4096", "2000")
     p = subprocess.run([sys.executable, "-m", "nicsim.cli", "perftest", "ib_write_bw", "-s",
                         "4096", "-n", "2000", "--report_gbits"], capture_output=True, text=True,
                        timeout=300, check=False)
     assert p.returncode == 0, p.stderr
-    model = _bw_row(p.stdout, "4096", "2000")
+    model = _row(p.stdout, "4096", "2000")
     for name, r, m in zip(("BW average", "MsgRate"), real[1:], model[1:], strict=True):
         assert abs(r / m - 1) <= 0.05, (name, r, m)
+
+
+def _model(argv: list[str]) -> str:
+    p = subprocess.run([sys.executable, "-m", "nicsim.cli", "perftest", *argv],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+@pytest.mark.parametrize("test", ["ib_send_lat", "ib_write_lat", "ib_read_lat"])
+def test_real_latency_tests_measure_what_nicsim_perftest_does(tmp_path: Path,
+                                                              test: str) -> None:
+    """Both programs are busy (each polls while the other is between calls, or spins on
+    its buffer): time passes only while neither is running (nicsim.exec.turns), so the
+    round trips that Debian's ib_send_lat and ib_write_lat time are the world's, and their
+    typical latency is what nicsim's perftest model gives for the same flags, within 5%."""
+    argv = [test, "-s", "8", "-n", "200"]
+    out, sout = _pair(tmp_path, ["--world", "T"], argv)
+    model = _row(_model(argv), "8", "200")
+    # (both sides of a SEND or WRITE ping-pong report; a READ's server only answers)
+    for text in (out, sout) if test != "ib_read_lat" else (out,):
+        real = _row(text, "8", "200")  # t_min, t_max, t_typical, t_avg, ...
+        assert abs(real[2] / model[2] - 1) <= 0.05, (test, real, model)

@@ -12,12 +12,21 @@
  * Between requests the world does not move, so a program that spins on a clock would spin
  * for ever: each read moves the program's own clock on (a gettimeofday or clock_gettime a
  * microsecond, an rdtsc a nanosecond) and the world's time, when it is later, takes over.
+ * The program's clock is in a page of its own, $NICSIM_CLOCK.<pid>: the program keeps its
+ * clock in the first word, which the server reads at each request (time the program spent
+ * spinning on a clock, as perftest's get_cpu_mhz samples gettimeofday for seconds, is time
+ * the world lets pass before the request), and the server tells it the world's time in the
+ * second, at the end of each of its requests and when a device write wakes it from spinning
+ * on its memory. So between its calls the program's clock is its own: the world moving on
+ * for other programs does not jump it while it measures (get_cpu_mhz's fit would fail).
  * Only programs that load nicsim's libibverbs get these clocks (a Python program's world is
  * its own and keeps the machine's clocks).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,19 +41,50 @@
 #define EPOCH_S 1767225600LL  /* 2026-01-01: simulated time 0 on the realtime clocks */
 #define READ_NS 1000          /* a clock_gettime or gettimeofday moves the clock this far */
 
-static volatile const int64_t *world_ns;  /* the server's page, or NULL: the real clocks */
-static int64_t last_ns;                   /* the latest time this program was told */
+static volatile const int64_t *world_ns;  /* the world's time as told to this program, or
+					    NULL: the real clocks */
+static int64_t own_ns;                    /* (without a page of its own) */
+static volatile int64_t *last_ns = &own_ns; /* the latest time this program was told */
 
 /* The program's time now, `step` past the last it read unless the world is later. */
 static int64_t now_ns(int64_t step)
 {
 	int64_t w = *world_ns;
-	int64_t t = last_ns + step;
+	int64_t t = *last_ns + step;
 
 	if (w > t)
 		t = w;
-	last_ns = t;
+	*last_ns = t;
 	return t;
+}
+
+/* The program's page ($NICSIM_CLOCK.<pid>): its clock, then the world's time as told to it.
+ * Without it the program reads the world's page, whose time moves whenever the world does. */
+static void share_own_clock(const char *path)
+{
+	char mine[PATH_MAX];
+	volatile int64_t *page;
+	void *p;
+	int fd;
+
+	if (snprintf(mine, sizeof(mine), "%s.%d", path, (int)getpid()) >= (int)sizeof(mine))
+		return;
+	fd = open(mine, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	if (ftruncate(fd, 2 * sizeof(int64_t))) {
+		close(fd);
+		return;
+	}
+	p = mmap(NULL, 2 * sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return;
+	page = p;
+	page[0] = own_ns;
+	page[1] = *world_ns;
+	last_ns = &page[0];
+	world_ns = &page[1];
 }
 
 typedef int (*clock_gettime_fn)(clockid_t, struct timespec *);
@@ -154,5 +194,6 @@ __attribute__((constructor)) static void simulated_clocks(void)
 	if (sigaction(SIGSEGV, &sa, NULL) || prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0))
 		return;
 	world_ns = page;
-	last_ns = *world_ns;
+	own_ns = *world_ns;
+	share_own_clock(path);
 }

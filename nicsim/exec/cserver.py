@@ -33,6 +33,7 @@ import contextlib
 import errno
 import mmap
 import os
+import select
 import socket
 import struct
 import sys
@@ -70,6 +71,15 @@ from nicsim.driver.user.verbs import (
 )
 from nicsim.exec.answers import sysfs
 from nicsim.exec.cmem import SIM_BASE, Mirror, Tracker
+from nicsim.exec.turns import (
+    QUIET_SLICE_S,
+    SPIN_CPU_NS,
+    Phase,
+    Turn,
+    Turns,
+    program_asleep,
+    program_cpu_ns,
+)
 from nicsim.exec.world import devices, netdevs
 from nicsim.host.host import Host
 from nicsim.host.memory import AddressSpace, MemoryError_
@@ -231,6 +241,8 @@ class Client:
     mirrors: dict[int, Mirror] = field(default_factory=dict)  # id(aspace) -> its mirror
     scratch: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(ctx) -> va, size
     fds: list[int] = field(default_factory=list)  # descriptors that came with the request
+    turn: Turn = field(default_factory=lambda: Turn(0, []))  # its phase (nicsim.exec.turns)
+    clock: mmap.mmap | None = None  # its own clock's page (clocks.c), once it has one
 
     def handle(self, obj: object) -> int:
         h = self.next_handle
@@ -251,27 +263,14 @@ class CProcess(pyverbs_process.Process):
         return a
 
 
-class FairLock:
-    """A lock taken in the order it was asked for: each program's request waits for the
-    ones that came before it, so a program that polls in a tight loop cannot keep the world
-    from the others (threading.Lock promises no order)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._next = 0
-        self._serving = 0
-
-    def __enter__(self) -> None:
-        with self._cond:
-            ticket = self._next
-            self._next += 1
-            while ticket != self._serving:
-                self._cond.wait()
-
-    def __exit__(self, *exc: object) -> None:
-        with self._cond:
-            self._serving += 1
-            self._cond.notify_all()
+def _program_clock(world_clock: str, pid: int) -> mmap.mmap | None:
+    """The page of program `pid`'s clock (native/libibverbs/clocks.c: `$NICSIM_CLOCK.<pid>`,
+    its own time, then the world's as told to it), or None if it has none."""
+    try:
+        with open(f"{world_clock}.{pid}", "r+b") as f:
+            return mmap.mmap(f.fileno(), 16)
+    except (OSError, ValueError):
+        return None
 
 
 def _u64(v: object) -> int:
@@ -295,7 +294,9 @@ class VerbsServer:
         self.path = path
         self._make_world = world
         self.world: World | None = None
-        self._lock = FairLock()  # one request at a time touches the world, in order
+        # The programs' phases and the lock on the world: one request at a time touches it,
+        # in order, and time passes only while no program runs (nicsim.exec.turns).
+        self.turns = Turns(self._copy_remote_readable, self._after_step)
         self.trackers: list[Tracker] = []  # each host's memory (nicsim.exec.cmem)
         self._listeners: list[tuple[socket.socket, str]] = []
         self._threads: list[threading.Thread] = []
@@ -357,7 +358,8 @@ class VerbsServer:
                 c.conn.shutdown(socket.SHUT_RDWR)
         for t in self._threads:
             t.join(5)
-        with self._lock:
+        self.turns.close()
+        with self.turns.world():
             if self.world is not None:
                 self.world.close()
         with contextlib.suppress(OSError):
@@ -379,6 +381,7 @@ class VerbsServer:
             pid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                                       12))[0]
             client = Client(conn, pid, host=host)
+            client.turn = self.turns.join(pid, [])
             self._clients.append(client)
             t = threading.Thread(target=self._serve, args=(client,), daemon=True,
                                  name=f"nicsim-verbs-{pid}")
@@ -389,8 +392,10 @@ class VerbsServer:
 
     def _serve(self, client: Client) -> None:
         conn = client.conn
+        self.turns.serve(client.turn)
         try:
             while True:
+                self._await_call(client)
                 got = _recv_header(conn)
                 if got is None:
                     return
@@ -414,6 +419,33 @@ class VerbsServer:
             self._gone(client)
             conn.close()
 
+    def _await_call(self, client: Client) -> None:
+        """Wait for the program's next call; while none comes, tell whether it sleeps in the
+        kernel or spins (nicsim.exec.turns), so that time may pass without it. A spinning
+        program that a device write woke runs again until it calls or spins on; a sleeping
+        one that wakes and spins without a call is found spinning too."""
+        turn, conn, pid = client.turn, client.conn, client.pid
+
+        def calling() -> bool:
+            return bool(select.select([conn], [], [], 0)[0])
+
+        cpu, seen = program_cpu_ns(pid), turn.changes
+        while not select.select([conn], [], [], QUIET_SLICE_S)[0]:
+            phase = turn.phase
+            if turn.changes != seen:  # (woken, or made quiet): its CPU counts from here
+                cpu, seen = program_cpu_ns(pid), turn.changes
+                continue
+            if phase is Phase.SPINNING:
+                continue
+            now = program_cpu_ns(pid)
+            if now is None or cpu is None:
+                self.turns.quiet(turn, False, calling)  # (it is gone: its EOF comes next)
+            elif now - cpu >= SPIN_CPU_NS:
+                self.turns.quiet(turn, True, calling)
+            elif phase is Phase.RUNNING and program_asleep(pid):
+                self.turns.quiet(turn, False, calling)
+        self.turns.called(turn)
+
     def _gone(self, client: Client) -> None:
         """The program's exit: its contexts are closed, as the kernel closes its files, which
         destroys every object in them (QPs first, then MRs, CQs, PDs: ib_uverbs'
@@ -426,9 +458,14 @@ class VerbsServer:
             self._tear_down(client)
         finally:
             self._leaving.discard(id(client))
+            if client.clock is not None:
+                client.clock.close()
+            with contextlib.suppress(OSError):
+                os.unlink(f"{self.clock_path}.{client.pid}")
 
     def _tear_down(self, client: Client) -> None:
-        with self._lock:
+        with self.turns.world():
+            self.turns.leave(client.turn)
             self._as(client)
             try:
                 for ctx in client.contexts.values():
@@ -459,14 +496,20 @@ class VerbsServer:
         handler = _HANDLERS.get(op)
         if handler is None:
             return errno.EOPNOTSUPP, b""
-        with self._lock:
+        with self.turns.world():
             self.requests += 1
             if self.world is None:
                 self.world = self._make_world()
                 self.trackers = [Tracker(h.mem) for h in self.world.hosts.values()]
+                self.turns.attach(self.world.env, list(self.world.hosts.values()))
             if client.process is None:
                 client.process = CProcess([d for d in devices(self.world)
                                            if client.host in (None, d.host.name)])
+                client.turn.mems = [h.mem for name, h in self.world.hosts.items()
+                                    if client.host in (None, name)]
+                client.clock = _program_clock(self.clock_path, client.pid)
+            self.turns.settle(client.turn)
+            self._catch_up(client)
             self._as(client)
             try:
                 # Any request may let the world run (a doorbell, a command, an empty poll):
@@ -486,13 +529,40 @@ class VerbsServer:
                 return errno.EIO, b""
             finally:
                 try:
-                    for t in self.trackers:
-                        t.flush()
-                    self._signal_channels()
-                    if self._clock is not None and self.world is not None:
-                        _I64.pack_into(self._clock, 0, int(self.world.env.now))
+                    self._after_step()
+                    self._tell(client)
                 finally:
                     pyverbs_process.attach(None)
+
+    def _catch_up(self, client: Client) -> None:
+        """The program spent time of its own since its last call (spinning on a clock: its
+        clock ran ahead, native/libibverbs/clocks.c): the world lets it pass first."""
+        if client.clock is not None and self.world is not None:
+            t = _I64.unpack_from(client.clock, 0)[0]
+            if t > self.world.env.now:
+                self.world.env.advance(t)
+
+    def _after_step(self) -> None:
+        """The world ran for waiting or spinning programs: what the NIC wrote goes out to
+        them, completion channels with an event become readable, the clocks move (a program
+        that a device write woke from spinning is told the time it landed)."""
+        for t in self.trackers:
+            t.flush()
+        self._signal_channels()
+        self._tick()
+        for c in self._clients:
+            if c.turn.woken:
+                c.turn.woken = False
+                self._tell(c)
+
+    def _tick(self) -> None:
+        if self._clock is not None and self.world is not None:
+            _I64.pack_into(self._clock, 0, int(self.world.env.now))
+
+    def _tell(self, client: Client) -> None:
+        """The world's time, to the program's own clock (clocks.c)."""
+        if client.clock is not None and self.world is not None:
+            _I64.pack_into(client.clock, 8, int(self.world.env.now))
 
     def _copy_remote_readable(self) -> None:
         for c in self._clients:

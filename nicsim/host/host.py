@@ -13,14 +13,7 @@ from dataclasses import dataclass, field
 from nicsim.host.cpus import Cpus
 from nicsim.host.memory import AddressSpace, PhysMem
 from nicsim.host.pcie import Bar, MmioDevice, Pcie
-from nicsim.sim import Sim
-
-
-class _Flag:
-    __slots__ = ("woke",)
-
-    def __init__(self) -> None:
-        self.woke = False
+from nicsim.sim import Sim, WakeFlag
 
 
 @dataclass(frozen=True)
@@ -100,19 +93,7 @@ class Host:
         deadline in simulated time still get control back. Returns whether a write woke it."""
         if self.cpu is not None:
             return self.cpu.wait_write(self.mem, lo, hi, cost, cap_ns)
-        env = self.env
-        start = env.now
-        flag = _Flag()
-
-        def wake() -> None:
-            flag.woke = True
-
-        entry = self.mem.watch(lo, hi, wake)
-        deadline = start + cap_ns
-        env.run_until_woken(deadline, flag)
-        self.mem.unwatch(entry)
-        env.advance(max(start + cost, env.now) if flag.woke else deadline)
-        return flag.woke
+        return poll_alone(self.env, self.mem, lo, hi, cost, cap_ns)
 
     def plug(self, name: str, device: MmioDevice, pcie: Pcie, netdev: NetDev) -> None:
         """Plug a PCIe device in: the host gets a BAR mapping of it."""
@@ -121,3 +102,20 @@ class Host:
 
     def new_address_space(self) -> AddressSpace:
         return AddressSpace(self.mem)
+
+
+def poll_alone(env: Sim, mem: PhysMem, lo: int, hi: int, cost: float, cap_ns: float) -> bool:
+    """Host.poll_wait of a CPU that has the world to itself: the world runs until a device
+    write to [lo, hi) lands (then at least `cost` after the poll began) or `cap_ns` pass."""
+    start = env.now
+    flag = WakeFlag()
+
+    def wake() -> None:
+        flag.woke = True
+
+    entry = mem.watch(lo, hi, wake)
+    deadline = start + cap_ns
+    env.run_until_woken(deadline, flag)
+    mem.unwatch(entry)
+    env.advance(max(start + cost, env.now) if flag.woke else deadline)
+    return flag.woke

@@ -64,6 +64,15 @@ class Woken(Protocol):
     woke: bool
 
 
+class WakeFlag:
+    """A Woken that a watch callback sets (run_until_woken stops at it)."""
+
+    __slots__ = ("woke",)
+
+    def __init__(self) -> None:
+        self.woke = False
+
+
 class Sim(simpy.Environment):
     """A SimPy Environment with the kernel's services (see the module docstring)."""
 
