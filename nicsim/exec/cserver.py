@@ -296,7 +296,7 @@ class VerbsServer:
         self.world: World | None = None
         # The programs' phases and the lock on the world: one request at a time touches it,
         # in order, and time passes only while no program runs (nicsim.exec.turns).
-        self.turns = Turns(self._copy_remote_readable, self._after_step)
+        self.turns = Turns(self._copy_remote_readable, self._after_step, self._resume)
         self.trackers: list[Tracker] = []  # each host's memory (nicsim.exec.cmem)
         self._listeners: list[tuple[socket.socket, str]] = []
         self._threads: list[threading.Thread] = []
@@ -488,6 +488,13 @@ class VerbsServer:
             client.mirrors.clear()
             client.scratch.clear()
 
+    def _resume(self, turn: Turn) -> None:
+        """(Turns) the program of `turn` has the world again in the middle of its request."""
+        for c in self._clients:
+            if c.turn is turn:
+                self._as(c)
+                return
+
     def _as(self, client: Client) -> None:
         if client.process is not None:
             pyverbs_process.attach(client.process)
@@ -508,6 +515,9 @@ class VerbsServer:
                 client.turn.mems = [h.mem for name, h in self.world.hosts.items()
                                     if client.host in (None, name)]
                 client.clock = _program_clock(self.clock_path, client.pid)
+                if client.clock is not None:
+                    page = client.clock
+                    client.turn.clock = lambda: _I64.unpack_from(page, 0)[0]
             self.turns.settle(client.turn)
             self._catch_up(client)
             self._as(client)
@@ -544,14 +554,16 @@ class VerbsServer:
 
     def _after_step(self) -> None:
         """The world ran for waiting or spinning programs: what the NIC wrote goes out to
-        them, completion channels with an event become readable, the clocks move (a program
-        that a device write woke from spinning is told the time it landed)."""
+        them, completion channels with an event become readable, the clocks move: a program
+        asleep in the kernel is told the world's time (when it wakes, that time has passed),
+        and so is one that a device write woke from spinning (the time it landed); a
+        spinning one is not (it may be timing its own loop, perftest's get_cpu_mhz)."""
         for t in self.trackers:
             t.flush()
         self._signal_channels()
         self._tick()
         for c in self._clients:
-            if c.turn.woken:
+            if c.turn.woken or c.turn.phase is Phase.BLOCKED:
                 c.turn.woken = False
                 self._tell(c)
 

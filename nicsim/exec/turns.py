@@ -49,6 +49,9 @@ SPIN_CPU_NS = 1_000_000
 QUIET_SLICE_S = 0.0005
 # Simulated time the world runs per step while only spinning programs wait on it.
 SPIN_STEP_NS = 100_000.0
+# How long (real time) a wait held back by a program spinning on its clock sleeps before it
+# looks again.
+CLOCK_WAIT_S = 0.0002
 
 
 class Phase(Enum):
@@ -72,6 +75,8 @@ class Turn:
     woke: bool = False  # waiting: a device write it watched landed
     ready: bool = False  # waiting: its wait is over (it is running again)
     woken: bool = False  # spinning: a device write woke it (its clock is to be told)
+    clock: Callable[[], int | None] = lambda: None  # its own clock (clocks.c), if it has one
+    spun_from: int | None = None  # spinning: its clock when it began
     watches: list[tuple[Any, tuple]] = field(default_factory=list)  # spinning: its watches
 
 
@@ -81,18 +86,23 @@ class Turns:
     the world: programs' memory a peer may read is brought in, and what the device wrote is
     copied out to them (nicsim.exec.cmem), so a spinning program sees its data."""
 
-    def __init__(self, before_step: Callable[[], None], after_step: Callable[[], None]) -> None:
+    def __init__(self, before_step: Callable[[], None], after_step: Callable[[], None],
+                 resume: Callable[[Turn], None]) -> None:
         self._cv = threading.Condition()
         self._next = self._serving = 0  # the world lock's tickets
         self._local = threading.local()
         self.turns: list[Turn] = []
         self.env: Any = None
         self._before, self._after = before_step, after_step
+        # A program whose wait let others' requests run gets the world back: its request
+        # goes on as its own (the driver's current process).
+        self._resume = resume
         self._flag = WakeFlag()
         self._generation = 0  # bumped at every change of phase
         self._closed = False
         self._stepper: threading.Thread | None = None
         self.steps = 0  # (tests, the log)
+        self._stepping = False  # in a step (what runs around it spends its CPU time as is)
 
     # -- the world lock ------------------------------------------------------------------------
 
@@ -117,12 +127,12 @@ class Turns:
         self._serving += 1
         self._cv.notify_all()
 
-    def _wait(self, until: Callable[[], bool]) -> None:
-        """(Holding the world) let go of it until `until()`, then take it again."""
+    def _wait(self, until: Callable[[], bool], timeout_s: float | None = None) -> None:
+        """(Holding the world) let go of it until `until()` (or `timeout_s` of real time),
+        then take it again."""
         with self._cv:
             self._give()
-            while not until():
-                self._cv.wait()
+            self._cv.wait_for(until, timeout_s)
             self._take()
 
     def _changed(self) -> None:
@@ -193,6 +203,7 @@ class Turns:
                 return
             for mem in t.mems:
                 t.watches.append((mem, mem.watch(0, mem.size, partial(self._spinner_wrote, t))))
+            t.spun_from = t.clock()
             with self._cv:
                 self._set(t, Phase.SPINNING)
 
@@ -204,39 +215,85 @@ class Turns:
     # -- Host.cpu --------------------------------------------------------------------------------
 
     def sleep(self, ns: float) -> None:
-        """CPU time of the program making the call: the world runs meanwhile (as Host.spend
-        alone)."""
-        self.env.advance(self.env.now + ns)
+        """CPU time of the program whose request this thread serves: a wait of `ns` (its
+        CPU is busy until then), so a program whose wait ends meanwhile runs in between, at
+        its own time, as two CPUs would."""
+        me = self._me()
+        if me is None or self._stepping:  # (the interrupt handler after a step: its own)
+            self.env.advance(self.env.now + ns)
+        else:
+            self._wait_world(me, self.env.now + ns)
 
     def wait_write(self, mem: Any, lo: int, hi: int, cost: float, cap_ns: float) -> bool:
         """An empty poll of [lo, hi) by the program whose request this thread serves (the
         caller holds the world): time passes for it when no program is running."""
-        me: Turn | None = getattr(self._local, "turn", None)
+        me = self._me()
         env = self.env
-        if me is None or me not in self.turns:  # (a wait outside any program's request)
+        if me is None:
             return poll_alone(env, mem, lo, hi, cost, cap_ns)
-        me.start, me.cost, me.due = env.now, cost, env.now + cap_ns
-        me.woke = me.ready = False
         entry = mem.watch(lo, hi, partial(self._waiter_wrote, me))
+        try:
+            self._wait_world(me, env.now + cap_ns, cost)
+        finally:
+            mem.unwatch(entry)
+        return me.woke
+
+    def _me(self) -> Turn | None:
+        """The program whose request this thread serves, or None (a wait outside any
+        program's request: the world's set-up)."""
+        me: Turn | None = getattr(self._local, "turn", None)
+        return me if me is not None and me in self.turns else None
+
+    def _wait_world(self, me: Turn, due: float, cost: float = 0.0) -> None:
+        """(Holding the world) `me` waits until `due`, or until a write it watches lands
+        (then at least `cost` after it began): the world runs only while no program runs."""
+        env = self.env
+        me.start, me.cost, me.due = env.now, cost, due
+        me.woke = me.ready = False
         with self._cv:
             self._set(me, Phase.WAITING)
         try:
             while not me.ready:
                 if self._running():
                     self._wait(lambda: me.ready or not self._running())
+                    self._resume(me)
+                    continue
+                if not self._can_step():
+                    # A program spinning on its clock is behind: time waits for it.
+                    self._wait(lambda: False, CLOCK_WAIT_S)
+                    self._resume(me)
                     continue
                 self._step()
         finally:
-            mem.unwatch(entry)
             with self._cv:
                 me.ready = False
                 self._set(me, Phase.RUNNING)
-        return me.woke
 
     # -- stepping --------------------------------------------------------------------------------
 
     def _running(self) -> bool:
         return any(t.phase is Phase.RUNNING for t in self.turns)
+
+    def _clock_bound(self) -> float:
+        """How far the world may run for the programs spinning on their own clock (perftest's
+        get_cpu_mhz samples gettimeofday for seconds): to the earliest of their clocks, so
+        that none of them finds, at its next call, that the world ran past the time it had
+        read (its clock is its own while it spins: clocks.c). A program spinning on its
+        memory reads no clock and bounds nothing."""
+        bound = INF
+        for t in self.turns:
+            if t.phase is Phase.SPINNING:
+                c = t.clock()
+                if c is not None and t.spun_from is not None and c != t.spun_from:
+                    bound = min(bound, float(c))
+        return bound
+
+    def _can_step(self) -> bool:
+        """Whether a step would end a wait or move the clock (no spinning clock holds it)."""
+        now = self.env.now
+        if any(t.phase is Phase.WAITING and not t.ready and t.due <= now for t in self.turns):
+            return True
+        return self._clock_bound() > now
 
     def _step(self) -> bool:
         """(Holding the world, no program running) run the world to the end of the earliest
@@ -248,13 +305,18 @@ class Turns:
         if not waiting and not spinning:
             return False
         end = min(t.due for t in waiting) if waiting else env.now + SPIN_STEP_NS
+        end = min(end, max(self._clock_bound(), env.now))
         self.steps += 1
-        self._before()
-        self._flag.woke = False
-        env.run_until_woken(end, self._flag)
-        if not self._flag.woke and env.now < end:
-            env.advance(end)
-        self._after()
+        self._stepping = True
+        try:
+            self._before()
+            self._flag.woke = False
+            env.run_until_woken(end, self._flag)
+            if not self._flag.woke and env.now < end:
+                env.advance(end)
+            self._after()
+        finally:
+            self._stepping = False
         now = env.now
         with self._cv:
             for t in waiting:
@@ -289,11 +351,13 @@ class Turns:
         seen = -1
         while True:
             with self._cv:
+                # (a wait with a timeout: a spinning clock moves on without a phase change)
                 while not self._closed and not (
                         self._generation != seen and not self._running()
                         and any(t.phase is Phase.SPINNING for t in self.turns)
                         and not any(t.phase is Phase.WAITING for t in self.turns)):
-                    self._cv.wait()
+                    if not self._cv.wait(CLOCK_WAIT_S * 5):
+                        seen = -1
                 if self._closed:
                     return
                 seen = self._generation
@@ -302,7 +366,7 @@ class Turns:
                         t.phase is Phase.WAITING for t in self.turns):
                     continue
                 idle = self.env.peek() == INF
-                stepped = self._step()
+                stepped = self._can_step() and self._step()
                 with self._cv:
                     # The world moved: step again unless someone runs; it had nothing to
                     # do: wait for a phase to change.
