@@ -582,6 +582,32 @@ def test_a_req_flood_from_many_fake_peers_holds_backlog_ids_only(cm_world: World
     del cli
 
 
+def test_a_request_of_the_other_qp_type_reaches_no_listener(cm_world: World) -> None:
+    """A REQ for a UD listener's service and a SIDR_REQ for a connected one's (the port
+    space is in the Service ID, so a forger picks it): rdma_cm's
+    cma_ib_check_req_qp_type refuses both. They make no ID and no event, are counted, and
+    are answered as for a service nobody listens on (REJ; SIDR_REP "not supported")."""
+    w = cm_world
+    c = Conn(w)
+    ulisten = CMID(CMEventChannel(), port_space=UDP)
+    ulisten.bind_addr(AddrInfo(src=c.sip, src_service=str(PORT + 1), flags=RAI_PASSIVE,
+                               port_space=UDP))
+    ulisten.listen(0)
+    cm = _cm(w, "h1")
+    ids0, rej0 = len(cm.ids), cm.counters.rej_sent
+    hdr = m.cma_hdr(c.cip, c.sip, 0x9000)
+    udp = m.service_id(m.PortSpace.UDP, PORT + 1)
+    tcp = m.service_id(m.PortSpace.TCP, PORT)
+    # (a REQ whose Service ID names the UDP port space and the UDP listener's port)
+    _forge(w, "h0", c.sip, m.AttrId.REQ, m.Req(0x5151, udp, 1, 0x100, 7, ip_gid(c.cip),
+                                               ip_gid(c.sip), private_data=hdr))
+    _forge(w, "h0", c.sip, m.AttrId.SIDR_REQ, m.SidrReq(0x5252, tcp, private_data=hdr))
+    assert len(cm.ids) == ids0
+    assert not c.sch.ch.events and not ulisten._k.channel.events
+    assert cm.counters.wrong_qp_type == 2
+    assert cm.counters.rej_sent == rej0 + 1
+
+
 def _live_mads(w: World, c: Conn, est: tuple[CmId, CmId], pend: CmId) -> list[bytes]:
     """Valid MADs of every CM type that name live state at h1: a REQ and a SIDR_REQ for the
     TCP and UDP listeners, and REP, REJ, RTU, DREQ, DREP with the comm IDs and QPN of the

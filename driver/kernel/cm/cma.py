@@ -197,6 +197,7 @@ class CmCounters:
     duplicates: int = 0
     timeouts: int = 0
     backlog_drops: int = 0  # connection requests beyond a listener's backlog (not answered)
+    wrong_qp_type: int = 0  # a REQ for a UD listener or a SIDR_REQ for a connected one
 
 
 def _ip(addr: str) -> str:
@@ -694,10 +695,13 @@ class CmKernel:
         else:
             self.counters.mads_unmatched += 1
 
-    def _match(self, g: Gsi, sid: int, private: bytes
+    def _match(self, g: Gsi, sid: int, private: bytes, ud: bool
                ) -> tuple[CmId | None, tuple[str, str, int] | None]:
         """The listener a request is for (by the Service ID's port space and port, and the
-        destination address in rdma_cm's header), and that header's addresses."""
+        destination address in rdma_cm's header), and that header's addresses. A REQ is for
+        a connected listener only and a SIDR_REQ (`ud`) for a UD one (rdma_cm's
+        cma_ib_check_req_qp_type): the other kind is answered as for no listener, and
+        counted (wrong_qp_type)."""
         try:
             src = m.parse_cma_hdr(private)
         except m.MadError:
@@ -705,6 +709,9 @@ class CmKernel:
         ps, port = m.split_service_id(sid)
         for lid in self.listeners.get((ps, port), []):
             if _any(lid.src_ip) or (lid.src_ip == src[1] and lid.dev is g.dev):
+                if lid.ud != ud:
+                    self.counters.wrong_qp_type += 1
+                    return None, src
                 return lid, src
         return None, src
 
@@ -741,7 +748,7 @@ class CmKernel:
                     with contextlib.suppress(KernelError):
                         g.send(sgid, c.pending.mad)
                 return
-        lid, src = self._match(g, req.service_id, req.private_data)
+        lid, src = self._match(g, req.service_id, req.private_data, ud=False)
         if lid is None or src is None:
             self.counters.rej_sent += 1
             self._reply(g, sgid, tid, m.AttrId.REJ, m.Rej(
@@ -764,7 +771,7 @@ class CmKernel:
                     qp_num=req.local_qpn)
 
     def _on_sidr_req(self, g: Gsi, sgid: bytes, tid: int, req: m.SidrReq) -> None:
-        lid, src = self._match(g, req.service_id, req.private_data)
+        lid, src = self._match(g, req.service_id, req.private_data, ud=True)
         if lid is None or src is None:
             self._reply(g, sgid, tid, m.AttrId.SIDR_REP, m.SidrRep(
                 req.request_id, m.SidrStatus.SERVICE_ID_NOT_SUPPORTED, 0, req.service_id, 0))
