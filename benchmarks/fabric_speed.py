@@ -40,6 +40,8 @@ HOSTS, LEAVES, SPINES = 64, 8, 4
 MSG = 64 * 1024
 PACKETS_PER_MSG = MSG // 4096
 HOPS = 3
+# What the figures are held to (reported apart from them, under "targets").
+TARGETS = {"ratio_to_minimal_at_least": 0.25}
 
 
 def fabric(packets: int) -> dict:
@@ -111,7 +113,6 @@ def main() -> int:
         "ratio_to_minimal": round(f["packets_per_s"] / minimal, 3),
         "ratio_to_minimal_median": round(statistics.median(ratios), 3),
         "trials": len(ratios),
-        "target_ratio_to_minimal": 0.25,
         "fabric_packets_per_s_median": round(statistics.median(
             x["packets_per_s"] for x in fabrics)),
         "fabric_us_per_packet": round(1e6 / f["packets_per_s"], 1),
@@ -119,12 +120,15 @@ def main() -> int:
         "back_to_back_packets_per_s": round(b2b["packets_per_s"]),
         "cost_per_switch_hop_us": round(per_hop_us, 2),
         "peak_rss_mb": round(rss, 1),
+        "targets": TARGETS,
     }
     if args.json:
         print(json.dumps(out, indent=2))
     else:
         for k, v in out.items():
-            print(f"{k:32s} {v}")
+            if k != "targets":
+                print(f"{k:32s} {v}")
+        print(f"(targets: ratio_to_minimal >= {TARGETS['ratio_to_minimal_at_least']})")
     return 0
 
 
