@@ -163,8 +163,13 @@ def test_real_latency_tests_measure_what_nicsim_perftest_does(tmp_path: Path,
     round trips that Debian's ib_send_lat and ib_write_lat time are the world's, and their
     typical latency is what nicsim's perftest model gives for the same flags, within 5%."""
     argv = [test, "-s", "8", "-n", "200"]
-    out, sout = _pair(tmp_path, ["--world", "T"], argv)
+    cap = tmp_path / "cap"
+    out, sout = _pair(tmp_path, ["--world", "T", "--pcap", str(cap)], argv)
     model = _row(_model(argv), "8", "200")
+    if test == "ib_send_lat":  # the ping-pong on the wire: 200 SENDs of 8 bytes each way
+        for host in ("a", "b"):
+            sends = [p for p in _sent(cap, host) if p.opcode == Opcode.RC_SEND_ONLY]
+            assert len(sends) == 200 and all(len(p.payload) == 8 for p in sends), host
     # (both sides of a SEND or WRITE ping-pong report; a READ's server only answers)
     for text in (out, sout) if test != "ib_read_lat" else (out,):
         real = _row(text, "8", "200")  # t_min, t_max, t_typical, t_avg, ...
