@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from tests.test_report_html import chromium
+from nicsim.testing.browser import chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 

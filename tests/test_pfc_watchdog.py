@@ -19,19 +19,13 @@ from pathlib import Path
 
 import pytest
 from nicsim.driver import enums as e
-from nicsim.driver.user.verbs import SGE, SendWR
 
-from nicsim.fabric.pfc import PfcStorm, PfcWatchdog
+from nicsim.fabric.pfc import PfcWatchdog
 from nicsim.fabric.switch import PfcConfig, SwitchConfig
 from nicsim.fabric.topology import Shape, TopologySpec
 from nicsim.nic.config import NicConfig
-from nicsim.testing.rdma import Side, make_side
-from nicsim.workloads.endpoint import connect_qp, roce_v2_gid
+from nicsim.testing.pfc import MIB, link_pair, poll_until, post_write, start_storm
 from nicsim.world import World
-
-DSCP = 26  # class 3: lossless by default
-TC = DSCP << 2
-MIB = 1 << 20
 
 
 def _world(switch: SwitchConfig | None = None, nic: NicConfig | None = None) -> World:
@@ -40,44 +34,15 @@ def _world(switch: SwitchConfig | None = None, nic: NicConfig | None = None) -> 
                                mem_size=64 << 20)
 
 
-def _link(w: World, x: str, y: str, **qp: int) -> tuple[Side, Side]:
-    a, b = make_side(w, x, 4 * MIB), make_side(w, y, 4 * MIB)
-    for s, t in ((a, b), (b, a)):
-        connect_qp(s.qp, t.qp.qp_num, roce_v2_gid(t.ctx)[1], e.IBV_MTU_4096, traffic_class=TC,
-                   **qp)
-    return a, b
-
-
-def _write(a: Side, b: Side, n: int, wr_id: int) -> None:
-    wr = SendWR(wr_id=wr_id, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
-                sg=[SGE(a.mr.buf, n, a.mr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
-    wr.set_wr_rdma(b.mr.rkey, b.mr.buf)
-    a.qp.post_send(wr)
-
-
-def _storm(w: World, host: str, stop_ns: float | None = None) -> PfcStorm:
-    nic = w.nics[host]
-    return PfcStorm(w.env, nic.port.send_control, nic.mac, (3,), nic.port.rate_gbps,
-                    w.env.now, stop_ns)
-
-
-def _poll(side: Side, until_ns: float) -> list:
-    env = side.ctx.host.env
-    out: list = []
-    while env.now < until_ns and not out:
-        out += side.cq.poll(1)[1]
-    return out
-
-
 def test_a_pfc_storm_does_not_stop_an_innocent_flow() -> None:
     w = _world()
-    to_victim, _v = _link(w, "h0", "h2")  # traffic into the storming host
-    innocent, _i = _link(w, "h0", "h1")
-    _storm(w, "h2")
-    _write(to_victim, _v, 4 * MIB, 1)
+    to_victim, _v = link_pair(w, "h0", "h2")  # traffic into the storming host
+    innocent, _i = link_pair(w, "h0", "h1")
+    start_storm(w, "h2")
+    post_write(to_victim, _v, 4 * MIB, 1)
     w.hosts["h0"].spend(50_000)  # the queue toward h2 fills, the switch pauses h0
-    _write(innocent, _i, 256 << 10, 2)
-    (wc,) = _poll(innocent, w.env.now + 1e9)
+    post_write(innocent, _i, 256 << 10, 2)
+    (wc,) = poll_until(innocent, w.env.now + 1e9)
     assert (wc.wr_id, wc.status) == (2, e.IBV_WC_SUCCESS)
     sw = w.switches["sw0"].counters()
     port = next(p for p in range(3) if sw[f"p{p}.pause_received"])
@@ -92,18 +57,18 @@ def test_without_watchdogs_the_stuck_qps_end_in_retry_exceeded() -> None:
     off = PfcWatchdog(enabled=False)
     w = _world(SwitchConfig(buffer_bytes=2 * MIB, pfc=PfcConfig(watchdog=off)),
                NicConfig(pfc_watchdog=off))
-    to_victim, v = _link(w, "h0", "h2", timeout=12, retry_cnt=3)
-    innocent, i = _link(w, "h0", "h1", timeout=12, retry_cnt=3)
-    _storm(w, "h2")
-    _write(to_victim, v, 4 * MIB, 1)
+    to_victim, v = link_pair(w, "h0", "h2", timeout=12, retry_cnt=3)
+    innocent, i = link_pair(w, "h0", "h1", timeout=12, retry_cnt=3)
+    start_storm(w, "h2")
+    post_write(to_victim, v, 4 * MIB, 1)
     w.hosts["h0"].spend(50_000)
-    _write(innocent, i, 256 << 10, 2)
-    _write(innocent, i, 4096, 3)
+    post_write(innocent, i, 256 << 10, 2)
+    post_write(innocent, i, 4096, 3)
     budget = 5 * 4096 * (1 << 12)  # (retry_cnt + 1) timeouts, and one more
-    got = _poll(innocent, w.env.now + budget) + _poll(innocent, w.env.now + budget)
+    got = poll_until(innocent, w.env.now + budget) + poll_until(innocent, w.env.now + budget)
     assert [(wc.wr_id, wc.status) for wc in got] == [(2, e.IBV_WC_RETRY_EXC_ERR),
                                                      (3, e.IBV_WC_WR_FLUSH_ERR)]
-    (wc,) = _poll(to_victim, w.env.now + budget)
+    (wc,) = poll_until(to_victim, w.env.now + budget)
     assert wc.status == e.IBV_WC_RETRY_EXC_ERR
     assert w.nics["h0"].counters()["requester.send_stalls"] >= 1
 
@@ -115,11 +80,11 @@ def test_the_nic_watchdog_stops_honouring_a_peer_that_never_resumes() -> None:
     restored: a later pause holds it again."""
     wd = PfcWatchdog(detect_ns=2e6, restore_ns=1e6)
     w = World.two_hosts(nic=NicConfig(pfc_classes=(3,), pfc_watchdog=wd))
-    a, b = _link(w, "a", "b")
-    storm = _storm(w, "b", stop_ns=w.env.now + 5e6)
-    _write(a, b, 1 * MIB, 1)
+    a, b = link_pair(w, "a", "b")
+    storm = start_storm(w, "b", stop_ns=w.env.now + 5e6)
+    post_write(a, b, 1 * MIB, 1)
     t0 = w.env.now
-    (wc,) = _poll(a, t0 + 50e6)
+    (wc,) = poll_until(a, t0 + 50e6)
     assert wc.status == e.IBV_WC_SUCCESS
     assert w.env.now - t0 >= wd.detect_ns  # held for the detection time, no longer
     c = w.nics["a"].counters()
@@ -139,11 +104,11 @@ def test_congestion_pauses_are_not_a_storm() -> None:
                             switch=SwitchConfig(buffer_bytes=512 << 10,
                                                 pfc=PfcConfig(watchdog=wd)),
                             mem_size=64 << 20)
-    pairs = [_link(w, f"h{i}", "h0") for i in (1, 2, 3)]
+    pairs = [link_pair(w, f"h{i}", "h0") for i in (1, 2, 3)]
     for n, (a, b) in enumerate(pairs):
-        _write(a, b, 2 * MIB, n)
+        post_write(a, b, 2 * MIB, n)
     for a, _b in pairs:
-        (wc,) = _poll(a, w.env.now + 100e6)
+        (wc,) = poll_until(a, w.env.now + 100e6)
         assert wc.status == e.IBV_WC_SUCCESS
     sw = w.switches["sw0"].counters()
     assert sum(sw[f"p{p}.pause_sent"] for p in range(4)) > 0  # it did pause
@@ -155,10 +120,10 @@ def test_a_stormed_switch_queue_is_restored_when_the_storm_ends() -> None:
     wd = PfcWatchdog(detect_ns=1e6, restore_ns=1e6)
     w = _world(SwitchConfig(buffer_bytes=2 * MIB, pfc=PfcConfig(watchdog=wd)),
                NicConfig(pfc_watchdog=PfcWatchdog(enabled=False)))
-    to_victim, v = _link(w, "h0", "h2")
-    _storm(w, "h2", stop_ns=w.env.now + 3e6)
-    _write(to_victim, v, 1 * MIB, 1)
-    (wc,) = _poll(to_victim, w.env.now + 2e9)
+    to_victim, v = link_pair(w, "h0", "h2")
+    start_storm(w, "h2", stop_ns=w.env.now + 3e6)
+    post_write(to_victim, v, 1 * MIB, 1)
+    (wc,) = poll_until(to_victim, w.env.now + 2e9)
     sw = w.switches["sw0"].counters()
     port = next(p for p in range(3) if sw[f"p{p}.pause_received"])
     assert sw[f"p{port}.q3.pfc_wd.storms"] == 1

@@ -14,40 +14,15 @@ from collections.abc import Callable
 
 import pytest
 from nicsim.driver import enums as e
-from nicsim.driver.user.verbs import MR, PD, SGE, Context, RecvWR, SendWR
+from nicsim.driver.user.verbs import MR, PD, SGE, RecvWR, SendWR
 
 from nicsim.fabric.faults import FaultConfig
 from nicsim.testing.dma_audit import DmaAudit
+from nicsim.testing.races import Bystander, step_until
 from nicsim.testing.rdma import ALL_ACCESS, Side, connect, make_side, pair, settle, wait
 from nicsim.world import World
 
 KB = 1024
-PATTERN = b"\xee\x5a"
-
-
-class Bystander:
-    """Another process on a host: it allocates memory (getting the pages freed last) and fills
-    it with a pattern no transfer carries."""
-
-    def __init__(self, w: World, host: str, nbytes: int) -> None:
-        self.ctx = Context("nsnic0", host=w.hosts[host])
-        self.n = nbytes
-        self.va = self.ctx.alloc(nbytes)
-        self.data = (PATTERN * (nbytes // 2 + 1))[:nbytes]
-        self.ctx.aspace.write(self.va, self.data)
-        self.pages = {self.ctx.aspace.translate(self.va + i) >> 12
-                      for i in range(0, nbytes, 4096)}
-
-    def intact(self) -> bool:
-        return self.ctx.aspace.read(self.va, self.n) == self.data
-
-
-def _until(w: World, cond: Callable[[], bool], limit_ns: float = 5e6) -> None:
-    env = w.env
-    end = env.now + limit_ns
-    while not cond():
-        assert env.now < end, "condition never held"
-        env.step()
 
 
 def _free(side: Side, mr: MR) -> set[int]:
@@ -80,7 +55,7 @@ def test_remote_write_target_freed_mid_message(after, status, dma_audits):
     wr.set_wr_rdma(b.mr.rkey, b.mr.buf)
     a.qp.post_send(wr)
     nb = w.nics["b"]
-    _until(w, lambda: nb.responder.counters["write_packets"] >= after)
+    step_until(w, lambda: nb.responder.counters["write_packets"] >= after)
     freed = _free(b, b.mr)
     other = Bystander(w, "b", 512 * KB)
     assert other.pages & freed, "the bystander should get the freed pages"
@@ -103,7 +78,7 @@ def test_context_close_mid_traffic_on_both_sides(dma_audits):
         wr.set_wr_rdma(b.mr.rkey, b.mr.buf)
         a.qp.post_send(wr)
     nb = w.nics["b"]
-    _until(w, lambda: nb.responder.counters["write_packets"] >= 20)
+    step_until(w, lambda: nb.responder.counters["write_packets"] >= 20)
     b.ctx.close()
     ob = Bystander(w, "b", 256 * KB)
     wcs = wait(a, 2, limit_ns=2e9)
@@ -211,7 +186,7 @@ def test_request_in_the_invalidation_window_sees_the_invalid_key():
     bar.write64(Reg.CMD_OPCODE, CmdOpcode.INVALIDATE_MPT)
     bar.write64(Reg.CMD_MOD, key_index(target.rkey))
     bar.write64(Reg.CMD_GO, 1)
-    _until(w, lambda: nb.xlate.revocations > revoked)
+    step_until(w, lambda: nb.xlate.revocations > revoked)
     assert nb.dma.mem.posted, "the zeroing write is still on its way"
     nb.receive(bld.build(Opcode.RC_FETCH_ADD, qb.qpn, qb.epsn,
                          atomic_eth(target.buf, target.rkey, 5, 0), ackreq=True))

@@ -5,13 +5,11 @@ test installs nothing and fails, saying so, when it is missing."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from nicsim.cli import main
+from nicsim.testing.browser import chromium
 
 # Appended to a copy of the report: after the page has loaded, it writes into the title
 # whether every image decoded, and which did not.
@@ -24,15 +22,6 @@ window.addEventListener("load", () => {
                               : "LOADED " + imgs.length + " " + tables;
 });
 </script>"""
-
-
-def chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.fail("headless Chromium is needed to check report.html and is not installed: run "
-                "`bash scripts/install-tools.sh` (Debian: apt-get install chromium)")
 
 
 def render(page: Path) -> str:

@@ -23,23 +23,29 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nicsim.driver import enums as e
-from nicsim.driver.cm_enums import RAI_PASSIVE, rdma_port_space
 from nicsim.driver.cm_enums import rdma_cm_event_type as EV
 from nicsim.driver.kernel.cm import mad as m
-from nicsim.driver.kernel.cm.cma import CmKernel, CmState, cm_of
+from nicsim.driver.kernel.cm.cma import CmState
 from nicsim.driver.kernel.cm.gsi import ip_gid
 from nicsim.driver.user.errors import PyverbsRDMAError
 from nicsim.driver.user.process import Process, attach
-from nicsim.driver.user.rdma_addrinfo import AddrInfo
-from nicsim.driver.user.rdmacm import CMID, CMEvent, CMEventChannel, ConnParam
+from nicsim.driver.user.rdmacm import CMEvent
 from nicsim.driver.user.verbs import CQ, PD, QP, Context, QPAttr, QPCap, QPInitAttr
 
 from nicsim.exec.spec import WorldSpec
 from nicsim.exec.world import build, devices
+from nicsim.testing.cm import (
+    PORT,
+    Conn,
+    cm_kernel,
+    device_ip,
+    dreq_mad,
+    rdma_device,
+    run_cm,
+    send_mad,
+    valid_mads,
+)
 from nicsim.world import World
-
-TCP = rdma_port_space.RDMA_PS_TCP
-PORT = 7471
 
 
 @pytest.fixture
@@ -48,66 +54,6 @@ def world() -> Iterator[World]:
     attach(Process(devices(w)))
     yield w
     attach(None)
-
-
-def _dev(w: World, host: str):  # noqa: ANN202 - the host's RDMA device (kernel object)
-    return next(iter(w.hosts[host].kernel.devices.values()))  # type: ignore[attr-defined]
-
-
-def _ip(w: World, host: str) -> str:
-    return _dev(w, host).hw.fn.netdev.ip
-
-
-def _cm(w: World, host: str) -> CmKernel:
-    return cm_of(w.hosts[host].kernel)  # type: ignore[arg-type]
-
-
-class Conn:
-    """An established RC connection: the active side on h0, the passive side on h1."""
-
-    def __init__(self, w: World, backlog: int = 0) -> None:
-        self.w = w
-        self.sip, self.cip = _ip(w, "h1"), _ip(w, "h0")
-        self.sch, self.cch = CMEventChannel(), CMEventChannel()
-        self.listen = CMID(self.sch, port_space=TCP)
-        self.listen.bind_addr(AddrInfo(src=self.sip, src_service=str(PORT), flags=RAI_PASSIVE,
-                                       port_space=TCP))
-        self.listen.listen(backlog)
-        self.init = QPInitAttr(qp_type=e.IBV_QPT_RC, cap=QPCap(max_send_wr=4, max_recv_wr=4))
-
-    def connect(self) -> tuple[CMID, CMID]:
-        cli = CMID(self.cch, port_space=TCP)
-        cli.resolve_addr(AddrInfo(src=self.cip, dst=self.sip, dst_service=str(PORT),
-                                  port_space=TCP))
-        assert CMEvent(self.cch).event_type == EV.RDMA_CM_EVENT_ADDR_RESOLVED
-        cli.resolve_route()
-        assert CMEvent(self.cch).event_type == EV.RDMA_CM_EVENT_ROUTE_RESOLVED
-        cli.create_qp(self.init)
-        cli.connect(ConnParam())
-        ev = CMEvent(self.sch)
-        assert ev.event_type == EV.RDMA_CM_EVENT_CONNECT_REQUEST
-        srv = CMID(ev, listen_id=self.listen)
-        srv.create_qp(self.init)
-        srv.accept(ConnParam())
-        assert CMEvent(self.cch).event_type == EV.RDMA_CM_EVENT_ESTABLISHED
-        assert CMEvent(self.sch).event_type == EV.RDMA_CM_EVENT_ESTABLISHED
-        return cli, srv
-
-
-def _send_mad(w: World, host: str, to: str, mad: bytes) -> None:
-    """A MAD from the kernel (QP1) of `host` to QP1 of the host with address `to`."""
-    cm = _cm(w, host)
-    cm.gsi(_dev(w, host)).send(ip_gid(to), mad)
-
-
-def _run(w: World, host: str, ns: float = 200_000) -> None:
-    """Let the MADs arrive and the CM of `host` handle them."""
-    w.hosts[host].spend(ns)
-    _cm(w, host).service()
-
-
-def _dreq(local: int, remote: int, qpn: int) -> bytes:
-    return m.Mad(m.AttrId.DREQ, 0x1234, m.Dreq(local, remote, qpn)).pack()
 
 
 # -- 6. controlled Q_Keys ---------------------------------------------------------------------
@@ -120,7 +66,7 @@ def _ud_qp(ctx: Context) -> QP:
 
 
 def test_an_unprivileged_ud_qp_cannot_take_a_controlled_qkey(world: World) -> None:
-    ctx = Context(_dev(world, "h2").name, host=world.hosts["h2"])
+    ctx = Context(rdma_device(world, "h2").name, host=world.hosts["h2"])
     qp = _ud_qp(ctx)
     with pytest.raises(PyverbsRDMAError) as err:
         qp.to_init(QPAttr(qkey=m.GSI_QKEY))
@@ -136,7 +82,7 @@ def test_a_privileged_process_may_set_one(world: World) -> None:
     p = Process(devices(world), cap_net_raw=True)
     attach(p)
     try:
-        ctx = Context(_dev(world, "h2").name, host=world.hosts["h2"])
+        ctx = Context(rdma_device(world, "h2").name, host=world.hosts["h2"])
         qp = _ud_qp(ctx)
         qp.to_init(QPAttr(qkey=m.GSI_QKEY))
         assert qp.query(e.IBV_QP_QKEY)[0].qkey == m.GSI_QKEY
@@ -152,11 +98,11 @@ def test_a_forged_dreq_from_another_host_is_dropped(world: World) -> None:
     cli, srv = c.connect()
     k_cli, k_srv = cli._k, srv._k
     # The right comm IDs and QPN, from a third host: the GID is not the connection's.
-    _send_mad(world, "h2", c.sip, _dreq(k_cli.local_comm_id, k_srv.local_comm_id, k_srv.qpn))
-    _run(world, "h1")
+    send_mad(world, "h2", c.sip, dreq_mad(k_cli.local_comm_id, k_srv.local_comm_id, k_srv.qpn))
+    run_cm(world, "h1")
     assert k_srv.state is CmState.ESTABLISHED
     assert not c.sch.ch.events
-    assert _cm(world, "h1").counters.mads_unmatched >= 1
+    assert cm_kernel(world, "h1").counters.mads_unmatched >= 1
 
 
 def test_a_dreq_with_the_wrong_qpn_or_comm_id_is_dropped(world: World) -> None:
@@ -167,8 +113,8 @@ def test_a_dreq_with_the_wrong_qpn_or_comm_id_is_dropped(world: World) -> None:
     # another connection of the peer.
     for local, qpn in ((k_cli.local_comm_id, k_srv.qpn ^ 1),
                        (k_cli.local_comm_id ^ 1, k_srv.qpn)):
-        _send_mad(world, "h0", c.sip, _dreq(local, k_srv.local_comm_id, qpn))
-        _run(world, "h1")
+        send_mad(world, "h0", c.sip, dreq_mad(local, k_srv.local_comm_id, qpn))
+        run_cm(world, "h1")
         assert k_srv.state is CmState.ESTABLISHED
         assert not c.sch.ch.events
     # The real one still works.
@@ -199,27 +145,10 @@ def test_a_req_with_a_reserved_transport_is_a_counted_drop(world: World,
                                                            transport: int) -> None:
     c = Conn(world)
     sid = m.service_id(m.PortSpace.TCP, PORT)
-    _send_mad(world, "h2", c.sip, _req(77, sid, _ip(world, "h2"), c.sip, transport))
-    _run(world, "h1")
-    assert _cm(world, "h1").counters.mads_malformed == 1
+    send_mad(world, "h2", c.sip, _req(77, sid, device_ip(world, "h2"), c.sip, transport))
+    run_cm(world, "h1")
+    assert cm_kernel(world, "h1").counters.mads_malformed == 1
     c.connect()  # the CM still serves
-
-
-def _valid_mads(src: str, dst: str) -> list[bytes]:
-    sid = m.service_id(m.PortSpace.TCP, PORT)
-    hdr = m.cma_hdr(src, dst, 0x9000)
-    msgs: list[tuple[m.AttrId, m.Message]] = [
-        (m.AttrId.REQ, m.Req(5, sid, 1, 0x100, 7, ip_gid(src), ip_gid(dst),
-                             private_data=hdr)),
-        (m.AttrId.REP, m.Rep(6, 5, 0x101, 9, 2)),
-        (m.AttrId.REJ, m.Rej(6, 5, 8, 1, b"ari")),
-        (m.AttrId.RTU, m.Rtu(5, 6)),
-        (m.AttrId.DREQ, m.Dreq(5, 6, 0x101)),
-        (m.AttrId.DREP, m.Rtu(6, 5)),
-        (m.AttrId.SIDR_REQ, m.SidrReq(9, sid, private_data=hdr)),
-        (m.AttrId.SIDR_REP, m.SidrRep(9, 0, 0x102, sid, 0x1234)),
-    ]
-    return [m.Mad(a, 3, msg).pack() for a, msg in msgs]
 
 
 @settings(max_examples=300, deadline=None,
@@ -229,9 +158,9 @@ def test_mad_fuzz_only_counted_drops(world: World, data: st.DataObject) -> None:
     """Every MAD type, every field: a valid MAD with bytes overwritten, truncated or
     extended, or random bytes, goes through the MAD handler as the network would deliver
     it. Nothing may escape it; what is not a valid message for a connection is counted."""
-    cm = _cm(world, "h1")
-    src, dst = _ip(world, "h2"), _ip(world, "h1")
-    base = data.draw(st.sampled_from(_valid_mads(src, dst)))
+    cm = cm_kernel(world, "h1")
+    src, dst = device_ip(world, "h2"), device_ip(world, "h1")
+    base = data.draw(st.sampled_from(valid_mads(src, dst)))
     raw = bytearray(base)
     for _ in range(data.draw(st.integers(0, 6))):
         i = data.draw(st.integers(0, len(raw) - 1))
@@ -244,7 +173,7 @@ def test_mad_fuzz_only_counted_drops(world: World, data: st.DataObject) -> None:
     elif kind == "long":
         raw += data.draw(st.binary(min_size=1, max_size=40))
     before = cm.counters.mads_received
-    g = cm.gsi(_dev(world, "h1"))
+    g = cm.gsi(rdma_device(world, "h1"))
     cm.receive(g, ip_gid(src), bytes(raw))  # must not raise
     assert cm.counters.mads_received == before + 1
 
@@ -252,7 +181,7 @@ def test_mad_fuzz_only_counted_drops(world: World, data: st.DataObject) -> None:
 def test_every_field_of_every_mad_is_checked_by_the_parser() -> None:
     """Field by field: each 32-bit word of each valid MAD set to all ones parses or raises
     MadError, nothing else."""
-    for raw in _valid_mads("10.0.0.1", "10.0.0.2"):
+    for raw in valid_mads("10.0.0.1", "10.0.0.2"):
         for off in range(0, m.MAD_SIZE, 4):
             bad = raw[:off] + b"\xff\xff\xff\xff" + raw[off + 4:]
             with contextlib.suppress(m.MadError):
@@ -264,28 +193,28 @@ def test_every_field_of_every_mad_is_checked_by_the_parser() -> None:
 
 def test_listen_backlog_bounds_the_requests_held(world: World) -> None:
     c = Conn(world, backlog=4)
-    cm = _cm(world, "h1")
+    cm = cm_kernel(world, "h1")
     sid = m.service_id(m.PortSpace.TCP, PORT)
-    src = _ip(world, "h2")
+    src = device_ip(world, "h2")
     for i in range(320):
-        _send_mad(world, "h2", c.sip, _req(1000 + i, sid, src, c.sip))
+        send_mad(world, "h2", c.sip, _req(1000 + i, sid, src, c.sip))
         if i % 32 == 31:
-            _run(world, "h1", 50_000)
-    _run(world, "h1")
+            run_cm(world, "h1", 50_000)
+    run_cm(world, "h1")
     pending = [cid for cid in cm.ids.values() if cid.listen is c.listen._k]
     assert len(pending) == 4
     assert len(c.sch.ch.events) == 4
     assert cm.counters.backlog_drops == 316
     # Taking a request makes room for one more.
     CMEvent(c.sch)
-    _send_mad(world, "h2", c.sip, _req(5000, sid, src, c.sip))
-    _run(world, "h1")
+    send_mad(world, "h2", c.sip, _req(5000, sid, src, c.sip))
+    run_cm(world, "h1")
     assert len(c.sch.ch.events) == 4
 
 
 def test_listen_backlog_zero_means_the_system_limit(world: World) -> None:
     c = Conn(world, backlog=0)
-    cm = _cm(world, "h1")
+    cm = cm_kernel(world, "h1")
     assert c.listen._k.backlog == 1024
     del cm
 

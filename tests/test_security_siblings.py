@@ -53,29 +53,25 @@ from nicsim.fabric.switch import PfcConfig, SwitchConfig
 from nicsim.fabric.topology import Shape, TopologySpec
 from nicsim.hwif import PAGE_SIZE, MptFlags
 from nicsim.nic.config import NicConfig
+from nicsim.testing.cm import (
+    PORT,
+    TCP,
+    Conn,
+    cm_kernel,
+    device_ip,
+    dreq_mad,
+    rdma_device,
+    run_cm,
+    send_mad,
+    valid_mads,
+)
 from nicsim.testing.dma_audit import DmaAudit
+from nicsim.testing.pfc import MIB, link_pair, poll_until, post_write, start_storm
+from nicsim.testing.races import PATTERN, Bystander, step_until
 from nicsim.testing.rdma import ALL_ACCESS, Side, connect, make_side, rdma_write, settle, wait
 from nicsim.testing.ud import Side as UdSide
 from nicsim.workloads.endpoint import roce_v2_gid
 from nicsim.world import World
-from tests.test_pfc_watchdog import MIB
-from tests.test_pfc_watchdog import _link as pfc_link
-from tests.test_pfc_watchdog import _poll as pfc_poll
-from tests.test_pfc_watchdog import _storm as pfc_storm
-from tests.test_pfc_watchdog import _write as pfc_write
-from tests.test_protection_races import PATTERN, Bystander, _until
-from tests.test_security_cm import (
-    PORT,
-    TCP,
-    Conn,
-    _cm,
-    _dev,
-    _dreq,
-    _ip,
-    _run,
-    _send_mad,
-    _valid_mads,
-)
 
 GSI_QKEY = m.GSI_QKEY
 UDP = rdma_port_space.RDMA_PS_UDP
@@ -113,7 +109,7 @@ def test_odp_prefetch_racing_munmap_keeps_no_freed_page() -> None:
     hw = _drv(b)
     mr = hw.mrs[odp.lkey >> 8]
     b.pd.advise_mr(PREFETCH_WRITE, 0, [SGE(va, big, odp.lkey)])  # asynchronous
-    _until(w, lambda: bool(mr.present) and hw._mbox_busy)  # its MTT writes have begun
+    step_until(w, lambda: bool(mr.present) and hw._mbox_busy)  # its MTT writes have begun
     b.pd.advise_mr(PREFETCH_WRITE, 0, [SGE(va + big, small, odp.lkey)])
     b.ctx.aspace.munmap(va, big + small)
     settle(w, 200_000)  # the second prefetch ends, whatever it did
@@ -305,7 +301,7 @@ def test_window_freed_while_a_remote_write_through_it_is_in_flight(mw_type: int,
     wr.set_wr_rdma(key, b.mr.buf)
     a.qp.post_send(wr)
     nb = w.nics["b"]
-    _until(w, lambda: nb.responder.counters["write_packets"] >= 16)
+    step_until(w, lambda: nb.responder.counters["write_packets"] >= 16)
     buf, n = b.mr.buf, b.mr.length
     if how == "dealloc_mw":
         mw.close()
@@ -467,9 +463,9 @@ def test_a_user_ud_send_with_the_gsi_qkey_in_its_wr_does_not_reach_qp1(cm_world:
     h0.qp.post_send(wr)
     (wc,) = h0.wait()
     assert wc.status == e.IBV_WC_SUCCESS  # it left: a UD send completes when sent
-    received = _cm(w, "h1").counters.mads_received
-    _run(w, "h1")
-    assert _cm(w, "h1").counters.mads_received == received  # QP1 never took it
+    received = cm_kernel(w, "h1").counters.mads_received
+    run_cm(w, "h1")
+    assert cm_kernel(w, "h1").counters.mads_received == received  # QP1 never took it
     assert w.nics["h1"].counters()["datagram.drop_qkey"] >= 1
     assert k_srv.state is CmState.ESTABLISHED and not c.sch.ch.events
 
@@ -479,12 +475,12 @@ def test_a_user_ud_send_with_the_gsi_qkey_in_its_wr_does_not_reach_qp1(cm_world:
 
 def _forge(w: World, frm: str, to: str, attr: m.AttrId, msg: m.Message) -> None:
     """A CM message from the kernel of host `frm` to the CM at address `to`, handled."""
-    _send_mad(w, frm, to, m.Mad(attr, 0x777, msg).pack())
-    _run(w, _host_of(w, to))
+    send_mad(w, frm, to, m.Mad(attr, 0x777, msg).pack())
+    run_cm(w, _host_of(w, to))
 
 
 def _host_of(w: World, ip: str) -> str:
-    return next(h for h in w.hosts if _ip(w, h) == ip)
+    return next(h for h in w.hosts if device_ip(w, h) == ip)
 
 
 def test_forged_rep_rej_rtu_drep_from_a_third_host_change_nothing(cm_world: World) -> None:
@@ -504,12 +500,12 @@ def test_forged_rep_rej_rtu_drep_from_a_third_host_change_nothing(cm_world: Worl
     k_cli = cli._k
     assert k_cli.state is CmState.REQ_SENT
     # (the REQ is on its way: the third host answers first, naming the active side's ID)
-    unmatched = _cm(w, "h0").counters.mads_unmatched
+    unmatched = cm_kernel(w, "h0").counters.mads_unmatched
     _forge(w, "h2", c.cip, m.AttrId.REJ, m.Rej(0x5555, k_cli.local_comm_id,
                                                m.RejReason.CONSUMER_DEFINED, 0))
     _forge(w, "h2", c.cip, m.AttrId.REP, m.Rep(0x5555, k_cli.local_comm_id, 0x99, 1, 2))
     assert k_cli.state is CmState.REQ_SENT and not c.cch.ch.events
-    assert _cm(w, "h0").counters.mads_unmatched == unmatched + 2
+    assert cm_kernel(w, "h0").counters.mads_unmatched == unmatched + 2
     ev = CMEvent(c.sch)
     assert ev.event_type == EV.RDMA_CM_EVENT_CONNECT_REQUEST
     srv = CMID(ev, listen_id=c.listen)
@@ -543,11 +539,11 @@ def test_a_dreq_replayed_after_teardown_is_a_counted_drop(cm_world: World) -> No
     cli.close()
     srv.close()
     cli2, srv2 = c.connect()
-    unmatched = _cm(w, "h1").counters.mads_unmatched
+    unmatched = cm_kernel(w, "h1").counters.mads_unmatched
     for _ in range(3):
-        _send_mad(w, "h0", c.sip, _dreq(*dreq))
-    _run(w, "h1")
-    assert _cm(w, "h1").counters.mads_unmatched == unmatched + 3
+        send_mad(w, "h0", c.sip, dreq_mad(*dreq))
+    run_cm(w, "h1")
+    assert cm_kernel(w, "h1").counters.mads_unmatched == unmatched + 3
     assert srv2._k.state is CmState.ESTABLISHED and not c.sch.ch.events
     del cli2
 
@@ -559,17 +555,17 @@ def test_a_req_flood_from_many_fake_peers_holds_backlog_ids_only(cm_world: World
     queues), and a real client that retries still gets in once the process takes one."""
     w = cm_world
     c = Conn(w, backlog=8)
-    cm = _cm(w, "h1")
+    cm = cm_kernel(w, "h1")
     sid = m.service_id(m.PortSpace.TCP, PORT)
     ids0 = len(cm.ids)
     for i in range(2000):
         fake = f"10.{(i >> 8) & 255}.{i & 255}.77"
         req = m.Req(0x10000 + i, sid, 1, 0x100 + i, 7, ip_gid(fake), ip_gid(c.sip),
                     private_data=m.cma_hdr(fake, c.sip, 1024 + i))
-        _send_mad(w, "h2", c.sip, m.Mad(m.AttrId.REQ, 0x100 + i, req).pack())
+        send_mad(w, "h2", c.sip, m.Mad(m.AttrId.REQ, 0x100 + i, req).pack())
         if i % 32 == 31:
-            _run(w, "h1", 50_000)
-    _run(w, "h1")
+            run_cm(w, "h1", 50_000)
+    run_cm(w, "h1")
     assert len(cm.ids) - ids0 == 8
     assert len(c.sch.ch.events) == 8
     assert cm.counters.backlog_drops == 1992
@@ -593,7 +589,7 @@ def test_a_request_of_the_other_qp_type_reaches_no_listener(cm_world: World) -> 
     ulisten.bind_addr(AddrInfo(src=c.sip, src_service=str(PORT + 1), flags=RAI_PASSIVE,
                                port_space=UDP))
     ulisten.listen(0)
-    cm = _cm(w, "h1")
+    cm = cm_kernel(w, "h1")
     ids0, rej0 = len(cm.ids), cm.counters.rej_sent
     hdr = m.cma_hdr(c.cip, c.sip, 0x9000)
     udp = m.service_id(m.PortSpace.UDP, PORT + 1)
@@ -649,15 +645,15 @@ def test_mad_fuzz_against_live_listeners_and_connections(cm_world: World,
     w = cm_world
     st_ = _fuzz_state(w)
     c, est, pend = st_
-    cm = _cm(w, "h1")
+    cm = cm_kernel(w, "h1")
     base = data.draw(st.sampled_from(_live_mads(w, c, est, pend)))
     raw = bytearray(base)
     for _ in range(data.draw(st.integers(0, 8))):
         i = data.draw(st.integers(m.HDR_SIZE - 8, len(raw) - 1))
         raw[i] = data.draw(st.integers(0, 255))
-    sgid = ip_gid(data.draw(st.sampled_from([c.cip, _ip(w, "h2")])))
+    sgid = ip_gid(data.draw(st.sampled_from([c.cip, device_ip(w, "h2")])))
     before = cm.counters.mads_received
-    cm.receive(cm.gsi(_dev(w, "h1")), sgid, bytes(raw))  # must not raise
+    cm.receive(cm.gsi(rdma_device(w, "h1")), sgid, bytes(raw))  # must not raise
     assert cm.counters.mads_received == before + 1
 
 
@@ -687,9 +683,9 @@ def _fuzz_state(w: World) -> tuple[Conn, tuple[CmId, CmId], CmId]:
     ev = CMEvent(c.sch)
     psrv = CMID(ev, listen_id=c.listen)
     psrv.create_qp(c.init)
-    _cm(w, "h0").ids.pop(pcli._k.local_comm_id)  # (the active side forgets it: no RTU)
+    cm_kernel(w, "h0").ids.pop(pcli._k.local_comm_id)  # (the active side forgets it: no RTU)
     psrv.accept(ConnParam())
-    _run(w, "h0")
+    run_cm(w, "h0")
     got = (c, (cli._k, srv._k), psrv._k)
     _FUZZ.clear()
     _FUZZ[id(w)] = got
@@ -705,7 +701,7 @@ def test_every_byte_of_every_mad_with_edge_values_parses_or_is_a_mad_error() -> 
     set to each of a set of edge values (bit-field boundaries, sign bits, all ones). The
     parser returns a message or raises MadError; any other exception is a crash of the CM
     (CmKernel.receive catches MadError only)."""
-    raws = _valid_mads("10.0.0.1", "10.0.0.2")
+    raws = valid_mads("10.0.0.1", "10.0.0.2")
     for attr in (0x0001, 0x0011, 0x0019, 0x001A):  # ClassPortInfo, MRA, LAP, APR
         raws.append(raws[3][:16] + attr.to_bytes(2, "big") + raws[3][18:])
     parsed = 0
@@ -760,14 +756,14 @@ def test_two_hosts_storming_at_once_do_not_stop_an_innocent_flow() -> None:
     """h2 and h3 both keep pausing the switch while h0 writes to each of them: the two
     queues toward them are stormed separately, and h0's WRITE to h1 still completes."""
     w = _pfc_world(4, PfcWatchdog(detect_ns=2e6, restore_ns=2e6))
-    victims = [pfc_link(w, "h0", h) for h in ("h2", "h3")]
-    innocent, i = pfc_link(w, "h0", "h1")
-    storms = [pfc_storm(w, h) for h in ("h2", "h3")]
+    victims = [link_pair(w, "h0", h) for h in ("h2", "h3")]
+    innocent, i = link_pair(w, "h0", "h1")
+    storms = [start_storm(w, h) for h in ("h2", "h3")]
     for n, (s, v) in enumerate(victims):
-        pfc_write(s, v, 2 * MIB, 10 + n)
+        post_write(s, v, 2 * MIB, 10 + n)
     w.hosts["h0"].spend(50_000)
-    pfc_write(innocent, i, 256 << 10, 2)
-    (wc,) = pfc_poll(innocent, w.env.now + 1e9)
+    post_write(innocent, i, 256 << 10, 2)
+    (wc,) = poll_until(innocent, w.env.now + 1e9)
     assert (wc.wr_id, wc.status) == (2, e.IBV_WC_SUCCESS)
     assert i.mr.read(64) == innocent.mr.read(64)
     sw = w.switches["sw0"].counters()
@@ -782,18 +778,18 @@ def test_a_storm_that_stops_and_starts_again_is_detected_again() -> None:
     during the second storm completes."""
     wd = PfcWatchdog(detect_ns=1e6, restore_ns=1e6)
     w = _pfc_world(3, wd)
-    to_victim, v = pfc_link(w, "h0", "h2")
-    innocent, i = pfc_link(w, "h0", "h1")
+    to_victim, v = link_pair(w, "h0", "h2")
+    innocent, i = link_pair(w, "h0", "h1")
     t0 = w.env.now
-    pfc_storm(w, "h2", stop_ns=t0 + 4e6)
+    start_storm(w, "h2", stop_ns=t0 + 4e6)
     nic = w.nics["h2"]
     PfcStorm(w.env, nic.port.send_control, nic.mac, (3,), nic.port.rate_gbps, t0 + 10e6, None)
-    pfc_write(to_victim, v, 1 * MIB, 1)
+    post_write(to_victim, v, 1 * MIB, 1)
     w.hosts["h0"].spend(12e6 - (w.env.now - t0))  # into the second storm
-    pfc_write(to_victim, v, 1 * MIB, 3)
+    post_write(to_victim, v, 1 * MIB, 3)
     w.hosts["h0"].spend(50_000)
-    pfc_write(innocent, i, 256 << 10, 2)
-    (wc,) = pfc_poll(innocent, w.env.now + 1e9)
+    post_write(innocent, i, 256 << 10, 2)
+    (wc,) = poll_until(innocent, w.env.now + 1e9)
     assert (wc.wr_id, wc.status) == (2, e.IBV_WC_SUCCESS)
     sw = w.switches["sw0"].counters()
     port = next(p for p in range(3) if sw[f"p{p}.pause_received"])
