@@ -436,6 +436,8 @@ class VerbsServer:
                 cpu, seen = program_cpu_ns(pid), turn.changes
                 continue
             if phase is Phase.SPINNING:
+                if program_asleep(pid):  # (it has gone to sleep in the kernel since)
+                    self.turns.quiet(turn, False, calling)
                 continue
             now = program_cpu_ns(pid)
             if now is None or cpu is None:
@@ -558,9 +560,9 @@ class VerbsServer:
         asleep in the kernel is told the world's time (when it wakes, that time has passed),
         and so is one that a device write woke from spinning (the time it landed); a
         spinning one is not (it may be timing its own loop, perftest's get_cpu_mhz)."""
+        self._signal_channels()  # (first: its interrupt handler may let the world run on)
         for t in self.trackers:
             t.flush()
-        self._signal_channels()
         self._tick()
         for c in self._clients:
             if c.turn.woken or c.turn.phase is Phase.BLOCKED:

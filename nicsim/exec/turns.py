@@ -52,6 +52,8 @@ SPIN_STEP_NS = 100_000.0
 # How long (real time) a wait held back by a program spinning on its clock sleeps before it
 # looks again.
 CLOCK_WAIT_S = 0.0002
+# A spinning program whose clock has not moved for this long (real time) spins on its memory.
+CLOCK_STILL_S = 0.005
 
 
 class Phase(Enum):
@@ -76,7 +78,8 @@ class Turn:
     ready: bool = False  # waiting: its wait is over (it is running again)
     woken: bool = False  # spinning: a device write woke it (its clock is to be told)
     clock: Callable[[], int | None] = lambda: None  # its own clock (clocks.c), if it has one
-    spun_from: int | None = None  # spinning: its clock when it began
+    spun_from: int | None = None  # spinning: its clock when last looked at
+    clock_moved: float = -INF  # spinning: when (real time) its clock was last seen to move
     watches: list[tuple[Any, tuple]] = field(default_factory=list)  # spinning: its watches
 
 
@@ -193,9 +196,11 @@ class Turns:
         unless `calling()` says its next call has come meanwhile (a program waiting for the
         answer to a call sleeps too)."""
         if not spinning:
-            with self._cv:
-                if t.phase is Phase.RUNNING and not calling():
-                    self._set(t, Phase.BLOCKED)
+            with self.world():
+                if t.phase in (Phase.RUNNING, Phase.SPINNING) and not calling():
+                    self._unwatch(t)
+                    with self._cv:
+                        self._set(t, Phase.BLOCKED)
             return
         with self.world():
             if t.phase not in (Phase.RUNNING, Phase.BLOCKED) or t not in self.turns \
@@ -203,7 +208,7 @@ class Turns:
                 return
             for mem in t.mems:
                 t.watches.append((mem, mem.watch(0, mem.size, partial(self._spinner_wrote, t))))
-            t.spun_from = t.clock()
+            t.spun_from, t.clock_moved = t.clock(), -INF
             with self._cv:
                 self._set(t, Phase.SPINNING)
 
@@ -281,11 +286,19 @@ class Turns:
         read (its clock is its own while it spins: clocks.c). A program spinning on its
         memory reads no clock and bounds nothing."""
         bound = INF
+        real = time.monotonic()
         for t in self.turns:
-            if t.phase is Phase.SPINNING:
-                c = t.clock()
-                if c is not None and t.spun_from is not None and c != t.spun_from:
-                    bound = min(bound, float(c))
+            if t.phase is not Phase.SPINNING:
+                continue
+            c = t.clock()
+            if c is None:
+                continue
+            if c != t.spun_from:  # it read its clock since we last looked: it is timing
+                t.spun_from, t.clock_moved = c, real
+            # Only while its clock keeps moving (a program that read its clock once and
+            # then spins on its memory must not hold the world for ever).
+            if real - t.clock_moved < CLOCK_STILL_S:
+                bound = min(bound, float(c))
         return bound
 
     def _can_step(self) -> bool:
