@@ -51,6 +51,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nicsim.host.host import poll_alone
+from nicsim.sim import WakeFlag
 
 INF = float("inf")
 
@@ -61,13 +62,6 @@ _WORLD, _COND, _OTHERS = "world", "cond", "others"
 class Terminated(SystemExit):
     """Raised in a flow that Process.terminate() asked to stop, when it next runs (a thread
     cannot be killed from outside)."""
-
-
-class _Flag:
-    __slots__ = ("woke",)
-
-    def __init__(self) -> None:
-        self.woke = False
 
 
 class Flow:
@@ -129,7 +123,7 @@ class Scheduler:
         self.current: Flow = root
         self.ready: deque[Flow] = deque()
         self.env: Any = None  # the world's clock, once a flow has used it
-        self._flag = _Flag()
+        self._flag = WakeFlag()
         self._looked: set[int] = set()  # flows asked to look again since the last progress
         self._hosts: list[Any] = []  # hosts whose CPU time goes through here
         self._waits = itertools.count()

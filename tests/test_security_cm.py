@@ -33,7 +33,7 @@ from nicsim.driver.user.rdmacm import CMEvent
 from nicsim.driver.user.verbs import CQ, PD, QP, Context, QPAttr, QPCap, QPInitAttr
 
 from nicsim.exec.spec import WorldSpec
-from nicsim.exec.world import build, devices
+from nicsim.exec.world import devices
 from nicsim.testing.cm import (
     PORT,
     Conn,
@@ -45,15 +45,14 @@ from nicsim.testing.cm import (
     send_mad,
     valid_mads,
 )
+from nicsim.testing.exec_world import attached_world
 from nicsim.world import World
 
 
 @pytest.fixture
 def world() -> Iterator[World]:
-    w = build(WorldSpec(hosts=3, mem_mib=128))
-    attach(Process(devices(w)))
-    yield w
-    attach(None)
+    with attached_world(WorldSpec(hosts=3, mem_mib=128)) as w:
+        yield w
 
 
 # -- 6. controlled Q_Keys ---------------------------------------------------------------------

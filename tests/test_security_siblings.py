@@ -22,7 +22,6 @@ from nicsim.driver.kernel.cm import mad as m
 from nicsim.driver.kernel.cm.cma import CmId, CmState
 from nicsim.driver.kernel.cm.gsi import ip_gid
 from nicsim.driver.user.errors import PyverbsRDMAError
-from nicsim.driver.user.process import Process, attach
 from nicsim.driver.user.rdma_addrinfo import AddrInfo
 from nicsim.driver.user.rdmacm import CMID, CMEvent, CMEventChannel, ConnParam
 from nicsim.driver.user.unsupported import MWBind, MWBindInfo, SrqAttr, SrqInitAttr
@@ -47,7 +46,6 @@ from nicsim.driver.user.verbs import (
 )
 
 from nicsim.exec.spec import WorldSpec
-from nicsim.exec.world import build, devices
 from nicsim.fabric.pfc import PfcStorm, PfcWatchdog
 from nicsim.fabric.switch import PfcConfig, SwitchConfig
 from nicsim.fabric.topology import Shape, TopologySpec
@@ -66,6 +64,7 @@ from nicsim.testing.cm import (
     valid_mads,
 )
 from nicsim.testing.dma_audit import DmaAudit
+from nicsim.testing.exec_world import attached_world
 from nicsim.testing.pfc import MIB, link_pair, poll_until, post_write, start_storm
 from nicsim.testing.races import PATTERN, Bystander, step_until
 from nicsim.testing.rdma import ALL_ACCESS, Side, connect, make_side, rdma_write, settle, wait
@@ -435,10 +434,8 @@ def test_a_controlled_qkey_is_refused_at_create_time_too() -> None:
 
 @pytest.fixture
 def cm_world() -> Iterator[World]:
-    w = build(WorldSpec(hosts=3, mem_mib=128))
-    attach(Process(devices(w)))
-    yield w
-    attach(None)
+    with attached_world(WorldSpec(hosts=3, mem_mib=128)) as w:
+        yield w
 
 
 def test_a_user_ud_send_with_the_gsi_qkey_in_its_wr_does_not_reach_qp1(cm_world: World

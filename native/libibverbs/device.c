@@ -314,13 +314,7 @@ static int query_gid(struct ibv_context *context, uint32_t port, uint32_t index,
 		uint32_t port;
 		uint32_t index;
 	} req = { nsv_ctx(context)->handle, port, index };
-	uint32_t got = 0;
-	int err;
-
-	err = nsv_call(NSRPC_QUERY_GID, &req, sizeof(req), rep, sizeof(*rep), &got);
-	if (!err && got != sizeof(*rep))
-		err = EPROTO;
-	return err;
+	return nsv_call_exact(NSRPC_QUERY_GID, &req, sizeof(req), rep, sizeof(*rep));
 }
 
 /* rdma-core libibverbs/verbs.c ibv_query_gid: an empty entry reads as the zero GID;
@@ -427,11 +421,9 @@ int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index, __b
 		uint32_t port;
 		uint32_t index;
 	} req = { nsv_ctx(context)->handle, port_num, (uint32_t)index };
-	uint32_t val, got = 0;
-	int err = nsv_call(NSRPC_QUERY_PKEY, &req, sizeof(req), &val, sizeof(val), &got);
+	uint32_t val;
+	int err = nsv_call_exact(NSRPC_QUERY_PKEY, &req, sizeof(req), &val, sizeof(val));
 
-	if (!err && got != sizeof(val))
-		err = EPROTO;
 	if (err) {
 		errno = err;
 		return -1;

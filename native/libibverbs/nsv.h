@@ -52,6 +52,9 @@ enum ibv_gid_type_sysfs {
 int nsv_call(uint32_t op, const void *req, uint32_t len, void *reply, uint32_t cap,
 	     uint32_t *got);
 
+/* nsv_call for a reply of exactly `size` bytes (EPROTO if another size came). */
+int nsv_call_exact(uint32_t op, const void *req, uint32_t len, void *reply, uint32_t size);
+
 /* nsv_call with the descriptor `fd` passed to the server (SCM_RIGHTS) with the request. */
 int nsv_call_fd(uint32_t op, const void *req, uint32_t len, int fd, void *reply, uint32_t cap,
 		uint32_t *got);

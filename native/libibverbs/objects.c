@@ -41,15 +41,27 @@ static int call_u32(uint32_t op, uint32_t handle)
 	return nsv_call(op, &handle, sizeof(handle), NULL, 0, NULL);
 }
 
-/* A request whose reply is one u32 (a new object's handle). */
-static int call_new(uint32_t op, const void *req, uint32_t len, uint32_t *handle)
+/* A request that makes an object in the server, whose reply (`replen` bytes) starts with
+ * the object's u32 handle: the program's side of it (`size` zeroed bytes), or NULL with
+ * errno; when memory runs out the server's object is destroyed again with `destroy_op`. */
+static void *create(uint32_t op, const void *req, uint32_t len, void *rep, uint32_t replen,
+		    uint32_t destroy_op, size_t size)
 {
-	uint32_t got = 0;
-	int err = nsv_call(op, req, len, handle, sizeof(*handle), &got);
+	int err = nsv_call_exact(op, req, len, rep, replen);
+	uint32_t handle;
+	void *obj;
 
-	if (!err && got != sizeof(*handle))
-		err = EPROTO;
-	return err;
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	obj = calloc(1, size);
+	if (!obj) {
+		memcpy(&handle, rep, sizeof(handle));
+		call_u32(destroy_op, handle);
+		errno = ENOMEM;
+	}
+	return obj;
 }
 
 /* -- protection domains ------------------------------------------------------------------- */
@@ -58,19 +70,11 @@ static int call_new(uint32_t op, const void *req, uint32_t len, uint32_t *handle
 struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 {
 	uint32_t h = ctx_handle(context);
-	struct ibv_pd *pd;
-	int err = call_new(NSRPC_ALLOC_PD, &h, sizeof(h), &h);
+	struct ibv_pd *pd = create(NSRPC_ALLOC_PD, &h, sizeof(h), &h, sizeof(h), NSRPC_DEALLOC_PD,
+				   sizeof(*pd));
 
-	if (err) {
-		errno = err;
+	if (!pd)
 		return NULL;
-	}
-	pd = calloc(1, sizeof(*pd));
-	if (!pd) {
-		call_u32(NSRPC_DEALLOC_PD, h);
-		errno = ENOMEM;
-		return NULL;
-	}
 	pd->context = context;
 	pd->handle = h;
 	return pd;
@@ -108,22 +112,11 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	struct {
 		uint32_t handle, lkey, rkey;
 	} rep;
-	uint32_t got = 0;
-	struct ibv_mr *mr;
-	int err = nsv_call(NSRPC_REG_MR, &req, sizeof(req), &rep, sizeof(rep), &got);
+	struct ibv_mr *mr = create(NSRPC_REG_MR, &req, sizeof(req), &rep, sizeof(rep),
+				   NSRPC_DEREG_MR, sizeof(*mr));
 
-	if (!err && got != sizeof(rep))
-		err = EPROTO;
-	if (err) {
-		errno = err;
+	if (!mr)
 		return NULL;
-	}
-	mr = calloc(1, sizeof(*mr));
-	if (!mr) {
-		call_u32(NSRPC_DEREG_MR, rep.handle);
-		errno = ENOMEM;
-		return NULL;
-	}
 	mr->context = pd->context;
 	mr->pd = pd;
 	mr->addr = addr;
@@ -233,16 +226,12 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
 	struct nsv_channel *ch = (struct nsv_channel *)channel;
 	int nonblock = fcntl(channel->fd, F_GETFL) & O_NONBLOCK;
 	uint64_t cookie;
-	uint32_t got;
 	int err;
 
 	for (;;) {
 		drain(channel->fd);
-		got = 0;
-		err = nsv_call(NSRPC_GET_CQ_EVENT, &ch->handle, sizeof(ch->handle), &cookie,
-			       sizeof(cookie), &got);
-		if (!err && got != sizeof(cookie))
-			err = EPROTO;
+		err = nsv_call_exact(NSRPC_GET_CQ_EVENT, &ch->handle, sizeof(ch->handle), &cookie,
+				     sizeof(cookie));
 		if (!err)
 			break;
 		if (err != EAGAIN || nonblock) {
@@ -284,7 +273,6 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
 		int32_t cqe;
 	} rep;
 	struct ibv_cq *cq;
-	uint32_t got = 0;
 	int err;
 
 	cq = calloc(1, sizeof(*cq));
@@ -293,9 +281,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
 		return NULL;
 	}
 	req.cookie = (uintptr_t)cq;
-	err = nsv_call(NSRPC_CREATE_CQ, &req, sizeof(req), &rep, sizeof(rep), &got);
-	if (!err && got != sizeof(rep))
-		err = EPROTO;
+	err = nsv_call_exact(NSRPC_CREATE_CQ, &req, sizeof(req), &rep, sizeof(rep));
 	if (err) {
 		free(cq);
 		errno = err;
@@ -418,27 +404,16 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 		struct nsrpc_cap cap;
 	} __attribute__((packed)) rep;
 	struct ibv_qp *qp;
-	uint32_t got = 0;
-	int err;
 
 	if (!attr->send_cq || !attr->recv_cq) {
 		errno = EINVAL;
 		return NULL;
 	}
 	cap_to(&req.cap, &attr->cap);
-	err = nsv_call(NSRPC_CREATE_QP, &req, sizeof(req), &rep, sizeof(rep), &got);
-	if (!err && got != sizeof(rep))
-		err = EPROTO;
-	if (err) {
-		errno = err;
+	qp = create(NSRPC_CREATE_QP, &req, sizeof(req), &rep, sizeof(rep), NSRPC_DESTROY_QP,
+		    sizeof(*qp));
+	if (!qp)
 		return NULL;
-	}
-	qp = calloc(1, sizeof(*qp));
-	if (!qp) {
-		call_u32(NSRPC_DESTROY_QP, rep.handle);
-		errno = ENOMEM;
-		return NULL;
-	}
 	qp->context = pd->context;
 	qp->qp_context = attr->qp_context;
 	qp->pd = pd;
@@ -538,11 +513,8 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 		struct nsrpc_qp_attr attr;
 		uint32_t qp_type, sq_sig_all;
 	} __attribute__((packed)) rep;
-	uint32_t got = 0;
-	int err = nsv_call(NSRPC_QUERY_QP, req, sizeof(req), &rep, sizeof(rep), &got);
+	int err = nsv_call_exact(NSRPC_QUERY_QP, req, sizeof(req), &rep, sizeof(rep));
 
-	if (!err && got != sizeof(rep))
-		err = EPROTO;
 	if (err)
 		return err;
 	memset(attr, 0, sizeof(*attr));
@@ -583,20 +555,12 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 	} __attribute__((packed)) req = { .pd = pd->handle };
 	struct ibv_ah *ah;
 	uint32_t h;
-	int err;
 
 	ah_to(&req.attr, attr);
-	err = call_new(NSRPC_CREATE_AH, &req, sizeof(req), &h);
-	if (err) {
-		errno = err;
+	ah = create(NSRPC_CREATE_AH, &req, sizeof(req), &h, sizeof(h), NSRPC_DESTROY_AH,
+		    sizeof(*ah));
+	if (!ah)
 		return NULL;
-	}
-	ah = calloc(1, sizeof(*ah));
-	if (!ah) {
-		call_u32(NSRPC_DESTROY_AH, h);
-		errno = ENOMEM;
-		return NULL;
-	}
 	ah->context = pd->context;
 	ah->pd = pd;
 	ah->handle = h;
@@ -664,13 +628,10 @@ static int send_batch(uint32_t op, struct body *b, uint32_t n, uint32_t *posted)
 		int32_t err;
 		uint32_t posted;
 	} rep;
-	uint32_t got = 0;
 	int err;
 
 	memcpy(b->p + sizeof(uint32_t), &n, sizeof(n));
-	err = nsv_call(op, b->p, (uint32_t)b->len, &rep, sizeof(rep), &got);
-	if (!err && got != sizeof(rep))
-		err = EPROTO;
+	err = nsv_call_exact(op, b->p, (uint32_t)b->len, &rep, sizeof(rep));
 	if (err) {
 		*posted = 0;
 		return err;

@@ -224,6 +224,16 @@ int nsv_call(uint32_t op, const void *req, uint32_t len, void *reply, uint32_t c
 	return nsv_call_fd(op, req, len, -1, reply, cap, got);
 }
 
+int nsv_call_exact(uint32_t op, const void *req, uint32_t len, void *reply, uint32_t size)
+{
+	uint32_t got = 0;
+	int err = nsv_call(op, req, len, reply, size, &got);
+
+	if (!err && got != size)
+		err = EPROTO;
+	return err;
+}
+
 int nsv_call_fd(uint32_t op, const void *req, uint32_t len, int fd, void *reply, uint32_t cap,
 		uint32_t *got)
 {

@@ -227,6 +227,7 @@ class Client:
 
     conn: socket.socket
     pid: int
+    turn: Turn  # its phase (nicsim.exec.turns)
     name: str = "?"
     host: str | None = None  # the one host whose devices it sees (nicsim exec --host), or all
     process: pyverbs_process.Process | None = None
@@ -241,7 +242,6 @@ class Client:
     mirrors: dict[int, Mirror] = field(default_factory=dict)  # id(aspace) -> its mirror
     scratch: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(ctx) -> va, size
     fds: list[int] = field(default_factory=list)  # descriptors that came with the request
-    turn: Turn = field(default_factory=lambda: Turn(0, []))  # its phase (nicsim.exec.turns)
     clock: mmap.mmap | None = None  # its own clock's page (clocks.c), once it has one
 
     def handle(self, obj: object) -> int:
@@ -380,8 +380,7 @@ class VerbsServer:
                 return  # closed
             pid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                                       12))[0]
-            client = Client(conn, pid, host=host)
-            client.turn = self.turns.join(pid, [])
+            client = Client(conn, pid, self.turns.join(pid, []), host=host)
             self._clients.append(client)
             t = threading.Thread(target=self._serve, args=(client,), daemon=True,
                                  name=f"nicsim-verbs-{pid}")

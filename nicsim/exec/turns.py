@@ -104,7 +104,6 @@ class Turns:
         self._generation = 0  # bumped at every change of phase
         self._closed = False
         self._stepper: threading.Thread | None = None
-        self.steps = 0  # (tests, the log)
         self._stepping = False  # in a step (what runs around it spends its CPU time as is)
 
     # -- the world lock ------------------------------------------------------------------------
@@ -319,7 +318,6 @@ class Turns:
             return False
         end = min(t.due for t in waiting) if waiting else env.now + SPIN_STEP_NS
         end = min(end, max(self._clock_bound(), env.now))
-        self.steps += 1
         self._stepping = True
         try:
             self._before()
