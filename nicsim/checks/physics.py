@@ -78,8 +78,10 @@ class _Wire:
     early: list[float] = field(default_factory=list)
 
     def in_flight(self, now: float) -> int:
-        """Frames on the wire that have not arrived by `now`."""
-        return sum(t > now + _SLACK_NS for t in self.early)
+        """Frames on the wire that may not have arrived by `now`. (One due within the slack
+        of `now` counts as in flight: a run that stops at `now` leaves the events due then
+        unprocessed, and the taps' times are rounded.)"""
+        return sum(t > now - _SLACK_NS for t in self.early)
 
 
 @dataclass
