@@ -35,6 +35,10 @@ class LinkConfig:
 
 
 class Tap(Protocol):
+    """What a link hands each frame to: its bytes and its start time. A tap that also has
+    `record(frame, t_ns)` (the pcap writer) gets an Unbuilt as it is, to build when it likes
+    (nicsim.wire.packet.Unbuilt: its bytes do not change)."""
+
     def write(self, frame: bytes, t_ns: int) -> None: ...
 
 
@@ -217,28 +221,19 @@ class Link:
             if self.end_taps[1 - to]:
                 taps = taps + self.end_taps[1 - to]
             if taps:
-                # (_sof and _bytes, inline: this runs per frame of every tapped link)
+                # (_sof, inline: this runs per frame of every tapped link)
                 n = frame.__len__()
                 tn = round(t - self._prop - ((n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)
                                              + _SOF_EXTRA) * self._ns_per_byte)
-                # A tap that gathers pieces (the pcap writer) gets an Unbuilt's pieces, the
-                # others its bytes; the receiver takes the Unbuilt as it is.
-                if frame.__class__ is Unbuilt:
-                    u: Unbuilt = frame  # type: ignore[assignment]
-                    pieces = u.builder.pieces(u.opcode, u.dqpn, u.psn, u.ext, u.payload,
-                                              u.ackreq, u.solicited)  # (Unbuilt.pieces)
-                    fb = None
-                    for tap in taps:
-                        wp = getattr(tap, "write_pieces", None)
-                        if wp is not None:
-                            wp(pieces, n, tn)
-                        else:
-                            if fb is None:
-                                fb = b"".join(pieces)
-                            tap.write(fb, tn)
-                else:
-                    for tap in taps:
-                        tap.write(frame, tn)
+                fb = None
+                for tap in taps:
+                    rec = getattr(tap, "record", None)
+                    if rec is not None:
+                        rec(frame, tn)
+                    else:
+                        if fb is None:
+                            fb = _bytes(frame)
+                        tap.write(fb, tn)
         if what & _DELIVER:
             self.ends[to](frame)
 

@@ -46,6 +46,7 @@ from nicsim.wire.packet import (
     IPV6_HLEN,
     ROCE_UDP_PORT,
     ParseError,
+    Unbuilt,
     WireError,
     compute_icrc,
     frame_end,
@@ -87,23 +88,25 @@ class PcapTap:
 
     Simulated time 0 is written as the Unix epoch, so Wireshark's relative times are the
     simulator's times. Frames are written whole (caplen == wirelen, no FCS). The tap is on the
-    simulator's hot path, so it packs each record header itself and writes records in bulk,
-    gathered by the kernel from the frames where they are (writev: no copy into one buffer
-    first, which cost more than the rest of the tap). scapy reads captures back, in the
+    simulator's hot path, so `record` only notes the frame; every few hundred frames `flush`
+    builds their records in one loop (an Unbuilt's headers and ICRC, from its pieces: no
+    join) and writes them in bulk, gathered by the kernel from the frames where they are
+    (writev: no copy into one buffer first, which cost more than the rest of the tap). An
+    Unbuilt is immutable and its FrameBuilder depends only on its Path, so building it later
+    gives the bytes it stood for when it was recorded. scapy reads captures back, in the
     checker and the tests.
     """
 
-    __slots__ = ("path", "_written", "_file", "_pending", "_n")
+    __slots__ = ("path", "_written", "_file", "_later")
 
     _FLUSH_EVERY = 512  # records per write: a few MiB at most, reused while cache-warm
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._written = 0  # frames flushed
-        self._pending: list[bytes | memoryview] = []
-        self._n = 0  # frames in _pending
+        self._later: list[tuple[bytes | Unbuilt, float]] = []  # recorded, not yet written
         self._file: BinaryIO | None = None  # (for __del__ if open fails)
-        # Unbuffered: records go to the kernel in bulk from `_pending`.
+        # Unbuffered: records go to the kernel in bulk.
         self._file = open(self.path, "wb", buffering=0)  # noqa: SIM115 (closed by close)
         # The global header goes out now so that a capture with no frames is still valid.
         _write_all(self._file, [_PCAP_GLOBAL.pack(_MAGIC_NS, 2, 4, 0, 0, PCAP_SNAPLEN,
@@ -112,37 +115,47 @@ class PcapTap:
     @property
     def frames(self) -> int:
         """Frames recorded so far."""
-        return self._written + self._n
+        return self._written + len(self._later)
 
     def write(self, frame: bytes, t_ns: float) -> None:
         """Record one frame seen at simulated time `t_ns` (>= 0) nanoseconds."""
-        self.write_pieces((frame,), len(frame), t_ns)
+        self.record(frame, t_ns)
 
-    def write_pieces(self, pieces: tuple[bytes | memoryview, ...], n: int, t_ns: float) -> None:
-        """Record the frame of `n` bytes that `pieces` make up (nicsim.wire.packet.Unbuilt:
-        they are gathered by the write, not joined first)."""
-        # round(): SimPy time computed from sizes over rates may arrive as a float.
-        t = round(t_ns)
-        p = self._pending
-        p.append(_PCAP_RECORD.pack(t // _NS_PER_S, t % _NS_PER_S, n, n))
-        p += pieces
-        self._n += 1
-        if self._n >= self._FLUSH_EVERY:
+    def record(self, frame: bytes | Unbuilt, t_ns: float) -> None:
+        """Record one frame, or the Unbuilt that stands for it, seen at simulated time
+        `t_ns` (>= 0) nanoseconds."""
+        later = self._later
+        later.append((frame, t_ns))
+        if len(later) >= self._FLUSH_EVERY:
             self.flush()
 
     def flush(self) -> None:
         """Everything recorded so far is in the file when this returns. A write error (a full
         disk) is an OSError that names the capture."""
-        if self._file is not None and self._pending:
-            try:
-                _write_all(self._file, self._pending)
-            except OSError as e:
-                raise OSError(e.errno, f"writing the capture {self.path}: "
-                                       f"{e.strerror or e}") from None
-            finally:
-                self._pending.clear()
-                self._written += self._n
-                self._n = 0
+        later = self._later
+        if self._file is None or not later:
+            return
+        chunks: list[bytes | memoryview] = []
+        pack = _PCAP_RECORD.pack
+        for frame, t_ns in later:
+            t = round(t_ns)  # (time computed from sizes over rates may be a float)
+            if frame.__class__ is Unbuilt:
+                u: Unbuilt = frame  # type: ignore[assignment]
+                n = u.n
+                chunks.append(pack(t // _NS_PER_S, t % _NS_PER_S, n, n))
+                chunks += u.builder.pieces(u.opcode, u.dqpn, u.psn, u.ext, u.payload,
+                                           u.ackreq, u.solicited)  # (Unbuilt.pieces)
+            else:
+                n = len(frame)
+                chunks.append(pack(t // _NS_PER_S, t % _NS_PER_S, n, n))
+                chunks.append(frame)  # type: ignore[arg-type]
+        self._written += len(later)
+        later.clear()
+        try:
+            _write_all(self._file, chunks)
+        except OSError as e:
+            raise OSError(e.errno, f"writing the capture {self.path}: "
+                                   f"{e.strerror or e}") from None
 
     def close(self) -> None:
         """Flush and close the file; closing twice is harmless."""
