@@ -2,12 +2,14 @@
 
 For every row of benchmarks/fidelity_figures.yaml (a published figure: tool, flags, metric,
 NIC, link, size, source) this runs the same `nicsim perftest` command under the row's
-profile and reports the simulated value and the ratio simulated / published. Each row says
-how it was used: `fit` rows set a profile parameter or changed the model after they missed,
-so meeting them shows only that the fit worked; `check` rows are predictions (held out), and
-only their error is evidence. The two errors are reported apart: the median |ratio - 1| and
-the fraction within 10% and within 25%, per set. The targets (stated under `targets`, each
-with whether it is met) apply to the check rows: at least 80% within 10%, none beyond 25%.
+profile (and the host profile of the machine it was measured on, where the row names one:
+`host_profile`) and reports the simulated value and the ratio simulated / published. Each
+row says how it was used: `fit` rows set a profile parameter or changed the model after
+they missed, so meeting them shows only that the fit worked; `check` rows are predictions
+(held out), and only their error is evidence. The two errors are reported apart: the median
+|ratio - 1| and the fraction within 10% and within 25%, per set. The targets (stated under
+`targets`, each with whether it is met) apply to the check rows: at least 80% within 10%,
+none beyond 25%.
 Shape claims (one profile ahead of another at every size) are checked over a sweep of sizes;
 --plot writes the iRDMA-vs-ConnectX-4 Lx ib_write_bw curve.
 
@@ -53,8 +55,11 @@ def metric(p: Params, res: Any, name: str) -> float:
     raise ValueError(f"unknown metric {name!r}")
 
 
-def simulate(tool: str, args: list[str], profile: str, iters: int | None) -> tuple[Params, Any]:
+def simulate(tool: str, args: list[str], profile: str, iters: int | None,
+             host_profile: str | None = None) -> tuple[Params, Any]:
     argv = [*args, "--profile", profile]
+    if host_profile is not None:
+        argv += ["--host-profile", host_profile]
     if iters is not None:  # --iters wins over a row's own -n (a shorter run, same command)
         argv = [a for i, a in enumerate(argv)
                 if a != "-n" and (i == 0 or argv[i - 1] != "-n")] + ["-n", str(iters)]
@@ -74,21 +79,24 @@ def figures(table: dict[str, Any], ids: set[str] | None, iters: int | None) -> l
             continue
         if f.get("use") not in USES:
             raise SystemExit(f"{TABLE.name}: row {f['id']}: use must be one of {USES}")
-        p, res = simulate(f["tool"], [str(a) for a in f["args"]], f["profile"], iters)
+        hp = f.get("host_profile")
+        p, res = simulate(f["tool"], [str(a) for a in f["args"]], f["profile"], iters, hp)
         sim = float(metric(p, res, f["metric"]))  # (numpy scalars do not go into JSON)
         published = float(f["value"])
         ratio = sim / published
         err = abs(ratio - 1)
         rows.append({
             "id": f["id"], "use": f["use"], "held_out": f["use"] == "check",
-            "profile": f["profile"], "tool": f["tool"], "metric": f["metric"], "size": f["size"],
+            "profile": f["profile"], "host_profile": hp, "tool": f["tool"],
+            "metric": f["metric"], "size": f["size"],
             "published": published, "simulated": sim, "ratio": ratio, "abs_error": err,
             "within_10pct": bool(err <= NEAR), "within_25pct": bool(err <= FAR),
             "figure": f["figure"], "nic": f["nic"], "link": f["link"],
             "host": f.get("host", ""), "source": " ".join(str(f["source"]).split()),
             "use_note": " ".join(str(f.get("use_note", "")).split()),
             "command": f"nicsim perftest {f['tool']} "
-                       f"{' '.join(map(str, f['args']))} --profile {f['profile']}"})
+                       f"{' '.join(map(str, f['args']))} --profile {f['profile']}"
+                       + (f" --host-profile {hp}" if hp else "")})
     return rows
 
 

@@ -39,6 +39,9 @@ def _overrides(args: argparse.Namespace) -> list[tuple[str, str]]:
         out.append((f"--seed {args.seed}", f"seed={args.seed}"))
     if args.profile is not None:
         out.append((f"--profile {args.profile}", f"profile={json.dumps(args.profile)}"))
+    if args.host_profile is not None:
+        out.append((f"--host-profile {args.host_profile}",
+                    f"host.profile={json.dumps(args.host_profile)}"))
     for k in ("loss", "corrupt", "duplicate", "reorder"):
         v = getattr(args, k)
         if v is not None:
@@ -194,27 +197,42 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _profiles(args: argparse.Namespace) -> int:
-    """List the shipped profiles, or show one field by field with its source."""
-    from nicsim.profiles import SECTIONS, ProfileError, load_profile, profile_names
+    """List the shipped profiles (NIC, or host with --hosts), or show one field by field with
+    its source."""
+    from nicsim.profiles import (
+        ProfileError,
+        host_profile_names,
+        load_host_profile,
+        load_profile,
+        profile_names,
+    )
 
+    names, load = (host_profile_names, load_host_profile) if args.hosts else \
+        (profile_names, load_profile)
     if args.name is None:
-        for n in profile_names():
-            print(f"{n:<12} {load_profile(n).title}")
+        for n in names():
+            print(f"{n:<12} {load(n).title}")
         return 0
     try:
-        p = load_profile(args.name)
+        p = load(args.name)
     except ProfileError as e:
         raise UsageError(str(e)) from None
     print(f"{p.name}: {p.title}  ({p.path})")
-    print(f"perftest device class: {p.perftest_device.value}")
-    values = p.values()
-    for s in SECTIONS:
+    if not args.hosts:
+        print(f"perftest device class: {p.perftest_device.value}")
+    # (a host profile sets only what it knows: the other fields are the NIC profile's)
+    values = {s: p.sections.get(s, {}) for s in p.kinds} if args.hosts else p.values()
+    for s in p.kinds:
+        if not values[s]:
+            continue
         print(f"{s}:")
         for k, v in values[s].items():
             src = p.sources.get(f"{s}.{k}")
             given = k in p.sections.get(s, {})
             note = f"  # {src}" if src else ("" if given else "  # model default")
             print(f"  {k}: {v}{note}")
+    if args.hosts:
+        print("(every other pcie and cpu field: the NIC profile's)")
     return 0
 
 
@@ -231,6 +249,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", metavar="NAME|FILE",
                      help="NIC, PCIe, link and CPU profile (nicsim profiles lists them); the "
                           "scenario's own fields win")
+    run.add_argument("--host-profile", metavar="NAME|FILE",
+                     help="the host around the NIC: PCIe and CPU (nicsim profiles --hosts "
+                          "lists them), over the NIC profile's; the scenario's own fields win")
     for name, what in (("loss", "drop"), ("corrupt", "flip one bit of"),
                        ("duplicate", "deliver twice"), ("reorder", "delay (up to reorder_ns)")):
         run.add_argument(f"--{name}", type=_probability, metavar="P",
@@ -276,6 +297,7 @@ def parser() -> argparse.ArgumentParser:
     sw.set_defaults(fn=_sweep)
     pr = sub.add_parser("profiles", help="list the NIC profiles, or show one with its sources")
     pr.add_argument("name", nargs="?", help="a profile name or file")
+    pr.add_argument("--hosts", action="store_true", help="host profiles instead")
     pr.set_defaults(fn=_profiles)
     sub.add_parser("perftest", help="perftest's tools (ib_write_bw, ib_send_lat, ...) on a "
                                     "simulated host pair: nicsim perftest TOOL --help")

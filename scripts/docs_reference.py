@@ -5,7 +5,7 @@ them again, so they cannot fall behind it).
     docs/reference/scenario.md   every scenario field: type, default, meaning (the pydantic
                                  models and the configuration knobs)
     docs/reference/counters.md   every counter a NIC and a switch report, by block
-    docs/reference/profiles.md   every shipped profile, each value with its source
+    docs/reference/profiles.md   every shipped NIC and host profile, each value with its source
     docs/reference/hwif.md       the hardware/software contract: registers, commands, layouts
 
 Run by mkdocs (mkdocs.yml `hooks:`), or by hand: python scripts/docs_reference.py
@@ -251,7 +251,13 @@ def counters() -> str:
 
 
 def profiles() -> str:
-    from nicsim.profiles import SECTIONS, load_profile, profile_names
+    from nicsim.profiles import (
+        SECTIONS,
+        host_profile_names,
+        load_host_profile,
+        load_profile,
+        profile_names,
+    )
 
     out = ["# Profiles\n", NOTE, "Each shipped profile, every value with where it comes from "
            "(`nicsim profiles NAME` prints the same; \"model default\" is the model's own).\n"]
@@ -266,6 +272,17 @@ def profiles() -> str:
                 src = p.sources.get(f"{s}.{k}") or \
                     ("" if k in p.sections.get(s, {}) else "model default")
                 out.append(f"| `{s}.{k}` | {_cell(v)} | {_cell(src)} |")
+        out.append("")
+    out += ["# Host profiles\n", "The machine around the NIC (`--host-profile NAME`, a "
+            "scenario's `host: {profile: NAME}`; `nicsim profiles --hosts NAME` prints the "
+            "same). A host profile sets only what is known of that host; its fields replace "
+            "the NIC profile's, every other field stays the NIC profile's, and the PCIe link "
+            "trains to the narrower of card and slot.\n"]
+    for name in host_profile_names():
+        p = load_host_profile(name)
+        out += [f"## {name}\n", f"{p.title}.\n", "| field | value | source |", "|---|---|---|"]
+        out += [f"| `{s}.{k}` | {_cell(v)} | {_cell(p.sources.get(f'{s}.{k}', ''))} |"
+                for s, vals in p.sections.items() for k, v in vals.items()]
         out.append("")
     return "\n".join(out)
 

@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rate-gbps", type=float, help="link rate (default: the profile's)")
     p.add_argument("--profile", metavar="NAME|FILE", help="the hardware: a NIC profile "
                    "(nicsim profiles lists them), as nicsim run --profile")
+    p.add_argument("--host-profile", metavar="NAME|FILE", help="the host around the NIC "
+                   "(nicsim profiles --hosts lists them), as nicsim run --host-profile")
     p.add_argument("--loss", type=float, metavar="P", help="probability that a cable drops "
                    "each frame, as nicsim run --loss")
     p.add_argument("--pcap", metavar="DIR", help="write every host port's frames (and what "
@@ -157,6 +159,7 @@ def main(argv: list[str]) -> int:
                                                ("seed", args.seed),
                                                ("rate_gbps", args.rate_gbps),
                                                ("pcap", args.pcap), ("profile", args.profile),
+                                               ("host_profile", args.host_profile),
                                                ("loss", args.loss)) if v is not None)
     name = args.world if args.world and shared.is_name(args.world) else None
     try:

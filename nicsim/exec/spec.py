@@ -1,7 +1,8 @@
 """The world a program under `nicsim exec` sees, as options and as NICSIM_WORLD.
 
 NICSIM_WORLD is a comma-separated list of key=value pairs, e.g.
-`hosts=2,mem_mib=1024,seed=0,rate_gbps=100,pcap=traces/exec,profile=cx5-100g,loss=0.01`.
+`hosts=2,mem_mib=1024,seed=0,rate_gbps=100,pcap=traces/exec,profile=cx5-100g,loss=0.01`
+(and `host_profile=NAME`).
 The default world is two hosts
 on one cable, one device each (nsnic0 on the first host, nsnic1 on its peer): a program
 that uses one device talks to itself by loopback inside the NIC, one that uses both talks
@@ -30,6 +31,7 @@ class WorldSpec:
     rate_gbps: float | None = None  # the link rate (none: the profile's, or 100)
     pcap: str | None = None  # directory for one capture per host port (none: no capture)
     profile: str | None = None  # the hardware (a profile's name or file; none: nsnic's)
+    host_profile: str | None = None  # the host around it (none: the NIC profile's)
     loss: float = 0.0  # probability each cable drops a frame (nicsim run's --loss)
 
     def check(self) -> None:

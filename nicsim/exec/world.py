@@ -26,17 +26,19 @@ from nicsim.world import World
 
 
 def _hardware(spec: WorldSpec) -> tuple[NicConfig, LinkConfig, CpuCosts, FaultConfig | None]:
-    """The NIC, cable and host CPU of spec.profile (as `nicsim run --profile` builds them),
-    or nicsim's defaults; spec.rate_gbps and spec.loss over them."""
+    """The NIC, cable and host CPU of spec.profile and spec.host_profile (as `nicsim run`'s
+    --profile and --host-profile build them), or nicsim's defaults; spec.rate_gbps and
+    spec.loss over them."""
     nic, link, costs = NicConfig(), LinkConfig(), CpuCosts()
-    if spec.profile is not None:
+    if spec.profile is not None or spec.host_profile is not None:
         from nicsim.scenario import build as scenario
         from nicsim.scenario.schema import ScenarioError, validate
 
         # (a scenario carries the profile's merge and checks; its one op is never run)
         try:
             sc = validate({"name": "exec", "pcap": None, "ops": [{"op": "write"}],
-                           "profile": spec.profile}, "profile")
+                           "profile": spec.profile, "host": {"profile": spec.host_profile}},
+                          "profile")
         except ScenarioError as e:  # ("profile: ..." already)
             raise SpecError(str(e).removeprefix("profile: ")) from None
         nic, link = scenario.nic_config(sc), scenario.shaped(sc).host_link

@@ -1,14 +1,19 @@
-"""NIC profiles as data files: see nicsim.profiles.profile."""
+"""NIC and host profiles as data files: see nicsim.profiles.profile."""
 
 from nicsim.profiles.profile import (
+    HOST_DIR,
     PROFILE_DIR,
     SECTIONS,
     PerftestDevice,
     Profile,
     ProfileError,
+    host_profile_names,
+    load_host_profile,
     load_profile,
     profile_names,
+    with_host,
 )
 
-__all__ = ["PROFILE_DIR", "SECTIONS", "PerftestDevice", "Profile", "ProfileError",
-           "load_profile", "profile_names"]
+__all__ = ["HOST_DIR", "PROFILE_DIR", "SECTIONS", "PerftestDevice", "Profile", "ProfileError",
+           "host_profile_names", "load_host_profile", "load_profile", "profile_names",
+           "with_host"]

@@ -12,6 +12,13 @@ both. A value is given plain or with its source next to it:
 (or `nicsim run --profile`) puts the profile under the scenario: fields the scenario sets
 itself win. Numbers live here, mechanisms in the model (profiles are data:
 docs/explanation/architecture.md).
+
+A host profile (`hosts/NAME.yaml`, or a path) is the machine around the NIC: the `pcie` and
+`cpu` sections only (the root complex's latency and memory time, the slot's width and
+generation, MPS/MRRS, the CPU's verbs costs). A NIC profile's own `pcie` and `cpu` values are
+those of the host it was fitted on; a host profile (`--host-profile`, a scenario's
+`host: {profile: ...}`) replaces them (`with_host`): the NIC is the same card in another
+machine. The link trains to the narrower of the card's and the slot's width and generation.
 """
 
 from __future__ import annotations
@@ -25,8 +32,25 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 PROFILE_DIR = Path(__file__).parent
+HOST_DIR = PROFILE_DIR / "hosts"
 SECTIONS = ("link", "pcie", "nic", "cpu")
-_TOP = {"name", "title", "base", "perftest_device", "notes", *SECTIONS}
+HOST_SECTIONS = ("pcie", "cpu")
+
+
+@dataclass(frozen=True)
+class _Kind:
+    what: str  # as messages name it
+    directory: Path
+    sections: tuple[str, ...]
+
+    @property
+    def top(self) -> set[str]:
+        extra = {"perftest_device"} if self.sections == SECTIONS else set()
+        return {"name", "title", "base", "notes", *extra, *self.sections}
+
+
+_NIC = _Kind("profile", PROFILE_DIR, SECTIONS)
+_HOST = _Kind("host profile", HOST_DIR, HOST_SECTIONS)
 
 
 class ProfileError(ValueError):
@@ -57,11 +81,12 @@ class Profile:
     sections: dict[str, dict[str, Any]]  # the values this profile (and its bases) set
     sources: dict[str, str] = field(default_factory=dict)  # "nic.tx_readahead" -> source
     notes: str = ""
+    kinds: tuple[str, ...] = SECTIONS  # the sections a profile of its kind has
 
     def values(self) -> dict[str, dict[str, Any]]:
         """Every field of every section, the models' defaults filled in."""
         return {s: _model(s).model_validate(self.sections.get(s, {})).model_dump()
-                for s in SECTIONS}
+                for s in self.kinds}
 
 
 def _model(section: str) -> type[BaseModel]:
@@ -71,19 +96,25 @@ def _model(section: str) -> type[BaseModel]:
 
 
 def profile_names() -> list[str]:
-    """The profiles shipped with nicsim."""
+    """The NIC profiles shipped with nicsim."""
     return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
 
 
-def _resolve(ref: str) -> Path:
+def host_profile_names() -> list[str]:
+    """The host profiles shipped with nicsim."""
+    return sorted(p.stem for p in HOST_DIR.glob("*.yaml"))
+
+
+def _resolve(ref: str, kind: _Kind) -> Path:
     if ref.endswith((".yaml", ".yml")) or "/" in ref:
         p = Path(ref)
         if not p.is_file():
-            raise ProfileError(f"profile {ref}: no such file")
+            raise ProfileError(f"{kind.what} {ref}: no such file")
         return p
-    p = PROFILE_DIR / f"{ref}.yaml"
+    p = kind.directory / f"{ref}.yaml"
     if not p.is_file():
-        raise ProfileError(f"unknown profile {ref!r} (profiles: {', '.join(profile_names())}; "
+        names = sorted(q.stem for q in kind.directory.glob("*.yaml"))
+        raise ProfileError(f"unknown {kind.what} {ref!r} ({kind.what}s: {', '.join(names)}; "
                            f"or a path to a .yaml file)")
     return p
 
@@ -109,9 +140,33 @@ def _strip(section: str, data: Any, where: str, sources: dict[str, str]) -> dict
     return out
 
 
-def load_profile(ref: str, _seen: tuple[Path, ...] = ()) -> Profile:
-    """The profile named `ref` (a shipped one) or at the path `ref`, validated."""
-    path = _resolve(ref)
+def load_profile(ref: str) -> Profile:
+    """The NIC profile named `ref` (a shipped one) or at the path `ref`, validated."""
+    return _load(ref, _NIC)
+
+
+def load_host_profile(ref: str) -> Profile:
+    """The host profile named `ref` (a shipped one, hosts/REF.yaml) or at the path `ref`."""
+    return _load(ref, _HOST)
+
+
+def with_host(sections: dict[str, dict[str, Any]], host: Profile) -> dict[str, dict[str, Any]]:
+    """A NIC profile's sections with the host profile's `pcie` and `cpu` over them: the same
+    card in another machine. The link trains to the lower of the card's and the slot's
+    generation and width (link training settles on the highest
+    rate and widest width both ends support: PCIe Base Specification, 4.2, link
+    initialization and training)."""
+    out = {s: dict(v) for s, v in sections.items()}
+    card = _model("pcie").model_validate(out.get("pcie", {}))
+    for s, vals in host.sections.items():
+        mine = out.setdefault(s, {})
+        for k, v in vals.items():
+            mine[k] = min(v, getattr(card, k)) if s == "pcie" and k in ("gen", "lanes") else v
+    return out
+
+
+def _load(ref: str, kind: _Kind, _seen: tuple[Path, ...] = ()) -> Profile:
+    path = _resolve(ref, kind)
     if path.resolve() in _seen:
         chain = " -> ".join(p.stem for p in (*_seen, path.resolve()))
         raise ProfileError(f"{path}: base profiles form a loop ({chain})")
@@ -126,12 +181,12 @@ def load_profile(ref: str, _seen: tuple[Path, ...] = ()) -> Profile:
         raise ProfileError(f"{where}:{line} not valid YAML: "
                            f"{getattr(e, 'problem', None) or e}") from None
     if not isinstance(data, dict):
-        raise ProfileError(f"{where}: a profile is a mapping (name, title, link, pcie, nic, "
-                           f"cpu)")
-    unknown = sorted(set(map(str, data)) - _TOP)
+        raise ProfileError(f"{where}: a {kind.what} is a mapping (name, title, "
+                           f"{', '.join(kind.sections)})")
+    unknown = sorted(set(map(str, data)) - kind.top)
     if unknown:
-        raise ProfileError(f"{where}: {unknown[0]}: not a profile field (fields: "
-                           f"{', '.join(sorted(_TOP))})")
+        raise ProfileError(f"{where}: {unknown[0]}: not a {kind.what} field (fields: "
+                           f"{', '.join(sorted(kind.top))})")
     for key in ("name", "title"):
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise ProfileError(f"{where}: {key}: a non-empty string is required")
@@ -144,7 +199,7 @@ def load_profile(ref: str, _seen: tuple[Path, ...] = ()) -> Profile:
             raise ProfileError(f"{where}: base: a profile name or path")
         if ("/" in base or base.endswith((".yaml", ".yml"))) and not Path(base).is_absolute():
             base = str(path.parent / base)  # a user's profile extends a file beside it
-        parent = load_profile(base, (*_seen, path.resolve()))
+        parent = _load(base, kind, (*_seen, path.resolve()))
         sections = {s: dict(v) for s, v in parent.sections.items()}
         sources = dict(parent.sources)
         device = parent.perftest_device
@@ -155,7 +210,7 @@ def load_profile(ref: str, _seen: tuple[Path, ...] = ()) -> Profile:
             raise ProfileError(f"{where}: perftest_device: one of "
                                f"{', '.join(d.value for d in PerftestDevice)}, not "
                                f"{data['perftest_device']!r}") from None
-    for s in SECTIONS:
+    for s in kind.sections:
         if s in data:
             mine = _strip(s, data[s], where, sources)
             sections[s] = {**sections.get(s, {}), **mine}
@@ -169,4 +224,4 @@ def load_profile(ref: str, _seen: tuple[Path, ...] = ()) -> Profile:
                                f"{err['msg'].removeprefix('Value error, ')}") from None
     notes = data.get("notes", "")
     return Profile(data["name"].strip(), data["title"].strip(), path, device, sections,
-                   sources, notes if isinstance(notes, str) else "")
+                   sources, notes if isinstance(notes, str) else "", kind.sections)

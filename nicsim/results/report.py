@@ -33,7 +33,8 @@ def text_report(r: RunResult) -> str:
     c = r.collector
     hosts = build.host_names(sc)  # (counters: only the hosts with a model NIC)
     out = [f"scenario {sc.name}: {r.total_wrs:,} WRs, hosts {', '.join(hosts)}, "
-           + (f"profile {sc.profile}, " if sc.profile else "") + "link "
+           + (f"profile {sc.profile}, " if sc.profile else "")
+           + (f"host profile {sc.host.profile}, " if sc.host.profile else "") + "link "
            f"{sc.link.rate_gbps:g} Gb/s, MTU {sc.qp.path_mtu}, seed {sc.seed}"
            + (f", depth {sc.depth}" if sc.ops else ""), ""]
     if r.wrs and len(r.wrs) <= MAX_ROWS:

@@ -75,7 +75,12 @@ class LinkSpec(ProfileLinkSpec):
 
 
 class HostSpec(Strict):
-    """Each host's memory."""
+    """Each host: the machine (a host profile) and its memory."""
+
+    profile: str | None = Field(None, description=(
+        "a host profile, by name or path (nicsim profiles --hosts lists them): its pcie and "
+        "cpu fields go over the NIC profile's, and the scenario's own pcie and cpu fields "
+        "over both (none: the host the NIC profile was fitted on)"))
 
     mem_mib: Annotated[int, Field(ge=0, le=1 << 20, description=(
         "simulated memory per host, MiB (0: what the traffic needs, rounded up to a power of "
@@ -489,20 +494,33 @@ class Scenario(Strict):
     @model_validator(mode="before")
     @classmethod
     def _profile(cls, data: Any) -> Any:
-        """A profile's sections go under the scenario's: what the scenario sets wins."""
-        if not isinstance(data, dict) or data.get("profile") is None:
+        """A profile's sections go under the scenario's, the host profile's over the NIC
+        profile's: what the scenario sets wins."""
+        if not isinstance(data, dict):
             return data
-        ref = data["profile"]
-        if not isinstance(ref, str):
-            raise ValueError("profile: a profile name or a path to a profile file")
-        from nicsim.profiles import ProfileError, load_profile
+        ref = data.get("profile")
+        host = data.get("host")
+        host_ref = host.get("profile") if isinstance(host, dict) else None
+        if ref is None and host_ref is None:
+            return data
+        from nicsim.profiles import ProfileError, load_host_profile, load_profile, with_host
 
+        sections: dict[str, dict[str, Any]] = {}
+        for where, r in (("profile", ref), ("host.profile", host_ref)):
+            if r is not None and not isinstance(r, str):
+                raise ValueError(f"{where}: a profile name or a path to a profile file")
         try:
-            prof = load_profile(ref)
+            if ref is not None:
+                sections = load_profile(ref).sections
         except ProfileError as e:
             raise ValueError(f"profile: {e}") from None
+        try:
+            if host_ref is not None:
+                sections = with_host(sections, load_host_profile(host_ref))
+        except ProfileError as e:
+            raise ValueError(f"host.profile: {e}") from None
         out = dict(data)
-        for section, values in prof.sections.items():
+        for section, values in sections.items():
             mine = out.get(section)
             out[section] = {**values, **mine} if isinstance(mine, dict) else \
                 (dict(values) if mine is None else mine)

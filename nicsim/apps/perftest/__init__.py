@@ -60,6 +60,8 @@ USAGE = """Usage: nicsim perftest TOOL [options]
  --out_json               Write the results as JSON (--out_json_file=<path>)
  nicsim options:
  --profile=<name|file>    The NIC, PCIe, link and host CPU (nicsim profiles lists them)
+ --host-profile=<n|file>  The host around the NIC: its PCIe and CPU over the profile's
+                          (nicsim profiles --hosts lists them)
  --seed=<n>               Seed of the host CPU cost variation and the PSNs (default 1)
  --breakdown              Print where each WR's time goes, stage by stage (mean and p99)
  --check                  Check the run against physics (wire rate, completions after their
@@ -87,6 +89,8 @@ def _world(p: Params) -> tuple[Any, Any]:
         except ProfileError as ex:
             raise PerftestError(f"nicsim perftest: --profile: {ex}", code=2) from None
         data["profile"] = p.profile
+    if p.host_profile is not None:
+        data["host"] = {"profile": p.host_profile}
     try:
         sc = validate(data, "--profile")
     except ScenarioError as ex:

@@ -106,6 +106,7 @@ class Params:
     server: str | None = None
     # nicsim's own options
     profile: str | None = None
+    host_profile: str | None = None
     breakdown: bool = False
     check: bool = False  # the physics checker (nicsim.checks.physics)
     waterfall: str | None = None  # a PNG of one WR's stages (implies breakdown)
@@ -130,8 +131,8 @@ _SHORT = "hs:abn:D:q:t:I:m:FRx:c:Q:NA:o:r:p:d:i:u:"
 _LONG = ["help", "size=", "all", "iters=", "duration=", "qp=", "tx-depth=", "inline_size=",
          "mtu=", "CPU-freq", "report_gbits", "rdma_cm", "gid-index=", "connection=",
          "cq-mod=", "noPeak", "atomic_type=", "outs=", "rx-depth=", "port=", "ib-dev=",
-         "ib-port=", "out_json", "out_json_file=", "profile=", "breakdown", "seed=", "waterfall=",
-         "check", "bidirectional", "server-output="]
+         "ib-port=", "out_json", "out_json_file=", "profile=", "host-profile=", "breakdown",
+         "seed=", "waterfall=", "check", "bidirectional", "server-output="]
 
 
 def _int(opt: str, text: str, name: str, lo: int | None = None, hi: int | None = None,
@@ -259,6 +260,8 @@ def parse(tool: str, argv: list[str]) -> Params:
                 p.out_json, p.out_json_file = True, a
             elif o == "--profile":
                 p.profile = a
+            elif o == "--host-profile":
+                p.host_profile = a
             elif o == "--breakdown":
                 p.breakdown = True
             elif o == "--check":
