@@ -210,8 +210,9 @@ def _profiles(args: argparse.Namespace) -> int:
     names, load = (host_profile_names, load_host_profile) if args.hosts else \
         (profile_names, load_profile)
     if args.name is None:
+        width = max(map(len, names()), default=0) + 2
         for n in names():
-            print(f"{n:<12} {load(n).title}")
+            print(f"{n:<{width}}{load(n).title}")
         return 0
     try:
         p = load(args.name)

@@ -45,6 +45,16 @@ def test_every_shipped_host_profile_loads_and_every_value_has_a_source():
         assert all(f in p.sources for f in given), (n, set(given) - set(p.sources))
 
 
+def test_a_host_profile_extends_another_and_the_iommu_reaches_the_pcie_model():
+    p = load_host_profile("xeon-e5-2630v4-iommu")
+    base = load_host_profile("xeon-e5-2630v4")
+    assert p.sections["pcie"]["latency_ns"] == base.sections["pcie"]["latency_ns"]
+    assert p.sections["pcie"]["iotlb_entries"] > 0 and "iotlb_entries" not in base.sections["pcie"]
+    nic, *_ = _hardware(WorldSpec(profile="cx5-100g", host_profile="xeon-e5-2630v4-iommu"))
+    assert (nic.pcie.iotlb_entries, nic.pcie.iotlb_miss_ns) == (
+        p.sections["pcie"]["iotlb_entries"], p.sections["pcie"]["iotlb_miss_ns"])
+
+
 def test_the_host_replaces_the_nics_host_fields_and_the_slot_bounds_the_link(tmp_path):
     nic = load_profile("cx5-100g").sections
     host = load_host_profile(_host_file(

@@ -93,7 +93,7 @@ def test_a_payload_placed_faster_than_pcie_is_named(monkeypatch: pytest.MonkeyPa
     w, a, b = pair()
     c = PhysicsChecker(w)
     pcie = w.nics["b"].pcie
-    monkeypatch.setattr(pcie, "dma_write", lambda n, t: w.env.now)  # lands as it arrives
+    monkeypatch.setattr(pcie, "dma_write", lambda n, t, addr=None: w.env.now)  # lands as it arrives
     assert rdma_write(a, b.mr.rkey, b.mr.buf, bytes(5000)) == CqeStatus.SUCCESS
     settle(w)
     found = _finish(c)

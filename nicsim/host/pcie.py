@@ -6,10 +6,17 @@ plus per-TLP overhead. Writes are split into MPS-sized TLPs; reads into MRRS-siz
 whose completions come back in MPS-sized TLPs after the round-trip latency. Posted writes in
 one direction complete in order, which is what lets the NIC write data and then the CQE and
 know the CQE is seen last (PCIe ordering rules, PCIe base spec 2.4.1).
+
+An IOMMU in the root complex (`iotlb_entries` > 0) translates each DMA's pages through an
+IO-TLB of that many 4 KiB entries, least recently used out: a DMA that touches a page not in
+it waits for a page walk (`iotlb_miss_ns`; the walks of one DMA's pages overlap, so one walk
+per DMA). The posted-write order holds across walks, and a read does not pass the writes
+before it (2.4.1 again). Huge-page mappings and passthrough are `iotlb_entries` 0.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
@@ -34,6 +41,11 @@ class PcieConfig:
     latency_ns: float = knob(200.0, "one-way latency, device <-> root complex, ns", ge=0)
     host_mem_ns: float = knob(80.0, "root complex to memory and back, for a DMA read, ns",
                               ge=0)
+    iotlb_entries: int = knob(0, "IOMMU: 4 KiB translations its IO-TLB holds (0: no "
+                              "translation: IOMMU off, passthrough or huge pages)", ge=0,
+                              le=1 << 16)
+    iotlb_miss_ns: float = knob(0.0, "IOMMU: what an IO-TLB miss (a page walk) adds to a DMA, "
+                                "ns", ge=0)
 
     @property
     def bytes_per_ns(self) -> float:
@@ -60,6 +72,11 @@ class Pcie:
         self._wcost: dict[int, list] = {}  # [TLPs, duration, count]
         self._rcost: dict[int, list] = {}  # [request TLPs, completion TLPs, their durations, count]
         self._mmio = {"mmio_writes": 0, "mmio_reads": 0}
+        # The IOMMU's IO-TLB (page -> None, least recently used first), or None without one.
+        self._iotlb: OrderedDict[int, None] | None = \
+            OrderedDict() if cfg.iotlb_entries else None
+        self._iommu = {"iotlb_hits": 0, "iotlb_misses": 0}
+        self._writes_land = 0.0  # (with an IOMMU) when the latest posted write lands
 
     @property
     def counters(self) -> dict[str, int]:
@@ -73,7 +90,26 @@ class Pcie:
             "tlps_up": sum(v[0] * v[2] for v in w.values()) + sum(v[0] * v[4] for v in r.values()),
             "tlps_down": sum(v[1] * v[4] for v in r.values()) + self._mmio["mmio_writes"],
             **self._mmio,
+            **(self._iommu if self._iotlb is not None else {}),
         }
+
+    def _walk(self, addr: int, nbytes: int) -> float:
+        """The IOMMU's time for a DMA of `nbytes` at bus address `addr`: a page walk if any
+        page it touches is not in the IO-TLB, which then holds them all."""
+        tlb = self._iotlb
+        assert tlb is not None
+        missed = False
+        for page in range(addr >> 12, ((addr + max(nbytes, 1) - 1) >> 12) + 1):
+            if page in tlb:
+                tlb.move_to_end(page)
+                self._iommu["iotlb_hits"] += 1
+            else:
+                missed = True
+                self._iommu["iotlb_misses"] += 1
+                tlb[page] = None
+                if len(tlb) > self.cfg.iotlb_entries:
+                    tlb.popitem(last=False)
+        return self.cfg.iotlb_miss_ns if missed else 0.0
 
     def tlps(self, n: int, size: int) -> int:
         return max(1, -(-n // size))
@@ -91,8 +127,9 @@ class Pcie:
                                    (nbytes + ncpl * c.tlp_overhead) / self._bpns, 0]
         return v
 
-    def dma_write(self, nbytes: int, not_before: float = 0.0) -> float:
-        """Reserve the upstream link for a posted write; returns when it is in host memory."""
+    def dma_write(self, nbytes: int, not_before: float = 0.0, addr: int | None = None) -> float:
+        """Reserve the upstream link for a posted write; returns when it is in host memory.
+        `addr`: its bus address, for the IOMMU (none: a write the IOMMU does not see)."""
         w = self._wcost.get(nbytes) or self._write_cost(nbytes)
         w[2] += 1
         dur = w[1]
@@ -104,15 +141,25 @@ class Pcie:
             start = not_before
         self.up_free = start + dur
         self.last_write_start = start
-        return start + dur + self._lat
+        if self._iotlb is None:
+            return start + dur + self._lat
+        land = start + dur + self._lat
+        if addr is not None:
+            land += self._walk(addr, nbytes)
+        if land < self._writes_land:  # (a walk holds the posted writes behind it)
+            land = self._writes_land
+        self._writes_land = land
+        return land
 
     def writes_landed_by(self) -> float:
         """When every posted write issued so far is in host memory (a later read request may
         have moved up_free on: the bound is safe, not tight)."""
-        return self.up_free + self._lat
+        t = self.up_free + self._lat
+        return t if t > self._writes_land else self._writes_land
 
-    def dma_read(self, nbytes: int, not_before: float = 0.0) -> float:
-        """Read requests upstream, completions downstream; returns when the data is in the NIC."""
+    def dma_read(self, nbytes: int, not_before: float = 0.0, addr: int | None = None) -> float:
+        """Read requests upstream, completions downstream; returns when the data is in the NIC.
+        `addr`: its bus address, for the IOMMU (none: a read the IOMMU does not see)."""
         r = self._rcost.get(nbytes) or self._read_cost(nbytes)
         r[4] += 1
         req_dur = r[2]
@@ -123,7 +170,16 @@ class Pcie:
         if start < not_before:
             start = not_before
         self.up_free = start + req_dur
-        cstart = start + req_dur + self._rtt
+        if self._iotlb is None:
+            cstart = start + req_dur + self._rtt
+        else:
+            # The request reaches memory after its walk and after the writes before it.
+            at_mem = start + req_dur + self._lat
+            if addr is not None:
+                at_mem += self._walk(addr, nbytes)
+            if at_mem < self._writes_land:
+                at_mem = self._writes_land
+            cstart = at_mem + self.cfg.host_mem_ns + self._lat
         if cstart < self.down_free:
             cstart = self.down_free
         self.down_free = cstart = cstart + r[3]

@@ -22,7 +22,7 @@ class Dma:
         self.pcie = pcie
 
     def read(self, pa: int, n: int, not_before: float = 0.0) -> tuple[bytes, float]:
-        return self.peek(pa, n), self.pcie.dma_read(n, not_before)
+        return self.peek(pa, n), self.pcie.dma_read(n, not_before, pa)
 
     def peek(self, pa: int, n: int) -> bytes:
         """What a device read of [pa, pa+n) returns now, without its timing: host memory
@@ -47,6 +47,7 @@ class Dma:
         buf = mem.mv
         si, so = pos
         pa, ln = segs[si]
+        at = pa + so  # (for the IOMMU: a read across segments walks its first one's pages)
         if so + n <= ln:
             data: bytes | memoryview = buf[pa + so:pa + so + n]
             if mem.posted:  # this NIC's own writes still in flight (PCIe ordering)
@@ -66,11 +67,11 @@ class Dma:
             data = b"".join(parts)
         if so == ln and si + 1 < len(segs):
             si, so = si + 1, 0
-        return data, self.pcie.dma_read(n, not_before), (si, so)
+        return data, self.pcie.dma_read(n, not_before, at), (si, so)
 
     def write(self, pa: int, data: bytes | memoryview, not_before: float = 0.0) -> float:
         """A posted write; returns when it lands in host memory."""
-        done = self.pcie.dma_write(len(data), not_before)
+        done = self.pcie.dma_write(len(data), not_before, pa)
         self.mem.post1(done, pa, data)
         return done
 
@@ -89,7 +90,7 @@ class Dma:
     def scatter(self, parts: list[tuple[int, bytes | memoryview]], nbytes: int,
                 not_before: float = 0.0) -> float:
         """Write several (physical address, data) pieces as one transfer of `nbytes`."""
-        done = self.pcie.dma_write(nbytes, not_before)
+        done = self.pcie.dma_write(nbytes, not_before, parts[0][0] if parts else None)
         self.mem.post(done, parts)
         return done
 

@@ -16,7 +16,10 @@ from nicsim.nic.translation import TranslationCache, Walk
 _OK = XlateStatus.OK  # (bound once: see nicsim.nic.nic's _RC)
 # Accesses that write the region (a page fault for them needs writable pages).
 _WRITES = int(Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_ATOMIC)
-MISS_READ = 64  # bytes a cache miss reads: an MPT entry or a line of MTT entries
+# Bytes a cache miss reads: an MPT entry or a line of MTT entries. (They come from the
+# NIC's context memory, which the driver maps in large contiguous chunks: the IOMMU's IO-TLB
+# is not charged for them, as for any read without an address.)
+MISS_READ = 64
 
 
 class Mmu:

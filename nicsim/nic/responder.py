@@ -364,7 +364,7 @@ class Responder:
             else:
                 r.seg_i += 1
                 r.seg_off = 0
-            done = self.pcie.dma_write(n, nb)
+            done = self.pcie.dma_write(n, nb, pa + off)
             self.dma.mem.post1(done, pa + off, mv)
         else:  # across segments: the general path
             done, (r.seg_i, r.seg_off) = self.dma.place(r.segs, (r.seg_i, off), mv, nb)
