@@ -1,7 +1,8 @@
 """docs/benchmarks.md: every benchmark's figures, measured now, on this machine (`make
 figures`). Each benchmark in benchmarks/ runs with --json; its output is rendered as tables,
 and the page is stamped with the commit, the machine and the date. Nothing on the page is
-typed by hand: to change a figure, change the code and run it again.
+typed by hand: to change a figure, change the code and run it again. The fidelity run also
+writes the README's fit and check errors (the block between README_BEGIN and README_END).
 
     python scripts/figures.py [--only NAME ...] [--skip NAME ...]
 """
@@ -21,6 +22,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "benchmarks.md"
+README = ROOT / "README.md"
+# The README's fidelity block, between these lines, is written from the fidelity run.
+README_BEGIN = "<!-- fidelity: written by make figures (scripts/figures.py) -->"
+README_END = "<!-- /fidelity -->"
 
 # (benchmark, arguments, what it measures): in the order of the page.
 RUNS: list[tuple[str, list[str], str]] = [
@@ -108,6 +113,30 @@ def fidelity_view(data: dict[str, Any]) -> dict[str, Any]:
             "shapes": data.get("shapes", [])}
 
 
+def readme_fidelity(data: dict[str, Any], stamp: str) -> list[str]:
+    """The README's lines on fidelity: the fit error and the check error apart."""
+    out = [f"Against published perftest figures (`benchmarks/fidelity.py`, measured at commit "
+           f"`{commit()}` on {stamp}): fit rows set a parameter, check rows are predictions "
+           "no parameter was fitted to, the only evidence.", "",
+           "| rows | count | median error | largest | within 10% | within 25% |",
+           "|---|---|---|---|---|---|"]
+    for s in data.get("summary", []):
+        if s.get("rows"):
+            out.append(f"| {s['set']} | {s['rows']} | {s['median_abs_error']:.0%} | "
+                       f"{s['max_abs_error']:.0%} | {s['fraction_within_10pct']:.0%} | "
+                       f"{s['fraction_within_25pct']:.0%} |")
+    return out
+
+
+def write_readme_block(lines: list[str]) -> None:
+    text = README.read_text()
+    i, j = text.find(README_BEGIN), text.find(README_END)
+    if i < 0 or j < i:
+        raise SystemExit(f"{README}: no fidelity block ({README_BEGIN} ... {README_END})")
+    README.write_text(text[:i + len(README_BEGIN)] + "\n" + "\n".join(lines) + "\n"
+                      + text[j:])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", nargs="*", default=None)
@@ -141,6 +170,7 @@ def main() -> int:
         missed = ([f"Exit status {r.returncode}: a figure missed the target the benchmark "
                    "states under `targets`.", ""] if r.returncode else [])
         if name == "fidelity" and isinstance(data, dict):
+            write_readme_block(readme_fidelity(data, stamp))
             data = fidelity_view(data)
         page += [head, *missed, *render(data)]
     if left_out:
