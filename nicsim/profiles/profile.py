@@ -42,14 +42,17 @@ class _Kind:
     what: str  # as messages name it
     directory: Path
     sections: tuple[str, ...]
+    extra: tuple[str, ...] = ()  # top-level fields of its own
 
     @property
     def top(self) -> set[str]:
-        extra = {"perftest_device"} if self.sections == SECTIONS else set()
-        return {"name", "title", "base", "notes", *extra, *self.sections}
+        return {"name", "title", "base", "notes", *self.extra, *self.sections}
+
+    def names(self) -> list[str]:
+        return sorted(p.stem for p in self.directory.glob("*.yaml"))
 
 
-_NIC = _Kind("profile", PROFILE_DIR, SECTIONS)
+_NIC = _Kind("profile", PROFILE_DIR, SECTIONS, ("perftest_device",))
 _HOST = _Kind("host profile", HOST_DIR, HOST_SECTIONS)
 
 
@@ -97,12 +100,12 @@ def _model(section: str) -> type[BaseModel]:
 
 def profile_names() -> list[str]:
     """The NIC profiles shipped with nicsim."""
-    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+    return _NIC.names()
 
 
 def host_profile_names() -> list[str]:
     """The host profiles shipped with nicsim."""
-    return sorted(p.stem for p in HOST_DIR.glob("*.yaml"))
+    return _HOST.names()
 
 
 def _resolve(ref: str, kind: _Kind) -> Path:
@@ -113,8 +116,8 @@ def _resolve(ref: str, kind: _Kind) -> Path:
         return p
     p = kind.directory / f"{ref}.yaml"
     if not p.is_file():
-        names = sorted(q.stem for q in kind.directory.glob("*.yaml"))
-        raise ProfileError(f"unknown {kind.what} {ref!r} ({kind.what}s: {', '.join(names)}; "
+        raise ProfileError(f"unknown {kind.what} {ref!r} ({kind.what}s: "
+                           f"{', '.join(kind.names())}; "
                            f"or a path to a .yaml file)")
     return p
 
@@ -153,9 +156,8 @@ def load_host_profile(ref: str) -> Profile:
 def with_host(sections: dict[str, dict[str, Any]], host: Profile) -> dict[str, dict[str, Any]]:
     """A NIC profile's sections with the host profile's `pcie` and `cpu` over them: the same
     card in another machine. The link trains to the lower of the card's and the slot's
-    generation and width (link training settles on the highest
-    rate and widest width both ends support: PCIe Base Specification, 4.2, link
-    initialization and training)."""
+    generation and width (the highest rate and widest width both ends support: PCIe Base
+    Specification, 4.2, link initialization and training)."""
     out = {s: dict(v) for s, v in sections.items()}
     card = _model("pcie").model_validate(out.get("pcie", {}))
     for s, vals in host.sections.items():
