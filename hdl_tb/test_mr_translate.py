@@ -50,10 +50,13 @@ def page_pieces(mpt: hwif.Mpt, va: int, length: int) -> list[tuple[int, int]]:
 
 
 def expected_segments(mpt: hwif.Mpt | None, mtt, key: int, pd: int, access: int, va: int,
-                      length: int) -> list[Seg]:
-    """The RTL's responses for one request: nicsim's check, then nicsim's split applied to each
-    page piece (so that physically contiguous pages are not merged)."""
+                      length: int, mtt_entries: int) -> list[Seg]:
+    """The RTL's responses for one request: nicsim's check and MTT range check, then nicsim's
+    split applied to each page piece (so that physically contiguous pages are not merged)."""
     st = translation.check(mpt, key, pd, access, va, length)
+    if st is hwif.XlateStatus.OK and mpt is not None and \
+            not translation.mtt_in_range(mpt, va, length, mtt_entries):
+        st = hwif.XlateStatus.MTT_FAULT
     if st is not hwif.XlateStatus.OK or length == 0:
         return [(int(st), 0, 0, 1)]
     assert mpt is not None
@@ -188,6 +191,21 @@ class TB:
             self.mpt[i] = dataclasses.replace(odd, flags=0)
         await self.cmd_idle()
 
+    async def add_mrs_past_the_mtt(self) -> None:
+        """Two MRs whose MTT entries run past the table: one from its last two entries on
+        (its first two pages translate, the rest is MTT_FAULT), one whose MTT index is
+        beyond the table (its high bits would wrap onto entry 5 if dropped)."""
+        free = [i for i in range(self.mpt_depth) if i not in self.mpt]
+        for idx, first in zip(free[:2], (self.mtt_depth - 2, self.mtt_depth + 5), strict=False):
+            start = self.rng.randrange(0, 1 << 40) << hwif.PAGE_SHIFT
+            mpt = hwif.Mpt((idx << 8) | 7, 0x55, start, 4 * hwif.PAGE_SIZE, first, 0xF,
+                           hwif.MptFlags.VALID)
+            for i in range(first, min(first + 4, self.mtt_depth)):
+                await self.write_mtt(i, self.random_pa())
+            await self.write_mpt(idx, mpt)
+            self.keys.append(mpt.key)
+        await self.cmd_idle()
+
     # -- requests
     def random_request(self) -> tuple[int, int, int, int, int, str]:
         """(key, pd, access, va, len, kind): an in-bounds request of a random MR, perturbed."""
@@ -238,9 +256,10 @@ class TB:
         for i, (key, pd, access, va, length) in enumerate(reqs):
             tag = i % (1 << self.tag_width)
             mpt = self.mpt.get(key >> 8) if (key >> 8) < self.mpt_depth else None
-            exp = expected_segments(mpt, self.mtt, key, pd, access, va, length)
+            exp = expected_segments(mpt, self.mtt, key, pd, access, va, length,
+                                    self.mtt_depth)
             ref = translation.check_and_split(mpt, self.mtt, key, pd, access, va,
-                                              length)
+                                              length, self.mtt_depth)
             expected.append((tag, exp, ref, (hex(key), hex(va), length)))
             await self.req.send(MrReqTransaction(key=key, pd=pd, access=access, va=va,
                                                  len=length, tag=tag))
@@ -283,6 +302,7 @@ async def test_random_lookups(dut):
     tb = TB(dut, seed=1)
     await tb.reset()
     await tb.build_tables(n_mr=40)
+    await tb.add_mrs_past_the_mtt()
     rng = tb.rng
     tb.req.set_pause_generator(iter(lambda: rng.random() < 0.3, None))
     tb.rsp.set_pause_generator(iter(lambda: rng.random() < 0.4, None))
@@ -296,8 +316,6 @@ async def test_random_lookups(dut):
     dut._log.info("phase 1: %d requests, %d segments, kinds %s", len(reqs), nseg, kinds)
     dut._log.info("responses: %s", tb.stats)
     for st in hwif.XlateStatus:
-        if st is hwif.XlateStatus.MTT_FAULT:
-            continue  # the RTL does not range-check MTT indices yet (a known gap)
         if st in (hwif.XlateStatus.PAGE_FAULT, hwif.XlateStatus.ODP_ERROR):
             continue  # on-demand paging: the model's, the RTL has none (no MptFlags.ODP)
         assert tb.stats.get(st.name, 0) > 0, f"no request ended with {st.name}"

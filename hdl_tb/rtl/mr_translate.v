@@ -10,6 +10,9 @@
 //   PD_MISMATCH stored pd != request pd
 //   ACCESS      request access has a bit the entry does not grant
 //   BOUNDS      [va, va+len) not inside [start, start+length) (computed without overflow)
+//   MTT_FAULT   len > 0 and the MTT entry of its last page, mtt_index + ((va+len-1) >> 12)
+//               - (start >> 12), is not below MTT_DEPTH (nicsim.nic.translation.mtt_in_range:
+//               an MPT entry that points past the table never reaches another MR's pages)
 // then splits [va, va+len) at 4 KiB page boundaries and emits one response per page segment:
 // pa = MTT[mtt_index + (va >> 12) - (start >> 12)] + (va & 0xfff). Unlike the Python `split`,
 // physically contiguous pages are NOT merged (a consumer may merge them).
@@ -23,7 +26,6 @@
 // segment per cycle is emitted, so back-to-back single-page requests run at 1 per cycle).
 // Response backpressure stalls the whole pipeline through a 2-entry output skid buffer, so
 // req_ready and rsp_valid are driven from registers only (no combinational ready path).
-// MTT indexes wrap modulo 2**clog2(MTT_DEPTH); software must keep an MR's pages in range.
 //
 // Command port (one command per cycle):
 //   cmd_op = 0 WRITE_MPT   cmd_data[255:0] = the driver's 32 bytes of an hwif.Mpt entry,
@@ -118,9 +120,11 @@ module mr_translate #(
     localparam [2:0] ST_PD_MISMATCH = 3'd2;
     localparam [2:0] ST_ACCESS = 3'd3;
     localparam [2:0] ST_BOUNDS = 3'd4;
+    localparam [2:0] ST_MTT_FAULT = 3'd5;
 
-    // MPT entry as stored: {valid, access, mtt_index[MTT_AW-1:0], length, start, pd, key}
-    localparam MPT_W = 1 + 8 + MTT_AW + 64 + 64 + 32 + 32;
+    // MPT entry as stored: {valid, mtt_high, access, mtt_index[MTT_AW-1:0], length, start,
+    // pd, key}; mtt_high: the driver's mtt_index is at or past MTT_DEPTH
+    localparam MPT_W = 1 + 1 + 8 + MTT_AW + 64 + 64 + 32 + 32;
     localparam integer LAST_MPT_I = MPT_DEPTH - 1;
     localparam [MPT_AW-1:0] LAST_MPT = LAST_MPT_I[MPT_AW-1:0];
 
@@ -142,15 +146,15 @@ module mr_translate #(
     // Mpt record: key[31:0] pd[63:32] start[127:64] length[191:128] mtt_index[223:192]
     // access[231:224] flags[239:232] page_shift[247:240]
     wire cmd_mpt_valid = mpt_we && cmd_data[232] && cmd_data[247:240] == PAGE_SHIFT;
-    wire [MPT_W-1:0] cmd_mpt_entry = {cmd_mpt_valid, cmd_data[231:224],
+    wire cmd_mtt_high = |cmd_data[223:192+MTT_AW];
+    wire [MPT_W-1:0] cmd_mpt_entry = {cmd_mpt_valid, cmd_mtt_high, cmd_data[231:224],
                                       cmd_data[192 +: MTT_AW], cmd_data[191:0]};
     // MPT write port: the reset sweep, WRITE_MPT, or INVALIDATE_MPT (valid bit 0)
     wire mpt_wr = init_busy || mpt_we || mpt_inv;
     wire [MPT_AW-1:0] mpt_wr_addr = init_busy ? init_idx : cmd_mpt_addr;
     wire [MPT_W-1:0] mpt_wr_data = init_busy ? {MPT_W{1'b0}} : cmd_mpt_entry;
-    // unused record bits: mtt_index above MTT_AW, flags 7:1, reserved byte
-    wire unused_cmd_bits = &{1'b0, cmd_data[223:192+MTT_AW], cmd_data[239:233],
-                             cmd_data[255:248]};
+    // unused record bits: flags 7:1, reserved byte
+    wire unused_cmd_bits = &{1'b0, cmd_data[239:233], cmd_data[255:248]};
 
     assign cmd_ready = !init_busy;
 
@@ -166,6 +170,7 @@ module mr_translate #(
     reg [7:0]            b_access;
     reg [63:0]           b_va;
     reg [LEN_WIDTH-1:0]  b_len;
+    reg [63:0]           b_vlast; // va + len - 1: the request's last byte (len > 0)
     reg [TAG_WIDTH-1:0]  b_tag;
     reg                  b_oor;   // key index beyond the MPT
     reg [MPT_W-1:0]      mpt_q;
@@ -213,6 +218,7 @@ module mr_translate #(
     wire [63:0] m_length = mpt_q[191:128];
     wire [MTT_AW-1:0] m_mtt_index = mpt_q[192 +: MTT_AW];
     wire [7:0]  m_access = mpt_q[192+MTT_AW +: 8];
+    wire        m_mtt_high = mpt_q[MPT_W-2];
     wire        m_valid = mpt_q[MPT_W-1];
 
     wire [64:0] b_end = {1'b0, b_va} + {{(65-LEN_WIDTH){1'b0}}, b_len};
@@ -221,10 +227,18 @@ module mr_translate #(
     wire pd_ok = m_pd == b_pd;
     wire acc_ok = (b_access & ~m_access) == 8'd0;
     wire bnd_ok = !(b_va < m_start) && !(b_end > m_end);
+    // the last page's MTT entry, within bounds: its page offset in the MR, then the index
+    wire [51:0] b_last_pg = b_vlast[63:PAGE_SHIFT] - m_start[63:PAGE_SHIFT];
+    wire [MTT_AW:0] b_last_idx = {1'b0, m_mtt_index} + {1'b0, b_last_pg[MTT_AW-1:0]};
+    wire unused_vlast = &{1'b0, b_vlast[PAGE_SHIFT-1:0]};  // (the page number only)
+    wire mtt_ok = b_len == {LEN_WIDTH{1'b0}} ||
+                  (!m_mtt_high && b_last_pg[51:MTT_AW] == {(52-MTT_AW){1'b0}} &&
+                   !b_last_idx[MTT_AW]);
     wire [2:0] b_status = !key_ok ? ST_BAD_KEY :
                           !pd_ok ? ST_PD_MISMATCH :
                           !acc_ok ? ST_ACCESS :
-                          !bnd_ok ? ST_BOUNDS : ST_OK;
+                          !bnd_ok ? ST_BOUNDS :
+                          !mtt_ok ? ST_MTT_FAULT : ST_OK;
     wire [MTT_AW-1:0] b_first_idx = m_mtt_index + b_va[PAGE_SHIFT +: MTT_AW]
                                     - m_start[PAGE_SHIFT +: MTT_AW];
 
@@ -262,6 +276,7 @@ module mr_translate #(
             b_access <= req_access;
             b_va <= req_va;
             b_len <= req_len;
+            b_vlast <= req_va + {{(64-LEN_WIDTH){1'b0}}, req_len} - 64'd1;
             b_tag <= req_tag;
             b_oor <= req_oor;
         end

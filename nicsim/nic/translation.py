@@ -81,6 +81,13 @@ def check(mpt: Mpt | None, key: int, pd: int, access: int, va: int, length: int,
     return _OK
 
 
+def mtt_in_range(mpt: Mpt, va: int, length: int, entries: int) -> bool:
+    """Whether the MTT entries of [va, va+length) of a checked MR lie in a table of
+    `entries` (MTT_FAULT otherwise: a bad MPT must not reach another MR's pages)."""
+    return not length or mpt.mtt_index + ((va + length - 1) >> mpt.page_shift) - \
+        (mpt.start >> mpt.page_shift) < entries
+
+
 def split(mpt: Mpt, mtt: Mapping[int, int], va: int, length: int) -> Segments:
     """Physical segments for [va, va+length) of an MR, split at page boundaries and merged
     where consecutive pages are physically contiguous. `mtt[i]` is MTT entry i."""
@@ -107,11 +114,15 @@ def split(mpt: Mpt, mtt: Mapping[int, int], va: int, length: int) -> Segments:
 
 
 def check_and_split(mpt: Mpt | None, mtt: Mapping[int, int], key: int, pd: int,
-                    access: int, va: int, length: int) -> tuple[XlateStatus, Segments]:
+                    access: int, va: int, length: int, mtt_entries: int | None = None
+                    ) -> tuple[XlateStatus, Segments]:
+    """check, the MTT range (with `mtt_entries`: a table of that many), then split."""
     st = check(mpt, key, pd, access, va, length)
     if st is not XlateStatus.OK:
         return st, []
     assert mpt is not None
+    if mtt_entries is not None and not mtt_in_range(mpt, va, length, mtt_entries):
+        return XlateStatus.MTT_FAULT, []
     return st, split(mpt, mtt, va, length)
 
 
@@ -269,8 +280,7 @@ class TranslationCache:
         if st is not _OK:
             return st, None, misses
         assert mpt is not None
-        if length and mpt.mtt_index + ((va + length - 1) >> mpt.page_shift) - \
-                (mpt.start >> mpt.page_shift) >= self.mtt_entries:
+        if not mtt_in_range(mpt, va, length, self.mtt_entries):
             return XlateStatus.MTT_FAULT, None, misses
         if mpt.flags & _ODP and length:
             st, more = self._present(mpt, va, length)
@@ -348,8 +358,7 @@ class TranslationCache:
             return st, [], misses
         shift = mpt.page_shift
         pages = ((va + length - 1) >> shift) - (va >> shift) + 1
-        if mpt.mtt_index + ((va + length - 1) >> shift) - (mpt.start >> shift) >= \
-                self.mtt_entries:
+        if not mtt_in_range(mpt, va, length, self.mtt_entries):
             return XlateStatus.MTT_FAULT, [], misses
         if mpt.flags & _ODP:
             st, more = self._present(mpt, va, length)
