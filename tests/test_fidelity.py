@@ -65,3 +65,26 @@ def test_unknown_row_id_is_one_line_not_a_traceback() -> None:
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fidelity.py"), "--rows",
                         "no-such-row"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "no-such-row" in r.stderr
+
+
+def test_the_readme_shows_the_fit_and_the_check_error_of_the_current_table() -> None:
+    """`make figures` writes the README's fidelity block; its row counts are the table's (a
+    row added or moved between fit and check without a new run shows here)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import figures
+    finally:
+        sys.path.pop(0)
+    text = (ROOT / "README.md").read_text()
+    i, j = text.find(figures.README_BEGIN), text.find(figures.README_END)
+    assert 0 <= i < j, "the README has no fidelity block"
+    block = text[i:j]
+    rows = yaml.safe_load(TABLE.read_text())["figures"]
+    for use in ("fit", "check"):
+        n = sum(f["use"] == use for f in rows)
+        assert f"| {use} | {n} |" in block, (use, n, block)
+    # (the writer renders what fidelity.py's JSON summary holds)
+    summary = [{"set": "check", "rows": 3, "median_abs_error": 0.5, "max_abs_error": 1.0,
+                "fraction_within_10pct": 1 / 3, "fraction_within_25pct": 2 / 3}]
+    lines = figures.readme_fidelity({"summary": summary}, "today")
+    assert "| check | 3 | 50% | 100% | 33% | 67% |" in lines
