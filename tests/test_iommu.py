@@ -35,6 +35,18 @@ def test_a_read_of_a_page_not_in_the_iotlb_waits_for_one_walk():
     assert "iotlb_hits" not in Pcie(Sim(), PcieConfig()).counters  # (no IOMMU: no counter)
 
 
+def test_page_walkers_bound_the_rate_of_missing_dmas():
+    """Reads that all miss, issued together: with one walker each waits for the walk before
+    it; without a limit their walks overlap."""
+    one = Pcie(Sim(), PcieConfig(iotlb_entries=4, iotlb_miss_ns=MISS, iotlb_walkers=1))
+    many = Pcie(Sim(), PcieConfig(iotlb_entries=4, iotlb_miss_ns=MISS))
+    t1 = [one.dma_read(64, addr=i * PAGE) for i in range(4)]
+    tn = [many.dma_read(64, addr=i * PAGE) for i in range(4)]
+    assert t1[3] - t1[0] >= 3 * MISS
+    assert tn[3] - tn[0] < MISS
+    assert t1[0] == tn[0]  # the first walk waits for no one
+
+
 def test_the_iotlb_keeps_the_most_recently_used_pages():
     p = _pcie(2)
     for page in (0, 1, 0, 2):  # 1 is the least recently used when 2 comes in

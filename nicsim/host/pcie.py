@@ -10,8 +10,10 @@ know the CQE is seen last (PCIe ordering rules, PCIe base spec 2.4.1).
 An IOMMU in the root complex (`iotlb_entries` > 0) translates each DMA's pages through an
 IO-TLB of that many 4 KiB entries, least recently used out: a DMA that touches a page not in
 it waits for a page walk (`iotlb_miss_ns`; the walks of one DMA's pages overlap, so one walk
-per DMA). The posted-write order holds across walks, and a read does not pass the writes
-before it (2.4.1 again). Huge-page mappings and passthrough are `iotlb_entries` 0.
+per DMA), done by one of `iotlb_walkers` page walkers (0: as many as needed), so misses
+also bound the DMA rate. The posted-write order holds across walks, and a read does not
+pass the writes before it (2.4.1 again). Huge-page mappings and passthrough are
+`iotlb_entries` 0.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from heapq import heapreplace
 
 import simpy
 
@@ -46,6 +49,8 @@ class PcieConfig:
                               le=1 << 16)
     iotlb_miss_ns: float = knob(0.0, "IOMMU: what an IO-TLB miss (a page walk) adds to a DMA, "
                                 "ns", ge=0)
+    iotlb_walkers: int = knob(0, "IOMMU: page walks in progress at once (0: no limit)", ge=0,
+                              le=1024)
 
     @property
     def bytes_per_ns(self) -> float:
@@ -77,6 +82,7 @@ class Pcie:
             OrderedDict() if cfg.iotlb_entries else None
         self._iommu = {"iotlb_hits": 0, "iotlb_misses": 0}
         self._writes_land = 0.0  # (with an IOMMU) when the latest posted write lands
+        self._walkers = [0.0] * cfg.iotlb_walkers  # when each page walker is free (a heap)
 
     @property
     def counters(self) -> dict[str, int]:
@@ -93,9 +99,22 @@ class Pcie:
             **(self._iommu if self._iotlb is not None else {}),
         }
 
-    def _walk(self, addr: int, nbytes: int) -> float:
-        """The IOMMU's time for a DMA of `nbytes` at bus address `addr`: a page walk if any
-        page it touches is not in the IO-TLB, which then holds them all."""
+    def _translated(self, addr: int, nbytes: int, at: float) -> float:
+        """When the IOMMU has translated a DMA of `nbytes` at bus address `addr` that reaches
+        it at `at`: then, or after a page walk if any page it touches is not in the IO-TLB
+        (which then holds them all), on the first page walker free."""
+        if not self._walk(addr, nbytes):
+            return at
+        walkers = self._walkers
+        if walkers:
+            start = walkers[0] if walkers[0] > at else at
+            heapreplace(walkers, start + self.cfg.iotlb_miss_ns)
+            at = start
+        return at + self.cfg.iotlb_miss_ns
+
+    def _walk(self, addr: int, nbytes: int) -> bool:
+        """Whether a DMA of `nbytes` at `addr` misses the IO-TLB (which then holds its
+        pages)."""
         tlb = self._iotlb
         assert tlb is not None
         missed = False
@@ -109,7 +128,7 @@ class Pcie:
                 tlb[page] = None
                 if len(tlb) > self.cfg.iotlb_entries:
                     tlb.popitem(last=False)
-        return self.cfg.iotlb_miss_ns if missed else 0.0
+        return missed
 
     def tlps(self, n: int, size: int) -> int:
         return max(1, -(-n // size))
@@ -145,7 +164,7 @@ class Pcie:
             return start + dur + self._lat
         land = start + dur + self._lat
         if addr is not None:
-            land += self._walk(addr, nbytes)
+            land = self._translated(addr, nbytes, land)
         if land < self._writes_land:  # (a walk holds the posted writes behind it)
             land = self._writes_land
         self._writes_land = land
@@ -176,7 +195,7 @@ class Pcie:
             # The request reaches memory after its walk and after the writes before it.
             at_mem = start + req_dur + self._lat
             if addr is not None:
-                at_mem += self._walk(addr, nbytes)
+                at_mem = self._translated(addr, nbytes, at_mem)
             if at_mem < self._writes_land:
                 at_mem = self._writes_land
             cstart = at_mem + self.cfg.host_mem_ns + self._lat
