@@ -49,14 +49,11 @@ def page_pieces(mpt: hwif.Mpt, va: int, length: int) -> list[tuple[int, int]]:
     return out
 
 
-def expected_segments(mpt: hwif.Mpt | None, mtt, key: int, pd: int, access: int, va: int,
-                      length: int, mtt_entries: int) -> list[Seg]:
-    """The RTL's responses for one request: nicsim's check and MTT range check, then nicsim's
-    split applied to each page piece (so that physically contiguous pages are not merged)."""
-    st = translation.check(mpt, key, pd, access, va, length)
-    if st is hwif.XlateStatus.OK and mpt is not None and \
-            not translation.mtt_in_range(mpt, va, length, mtt_entries):
-        st = hwif.XlateStatus.MTT_FAULT
+def expected_segments(mpt: hwif.Mpt | None, mtt, st: hwif.XlateStatus, va: int,
+                      length: int) -> list[Seg]:
+    """The RTL's responses for one request whose status nicsim gives as `st`
+    (translation.check_and_split): nicsim's split applied to each page piece (so that
+    physically contiguous pages are not merged)."""
     if st is not hwif.XlateStatus.OK or length == 0:
         return [(int(st), 0, 0, 1)]
     assert mpt is not None
@@ -256,10 +253,9 @@ class TB:
         for i, (key, pd, access, va, length) in enumerate(reqs):
             tag = i % (1 << self.tag_width)
             mpt = self.mpt.get(key >> 8) if (key >> 8) < self.mpt_depth else None
-            exp = expected_segments(mpt, self.mtt, key, pd, access, va, length,
-                                    self.mtt_depth)
             ref = translation.check_and_split(mpt, self.mtt, key, pd, access, va,
                                               length, self.mtt_depth)
+            exp = expected_segments(mpt, self.mtt, ref[0], va, length)
             expected.append((tag, exp, ref, (hex(key), hex(va), length)))
             await self.req.send(MrReqTransaction(key=key, pd=pd, access=access, va=va,
                                                  len=length, tag=tag))

@@ -139,15 +139,11 @@ class PcapTap:
         pack = _PCAP_RECORD.pack
         for frame, t_ns in later:
             t = round(t_ns)  # (time computed from sizes over rates may be a float)
+            n = len(frame)
+            chunks.append(pack(t // _NS_PER_S, t % _NS_PER_S, n, n))
             if frame.__class__ is Unbuilt:
-                u: Unbuilt = frame  # type: ignore[assignment]
-                n = u.n
-                chunks.append(pack(t // _NS_PER_S, t % _NS_PER_S, n, n))
-                chunks += u.builder.pieces(u.opcode, u.dqpn, u.psn, u.ext, u.payload,
-                                           u.ackreq, u.solicited)  # (Unbuilt.pieces)
+                chunks += frame.pieces()  # type: ignore[union-attr]
             else:
-                n = len(frame)
-                chunks.append(pack(t // _NS_PER_S, t % _NS_PER_S, n, n))
                 chunks.append(frame)  # type: ignore[arg-type]
         self._written += len(later)
         later.clear()

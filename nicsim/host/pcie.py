@@ -25,6 +25,7 @@ from heapq import heapreplace
 
 import simpy
 
+from nicsim.hwif import PAGE_SHIFT
 from nicsim.knobs import knob
 
 _GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}
@@ -118,7 +119,7 @@ class Pcie:
         tlb = self._iotlb
         assert tlb is not None
         missed = False
-        for page in range(addr >> 12, ((addr + max(nbytes, 1) - 1) >> 12) + 1):
+        for page in range(addr >> PAGE_SHIFT, ((addr + max(nbytes, 1) - 1) >> PAGE_SHIFT) + 1):
             if page in tlb:
                 tlb.move_to_end(page)
                 self._iommu["iotlb_hits"] += 1
@@ -160,9 +161,9 @@ class Pcie:
             start = not_before
         self.up_free = start + dur
         self.last_write_start = start
-        if self._iotlb is None:
-            return start + dur + self._lat
         land = start + dur + self._lat
+        if self._iotlb is None:
+            return land
         if addr is not None:
             land = self._translated(addr, nbytes, land)
         if land < self._writes_land:  # (a walk holds the posted writes behind it)
