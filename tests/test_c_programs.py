@@ -133,6 +133,16 @@ def test_ibv_devices_lists_each_device_with_its_node_guid(tmp_path: Path) -> Non
         assert [int(row[1], 16) for row in rows] == [py[n]["guid"] for n in names]
 
 
+def test_a_nicsim_directory_in_the_working_directory_is_not_the_package(tmp_path: Path) -> None:
+    """Without XDG_RUNTIME_DIR the worlds live in /tmp/nicsim/worlds: run from /tmp, that
+    directory is a namespace package `nicsim` ahead of the real one, and the library's
+    sources must still be found (no traceback)."""
+    (tmp_path / "nicsim" / "worlds").mkdir(parents=True)
+    r = _exec(["--", "ibv_devices"], tmp_path)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-800:]
+    assert "nsnic0" in r.stdout
+
+
 def test_ibv_devinfo_shows_what_pyverbs_reports(tmp_path: Path) -> None:
     py = _pyverbs(tmp_path)
     r = _exec(["--", "ibv_devinfo", "-v"], tmp_path)

@@ -15,19 +15,22 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import nicsim
-
 LIB_NAME = "libibverbs.so.1"
 HOSTS_LIB = "libnicsim_hosts.so"  # LD_PRELOAD: the world's host names (hostnames.c)
 HEADER = Path("/usr/include/infiniband/verbs.h")  # libibverbs-dev
 
 
+# The repository's root (this file is nicsim/exec/native.py): from this module's own path, so
+# a directory named nicsim in the working directory cannot stand in for the package.
+_ROOT = Path(__file__).resolve().parents[2]
+
+
 def source_dir() -> Path:
-    return Path(nicsim.__file__).resolve().parent.parent / "native" / "libibverbs"
+    return _ROOT / "native" / "libibverbs"
 
 
 def build_dir() -> Path:
-    return Path(nicsim.__file__).resolve().parent.parent / "build" / "native"
+    return _ROOT / "build" / "native"
 
 
 def _stale(lib: Path, src: Path) -> bool:

@@ -68,11 +68,12 @@ def identity(base: str, overrides: list[str], pcap: bool) -> str:
 def code_identity() -> str:
     """A hash of nicsim's own files (the model, the driver, their data): a result made by
     other code is another result."""
-    import nicsim
     import nicsim.driver
 
     h = hashlib.sha256()
-    for root in (Path(nicsim.__file__).parent, Path(nicsim.driver.__file__).parent):
+    # (this module's own path, as nicsim.exec.native: a nicsim directory in the working
+    # directory is not the package)
+    for root in (Path(__file__).resolve().parents[1], Path(nicsim.driver.__file__).parent):
         for f in sorted(root.rglob("*")):
             if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
                 h.update(str(f.relative_to(root)).encode())
