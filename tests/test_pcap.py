@@ -407,6 +407,7 @@ def test_tap_survives_short_writes(tmp_path: FsPath, monkeypatch: pytest.MonkeyP
         return real(fd, [first, bytes(bufs[1])[:1]])
 
     monkeypatch.setattr(os, "writev", short)
+    monkeypatch.setattr(PcapTap, "flush_at", 2000)  # all of them in one flush
     path = tmp_path / "short.pcap"
     frames = [bytes([i % 251]) * (60 + i % 300) for i in range(1500)]
     with PcapTap(path) as tap:

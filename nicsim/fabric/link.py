@@ -35,15 +35,31 @@ class LinkConfig:
 
 
 class Tap(Protocol):
-    """What a link hands each frame to: its bytes and its start time. A tap that also has
-    `record(frame, t_ns)` (the pcap writer) gets an Unbuilt as it is, to build when it likes
-    (nicsim.wire.packet.Unbuilt: its bytes do not change)."""
+    """What a link hands each frame to: its bytes and its start time.
+
+    A tap may instead take frames in bulk (the pcap writer: nicsim.fabric.pcap.PcapTap):
+    then it has a list `bulk`, which the link appends `(arrival, frame, clock)` to, and
+    calls its `flush()` once the list holds `flush_at` entries. `frame` may be an Unbuilt
+    (nicsim.wire.packet.Unbuilt: its bytes do not change), and the start of frame is
+    `sof(arrival, len(frame), clock)`; a `clock` of None means `arrival` already is the
+    start of frame. The tap does the per-frame work when it flushes, not on the path every
+    frame takes."""
 
     def write(self, frame: bytes, t_ns: int) -> None: ...
 
 
 _DELIVER, _TAP, _BOTH = 1, 2, 3
 _SOF_EXTRA = ETH_FCS  # bytes on the wire after the frame (the FCS) before its last bit
+
+
+def sof(arrival: float, n: int, clock: tuple[float, float] | None) -> int:
+    """The start of frame (whole nanoseconds) of an `n`-byte frame whose last bit arrived at
+    `arrival` over a link whose clock is (propagation delay, ns per byte)."""
+    if clock is None:
+        return round(arrival)
+    prop, ns_per_byte = clock
+    return round(arrival - prop - ((n if n > ETH_MIN_FRAME else ETH_MIN_FRAME) + _SOF_EXTRA)
+                 * ns_per_byte)
 
 
 def _bytes(frame: bytes | Unbuilt) -> bytes:
@@ -79,6 +95,7 @@ class Link:
         self.end_taps: tuple[list[Tap], list[Tap]] = ([], [])  # frames sent by end 0 / 1
         self._ns_per_byte = 8.0 / cfg.rate_gbps
         self._prop = cfg.prop_ns
+        self._clock = (self._prop, self._ns_per_byte)  # for a bulk tap's start times (sof)
         # Per receiving end: frames in flight as (arrival, seq, frame, what), in event order,
         # and the keys of the entries this end has in SimPy's queue. `what` says whether the
         # entry is delivered (_DELIVER), recorded by taps (_TAP) or both.
@@ -220,28 +237,20 @@ class Link:
             taps = self.taps
             if self.end_taps[1 - to]:
                 taps = taps + self.end_taps[1 - to]
-            if taps:
-                # (_sof, inline: this runs per frame of every tapped link)
-                n = frame.__len__()
-                tn = round(t - self._prop - ((n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)
-                                             + _SOF_EXTRA) * self._ns_per_byte)
-                fb = None
-                for tap in taps:
-                    rec = getattr(tap, "record", None)
-                    if rec is not None:
-                        rec(frame, tn)
-                    else:
-                        if fb is None:
-                            fb = _bytes(frame)
-                        tap.write(fb, tn)
+            fb = None
+            for tap in taps:
+                bulk = getattr(tap, "bulk", None)
+                if bulk is not None:
+                    bulk.append((t, frame, self._clock))
+                    if len(bulk) >= tap.flush_at:
+                        tap.flush()
+                    continue
+                if fb is None:
+                    fb = _bytes(frame)
+                    tn = sof(t, len(fb), self._clock)
+                tap.write(fb, tn)
         if what & _DELIVER:
             self.ends[to](frame)
-
-    def _sof(self, arrival: float, frame: bytes) -> int:
-        """The start-of-frame time of a frame arriving (last bit) at `arrival`."""
-        n = len(frame)
-        wire = (n if n > ETH_MIN_FRAME else ETH_MIN_FRAME) + _SOF_EXTRA
-        return int(round(arrival - self.cfg.prop_ns - wire * self._ns_per_byte))
 
     def flush_taps(self) -> None:
         """Record the frames still in flight (sent, not yet arrived), in time order; the
@@ -255,7 +264,8 @@ class Link:
             self._flight[to] = deque((t, seq, f, _DELIVER) for t, seq, f, what in q
                                      if what & _DELIVER)
         for t, _seq, frame, taps in sorted(pending, key=lambda e: e[:2]):
-            tn, fb = self._sof(t, frame), _bytes(frame)
+            fb = _bytes(frame)
+            tn = sof(t, len(fb), self._clock)
             for tap in taps:
                 tap.write(fb, tn)
 

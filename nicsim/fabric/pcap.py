@@ -38,7 +38,9 @@ from nicsim.fabric.pfc import (
     parse_pfc,
 )
 from nicsim.wire.packet import (
+    ETH_FCS,
     ETH_HLEN,
+    ETH_MIN_FRAME,
     ETH_P_IPV4,
     ETH_P_IPV6,
     ETH_P_ROCE_V1,
@@ -88,23 +90,24 @@ class PcapTap:
 
     Simulated time 0 is written as the Unix epoch, so Wireshark's relative times are the
     simulator's times. Frames are written whole (caplen == wirelen, no FCS). The tap is on the
-    simulator's hot path, so `record` only notes the frame; every few hundred frames `flush`
-    builds their records in one loop (an Unbuilt's headers and ICRC, from its pieces: no
-    join) and writes them in bulk, gathered by the kernel from the frames where they are
-    (writev: no copy into one buffer first, which cost more than the rest of the tap). An
-    Unbuilt is immutable and its FrameBuilder depends only on its Path, so building it later
-    gives the bytes it stood for when it was recorded. scapy reads captures back, in the
-    checker and the tests.
+    simulator's hot path, so a link only appends each frame to `bulk` (nicsim.fabric.link.Tap)
+    and every few hundred frames `flush` works out their records in one loop (start of frame,
+    record header, an Unbuilt's headers and ICRC from its pieces: no join) and writes them in
+    bulk, gathered by the kernel from the frames where they are (writev: no copy into one
+    buffer first, which cost more than the rest of the tap). An Unbuilt is immutable and its
+    FrameBuilder depends only on its Path, so building it later gives the bytes it stood for
+    when it was recorded. scapy reads captures back, in the checker and the tests.
     """
 
-    __slots__ = ("path", "_written", "_file", "_later")
+    __slots__ = ("path", "_written", "_file", "bulk")
 
-    _FLUSH_EVERY = 512  # records per write: a few MiB at most, reused while cache-warm
+    flush_at = 128  # records per write: about 512 KiB, reused while cache-warm
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._written = 0  # frames flushed
-        self._later: list[tuple[bytes | Unbuilt, float]] = []  # recorded, not yet written
+        # Recorded, not yet written: (time, frame, clock) as nicsim.fabric.link.Tap says.
+        self.bulk: list[tuple[float, bytes | Unbuilt, tuple[float, float] | None]] = []
         self._file: BinaryIO | None = None  # (for __del__ if open fails)
         # Unbuffered: records go to the kernel in bulk.
         self._file = open(self.path, "wb", buffering=0)  # noqa: SIM115 (closed by close)
@@ -115,40 +118,43 @@ class PcapTap:
     @property
     def frames(self) -> int:
         """Frames recorded so far."""
-        return self._written + len(self._later)
+        return self._written + len(self.bulk)
 
-    def write(self, frame: bytes, t_ns: float) -> None:
-        """Record one frame seen at simulated time `t_ns` (>= 0) nanoseconds."""
-        self.record(frame, t_ns)
-
-    def record(self, frame: bytes | Unbuilt, t_ns: float) -> None:
-        """Record one frame, or the Unbuilt that stands for it, seen at simulated time
-        `t_ns` (>= 0) nanoseconds."""
-        later = self._later
-        later.append((frame, t_ns))
-        if len(later) >= self._FLUSH_EVERY:
+    def write(self, frame: bytes | Unbuilt, t_ns: float) -> None:
+        """Record one frame (or the Unbuilt that stands for it) seen at simulated time `t_ns`
+        (>= 0) nanoseconds."""
+        bulk = self.bulk
+        bulk.append((t_ns, frame, None))
+        if len(bulk) >= self.flush_at:
             self.flush()
 
     def flush(self) -> None:
         """Everything recorded so far is in the file when this returns. A write error (a full
         disk) is an OSError that names the capture."""
-        later = self._later
-        if self._file is None or not later:
+        bulk = self.bulk
+        if self._file is None or not bulk:
             return
         chunks: list[bytes | memoryview] = []
-        pack = _PCAP_RECORD.pack
-        for frame, t_ns in later:
-            t = round(t_ns)  # (time computed from sizes over rates may be a float)
-            n = len(frame)
-            chunks.append(pack(t // _NS_PER_S, t % _NS_PER_S, n, n))
-            if frame.__class__ is Unbuilt:
+        add, pack = chunks.append, _PCAP_RECORD.pack
+        total = _PCAP_RECORD_HLEN * len(bulk)
+        for t, frame, clock in bulk:
+            unbuilt = frame.__class__ is Unbuilt
+            n = frame.n if unbuilt else len(frame)  # type: ignore[union-attr]
+            total += n
+            if clock is None:
+                t = round(t)
+            else:  # (nicsim.fabric.link.sof, inline: this runs per frame)
+                t = round(t - clock[0] - ((n if n > ETH_MIN_FRAME else ETH_MIN_FRAME)
+                                          + ETH_FCS) * clock[1])
+            add(pack(t // _NS_PER_S, t % _NS_PER_S, n, n))
+            if unbuilt:
                 chunks += frame.pieces()  # type: ignore[union-attr]
             else:
-                chunks.append(frame)  # type: ignore[arg-type]
-        self._written += len(later)
-        later.clear()
+                add(frame)  # type: ignore[arg-type]
+        self._written += len(bulk)
+        bulk.clear()
         try:
-            _write_all(self._file, chunks)
+            _write_all(self._file, chunks, total)
         except OSError as e:
             raise OSError(e.errno, f"writing the capture {self.path}: "
                                    f"{e.strerror or e}") from None
@@ -175,25 +181,34 @@ class PcapTap:
 _IOV_MAX = 1024  # buffers per writev (POSIX guarantees at least 16; Linux takes 1024)
 
 
-def _write_all(f: BinaryIO, chunks: list[bytes]) -> None:
+def _write_all(f: BinaryIO, chunks: list[bytes | memoryview], total: int | None = None
+               ) -> None:
     """Write `chunks` in order to the unbuffered file `f`, all of them (a short write goes
-    on from where it stopped)."""
+    on from where it stopped). `total`, if given, is their length."""
     fd = f.fileno()
+    if total is not None and len(chunks) <= _IOV_MAX:
+        done = os.writev(fd, chunks)
+        if done == total:
+            return  # (the usual case: all of it at once)
+        chunks = _rest(chunks, done)
     for i in range(0, len(chunks), _IOV_MAX):
-        batch: list[bytes | memoryview] = list(chunks[i:i + _IOV_MAX])
+        batch = chunks[i:i + _IOV_MAX]
         done = os.writev(fd, batch)
-        if done == sum(map(len, batch)):
-            continue  # (the usual case: all of it)
-        k = 0
-        while True:
-            while k < len(batch) and done >= len(batch[k]):
-                done -= len(batch[k])
-                k += 1
-            if k == len(batch):
-                break
-            if done:
-                batch[k] = memoryview(batch[k])[done:]
-            done = os.writev(fd, batch[k:])
+        while done < sum(map(len, batch)):
+            batch = _rest(batch, done)
+            done = os.writev(fd, batch)
+
+
+def _rest(chunks: list[bytes | memoryview], done: int) -> list[bytes | memoryview]:
+    """What of `chunks` a write that took their first `done` bytes left."""
+    k = 0
+    while k < len(chunks) and done >= len(chunks[k]):
+        done -= len(chunks[k])
+        k += 1
+    rest = chunks[k:]
+    if rest and done:
+        rest[0] = memoryview(rest[0])[done:]
+    return rest
 
 
 # --- checking ---------------------------------------------------------------------------------

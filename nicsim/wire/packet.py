@@ -288,7 +288,7 @@ class FrameBuilder:
         # (opcode, dqpn, payload length, ackreq, solicited) of a packet with no extension
         # header and no pad -> its headers up to BTH's PSN word and the ICRC's state after
         # them: the packets of one message repeat them but for the PSN.
-        self._bth: dict[tuple[int, int, int, bool, bool], tuple[bytes, bytes, int]] = {}
+        self._bth: dict[tuple[int, int, int, bool, bool], tuple[bytes, int]] = {}
         fast = not general()  # (nicsim.sim.paths)
         self._remember = fast  # the headers below BTH per length, and _bth
         # Whether this path's packets may travel as Unbuilt: IPv4 (the receive fast path's
@@ -349,12 +349,7 @@ class FrameBuilder:
         writer that gathers them (a pcap tap's writev) need not copy the payload once more."""
         plen = len(payload)
         if not ext and not plen & 3 and not (becn or fecn) and pkey == PKEY_DEFAULT and migreq:
-            # The common packet (a MIDDLE or LAST, an ACK): its headers but the PSN repeat.
-            key = (opcode, dqpn, plen, ackreq, solicited)
-            head = self._bth.get(key) or self._head(key)
-            w2 = _U32.pack((0x80000000 if ackreq else 0) | (psn & 0xFFFFFF))
-            return (head[0], head[1], w2, payload,
-                    _ICRC.pack(crc32(payload, crc32(w2, head[2]))))
+            return self.common_pieces(opcode, dqpn, psn, payload, ackreq, solicited)
         pad = -plen & 3
         udp_len = UDP_HLEN + BTH_LEN + len(ext) + plen + pad + ICRC_LEN
         hdr, crc = self._by_len.get(udp_len) or self._below_bth(udp_len)
@@ -372,16 +367,24 @@ class FrameBuilder:
             return hdr, bth, ext, payload, _ICRC.pack(crc32(payload, crc32(ext, crc)))
         return hdr, bth, payload, _ICRC.pack(crc32(payload, crc))
 
-    def _head(self, key: tuple[int, int, int, bool, bool]) -> tuple[bytes, bytes, int]:
-        """For pieces: the header bytes up to BTH's PSN word of a packet with no extension
-        header, no pad and default P_Key and flags, and the ICRC's state after them (BTH byte
-        4, FECN, BECN and resv6, counted as ones)."""
+    def common_pieces(self, opcode: int, dqpn: int, psn: int, payload: bytes | memoryview,
+                      ackreq: bool, solicited: bool) -> tuple[bytes | memoryview, ...]:
+        """`pieces` of the common packet (a MIDDLE or LAST, an ACK: no extension header, no pad,
+        default P_Key and flags), whose headers but the PSN repeat."""
+        key = (opcode, dqpn, len(payload), ackreq, solicited)
+        head, crc = self._bth.get(key) or self._head(key)
+        w2 = _U32.pack((0x80000000 if ackreq else 0) | (psn & 0xFFFFFF))
+        return head, w2, payload, _ICRC.pack(crc32(payload, crc32(w2, crc)))
+
+    def _head(self, key: tuple[int, int, int, bool, bool]) -> tuple[bytes, int]:
+        """For common_pieces: the header bytes up to BTH's PSN word, and the ICRC's state after
+        them (BTH byte 4, FECN, BECN and resv6, counted as ones)."""
         opcode, dqpn, plen, _ackreq, solicited = key
         hdr, crc = self._by_len.get(UDP_HLEN + BTH_LEN + plen + ICRC_LEN) or \
             self._below_bth(UDP_HLEN + BTH_LEN + plen + ICRC_LEN)
         w0 = (opcode << 24) | ((0x80 if solicited else 0) | 0x40) << 16 | PKEY_DEFAULT
         dq = dqpn & 0xFFFFFF
-        v = (hdr, _BTH2.pack(w0, dq), crc32(_BTH2.pack(w0, 0xFF000000 | dq), crc))
+        v = (hdr + _BTH2.pack(w0, dq), crc32(_BTH2.pack(w0, 0xFF000000 | dq), crc))
         if self._remember:
             if len(self._bth) >= 4096:
                 self._bth.clear()
@@ -430,7 +433,11 @@ class Unbuilt:
 
     def pieces(self) -> tuple[bytes | memoryview, ...]:
         """The frame's bytes in pieces (FrameBuilder.pieces)."""
-        return self.builder.pieces(self.opcode, self.dqpn, self.psn, self.ext, self.payload,
+        payload = self.payload
+        if not self.ext and not len(payload) & 3:  # (and its flags are the defaults)
+            return self.builder.common_pieces(self.opcode, self.dqpn, self.psn, payload,
+                                              self.ackreq, self.solicited)
+        return self.builder.pieces(self.opcode, self.dqpn, self.psn, self.ext, payload,
                                    self.ackreq, self.solicited)
 
     def packet(self) -> UnbuiltPacket:
