@@ -1,6 +1,7 @@
 """roce_nic throughput and co-simulation speed: RDMA WRITEs from the RTL NIC (host a) to the
-SimPy model (host b) over a 100 Gb/s cable, 64 B to 64 KiB, a few messages per size posted
-back to back (hdl_tb/bench_cosim_throughput.py), at DATA_WIDTH 512 and 64.
+SimPy model (host b) over a 400 Gb/s cable (faster than the design), 64 B to 64 KiB, a few
+messages per size posted back to back (hdl_tb/bench_cosim_throughput.py), at DATA_WIDTH 512
+and 64.
 
 Per size: cycles per data packet on the RTL's MAC transmit stream (m_axis_tx, from the first
 frame's first beat to the last frame's first beat, per packet) against the ideal, the sum of

@@ -61,6 +61,9 @@ def blocks() -> dict[str, tuple[list[str], str | None, dict[str, int]]]:
         "nic_cmd": (["nic_cmd.v"], "AXI_DATA_WIDTH", {}),
         "axi_rd_arb": (["axi_rd_arb.v"], "DATA_WIDTH", {}),
         "axi_wr_arb": (["axi_wr_arb.v"], "DATA_WIDTH", {}),
+        # roce_nic's (16 KiB at 64 bits), receive mode (drops on overflow)
+        "axis_frame_fifo": (["axis_frame_fifo.v"], "DATA_WIDTH",
+                            {"DEPTH": 2048, "DROP_WHEN_FULL": 1}),
         "roce_nic": (roce_nic_sources(), "AXI_DATA_WIDTH", ROCE_NIC_SMALL),
     }
 

@@ -6,6 +6,7 @@ the model (`reference_frames`), which the RTL's must equal.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -48,6 +49,14 @@ class Side:
                               retry_cnt=qp.get("retry_cnt", 7), rnr_retry=7, max_rd_atomic=4))
 
 
+def ack_timeout(w) -> int:  # noqa: ANN001
+    """The shortest local ACK timeout (IBA 9.7.6.1.1: 4.096 us x 2^t) that outlasts twice a
+    16 KiB message on the world's cable: the RTL acknowledges a message once its last packet
+    is in, and a shorter timer would send again what is on its way (1 at 100 Gb/s, 3 at 10)."""
+    ns = 2 * 16384 * 8 / w.links[0].cfg.rate_gbps
+    return max(1, math.ceil(math.log2(ns / 4096)))
+
+
 def peer_psn(_peer: Side, qp: dict) -> int:
     return qp.get("psn", 0)
 
@@ -64,11 +73,15 @@ def speed_line(dut, rtl, what: str, res: dict, wall: float) -> None:  # noqa: AN
 
 async def run_program(dut, program, what: str, seed: int, bad: str = "",  # noqa: ANN001
                       faults=None, pcap: str | None = None,  # noqa: ANN001
-                      injector=None) -> dict:  # noqa: ANN001
+                      injector=None, stall: tuple = (), mac_ok: bool = True  # noqa: ANN001
+                      ) -> dict:
     """Run driver `program(w, seed, bad)` with host a's NIC the RTL: its result, with the
-    link's faults, the late crossings and the frames the RTL sent. `injector`: the link's
-    fault injector for both directions (an object with FaultInjector's apply and counters),
-    instead of `faults`' random ones."""
+    link's faults, the late crossings, the frames the RTL sent and the MAC's counters.
+    `injector`: the link's fault injector for both directions (an object with FaultInjector's
+    apply and counters), instead of `faults`' random ones. `stall`: PcieDmaSlave.stall's
+    arguments (channels, probability[, cycles]). `mac_ok`: fail on anything the strict MAC
+    holds against the RTL (an underrun, a receive beat not taken, a frame that found no room
+    in the MAC)."""
     from nicsim.cosim import cosim_world
 
     w, rtl = cosim_world(dut, seed=seed, faults=faults, pcap=pcap)
@@ -76,6 +89,8 @@ async def run_program(dut, program, what: str, seed: int, bad: str = "",  # noqa
         w.links[0].faults = [injector, injector]
     rtl.mac.keep_sent = True
     await rtl.reset()
+    if stall:
+        rtl.dma.stall(stall[0], stall[1], seed, *stall[2:])
     rtl.clock.couple(w.env)
     t0 = time.perf_counter()
     res = await bridge(program)(w, seed, bad)
@@ -85,7 +100,16 @@ async def run_program(dut, program, what: str, seed: int, bad: str = "",  # noqa
     res["faults"] = w.links[0].fault_counters() if w.links[0].faults is not None else {}
     res["late"] = rtl.clock.late
     res["rtl_sent"] = list(rtl.mac.sent)
+    res["mac"] = mac = dict(rtl.mac.counters)
+    if mac_ok:
+        assert_mac_ok(mac)
     return res
+
+
+def assert_mac_ok(mac: dict) -> None:
+    """Nothing the strict MAC (nicsim.cosim.mac) holds against the design."""
+    bad = {k: mac[k] for k in ("tx_underrun", "rx_not_ready", "rx_overflow") if mac[k]}
+    assert not bad, f"the MAC: {bad}"
 
 
 def poll_wcs(side: Side, n: int) -> list[tuple[int, int, int, int, int]]:

@@ -28,7 +28,7 @@ import cocotb
 import pytest
 from cocotb.task import bridge
 
-from hdl_tb.cosim_bench import Side, run_program, speed_line
+from hdl_tb.cosim_bench import Side, ack_timeout, assert_mac_ok, run_program, speed_line
 from hdl_tb.nic_bench import TOPLEVEL
 from nicsim import hwif
 from nicsim.cosim.build import PARAMS_ENV
@@ -123,8 +123,6 @@ def rtl_to_model(w, seed: int, timeout: int = 14, retry_cnt: int = 7,  # noqa: A
 async def test_rtl_to_model(dut):
     """WRITEs, WRITE with immediate and SENDs from the RTL land in the model host byte-exact;
     the model judges every frame strictly (nicsim.cosim.strict): none breaks the protocol."""
-    from nicsim.driver import enums as e
-
     from nicsim.cosim import StrictChecker, cosim_world
 
     pcap = os.path.join(os.environ.get("COSIM_PCAP_DIR", "."), "cosim_rtl_to_model.pcap")
@@ -138,15 +136,11 @@ async def test_rtl_to_model(dut):
     wall = time.perf_counter() - t0
     w.close()
     speed_line(dut, rtl, "clean link", res, wall)
+    assert_mac_ok(rtl.mac.counters)
     strict.check()
     assert strict.frames > 0 and not strict.violations, strict.violations
 
-    assert not res["bad"], f"regions of b's memory differ: {res['bad']}"
-    want = sorted((wr_id, e.IBV_WC_SUCCESS, n, imm) for wr_id, n, imm in res["recvs"])
-    got = sorted((wr_id, st, n, imm if flags & e.IBV_WC_WITH_IMM else -1)
-                 for wr_id, st, _op, n, imm, flags in res["got"])
-    assert got == want, (got, want)
-    assert res["sent"] == res["want_sent"], (res["sent"], res["want_sent"])
+    assert_delivered(res)
     assert rtl.clock.late == 0, f"{rtl.clock.late} effects crossed late"
     from scapy.utils import rdpcap
 
@@ -155,6 +149,44 @@ async def test_rtl_to_model(dut):
     assert sent and sent <= set(frames), "the pcap lacks frames the RTL sent"
     dut._log.info("%d bytes in %d messages RTL -> model, byte-exact; %d frames sent by the "
                   "RTL, %d in the pcap", res["bytes"], res["n_jobs"], len(sent), len(frames))
+
+
+def assert_delivered(res: dict) -> None:
+    """rtl_to_model's result: b's memory holds every message, b's receive completions and a's
+    send completions are the ones expected."""
+    from nicsim.driver import enums as e
+
+    assert not res["bad"], f"regions of b's memory differ: {res['bad']}"
+    want = sorted((wr_id, e.IBV_WC_SUCCESS, n, imm) for wr_id, n, imm in res["recvs"])
+    got = sorted((wr_id, st, n, imm if flags & e.IBV_WC_WITH_IMM else -1)
+                 for wr_id, st, _op, n, imm, flags in res["got"])
+    assert got == want, (got, want)
+    assert res["sent"] == res["want_sent"], (res["sent"], res["want_sent"])
+
+
+# Built with BUG_TX_CUT_THROUGH (test_strict_mac_sees_an_underrun): roce_nic without its
+# transmit FIFO, its frames straight from the framer to the MAC.
+CUT_THROUGH = os.environ.get("COSIM_BUG") == "BUG_TX_CUT_THROUGH"
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_rtl_to_model_dma_stalls(dut):
+    """The DMA's read data stalls at random, half the cycles, while the RTL sends: its frames
+    still leave back to back (the transmit FIFO has each one whole before it starts), so the
+    strict MAC sees no underrun, and every message lands as on a clean link. Without the
+    FIFO (CUT_THROUGH) the same stalls leave gaps inside frames: the MAC aborts them."""
+
+    def program(w, seed, _bad):  # noqa: ANN001, ANN202
+        if CUT_THROUGH:  # (aborted frames are lost: fail fast)
+            return rtl_to_model(w, seed, timeout=1, retry_cnt=1, njobs=3)
+        return rtl_to_model(w, seed)
+
+    res = await run_program(dut, program, "RTL -> model, DMA read stalls", SEED + 20,
+                            stall=("R", 0.5), mac_ok=not CUT_THROUGH)
+    if CUT_THROUGH:
+        assert res["mac"]["tx_underrun"] > 0, res["mac"]
+        return
+    assert_delivered(res)
 
 
 @cocotb.test(skip=TOPLEVEL != "roce_nic")
@@ -250,7 +282,7 @@ def model_to_rtl(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # noqa
     acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
     a, b = Side(ha, size, acc), Side(hb, size, acc)
     a.connect(b, "10.0.0.2", e.IBV_MTU_1024, psn=0xFFFFFA)
-    b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1)
+    b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=ack_timeout(w))
     src = rng.randbytes(size)
     b.mr.write(src, size)
     before = rng.randbytes(size)       # a's MR starts with noise: untouched bytes must stay
@@ -498,6 +530,23 @@ async def test_model_to_rtl_send_too_long(dut):
 
 
 @cocotb.test(skip=TOPLEVEL != "roce_nic")
+async def test_model_to_rtl_rx_overrun(dut):
+    """Host a's memory takes write data only one cycle in twenty: the RTL's receive path
+    backs up behind its DMA writes, and its receive FIFO, which the MAC cannot hold off, drops
+    whole frames and counts them (no beat is lost at the MAC); the model sends them again and
+    everything lands as on a clean link."""
+    from nicsim.driver import enums as e
+
+    res = await run_program(dut, model_to_rtl, "model -> RTL, receive overrun", SEED + 21,
+                            stall=("W", 0.95))
+    c = counters(dut)
+    assert c["rx_fifo_drops"] > 0, c
+    assert not res["bad_at"], f"a's memory differs at {res['bad_at'][:8]}"
+    assert res["sent"] == [(i, e.IBV_WC_SUCCESS, 0) for i in range(res["n_jobs"])], res["sent"]
+    assert [g[:4] for g in res["got"]] == res["recvs"], (res["got"], res["recvs"])
+
+
+@cocotb.test(skip=TOPLEVEL != "roce_nic")
 async def test_model_to_rtl_bad_rkey(dut):
     """A WRITE with a wrong rkey into the RTL: NAK remote access, nothing written."""
     await hostile_write(dut, "rkey", SEED + 6)
@@ -512,7 +561,8 @@ async def test_model_to_rtl_out_of_bounds(dut):
 
 # (data width, the cocotb tests): separate pytest tests, so pytest-xdist runs them side by side
 PARTS = [
-    (64, "test_rtl_to_model$|test_loss_recovery$|test_retry_exhausted$|test_remote_access_nak$"),
+    (64, "test_rtl_to_model$|test_rtl_to_model_dma_stalls$|test_loss_recovery$|"
+         "test_retry_exhausted$|test_remote_access_nak$"),
     (64, "test_model_to_rtl"),
     # the other width: both directions' traffic (the 64-bit parts cover the protocol cases)
     (512, "test_model_to_rtl$|test_rtl_to_model$"),
@@ -528,3 +578,15 @@ def test_cosim(data_width, tests, tmp_path):
     run("roce_nic", roce_nic_sources(), "test_cosim", params,
         extra_env={PARAMS_ENV: json.dumps(params), "COSIM_PCAP_DIR": str(tmp_path)},
         test_filter=tests)
+
+
+def test_strict_mac_sees_an_underrun(tmp_path):
+    """roce_nic built without its transmit FIFO (BUG_TX_CUT_THROUGH): with the DMA's read
+    data stalling, the strict MAC counts underruns (so the bench above can fail)."""
+    from hdl_tb.cocotb_run import roce_nic_sources, run
+
+    params = bench_params(64)
+    run("roce_nic", roce_nic_sources(), "test_cosim", params,
+        extra_env={PARAMS_ENV: json.dumps(params), "COSIM_PCAP_DIR": str(tmp_path),
+                   "COSIM_BUG": "BUG_TX_CUT_THROUGH"},
+        test_filter="test_rtl_to_model_dma_stalls$", defines={"BUG_TX_CUT_THROUGH": 1})

@@ -31,7 +31,7 @@ import struct
 import cocotb
 import pytest
 
-from hdl_tb.cosim_bench import Side, poll_wcs, reference_frames, run_program
+from hdl_tb.cosim_bench import Side, ack_timeout, poll_wcs, reference_frames, run_program
 from hdl_tb.nic_bench import TOPLEVEL
 from nicsim import hwif
 from nicsim.cosim.build import PARAMS_ENV
@@ -90,9 +90,9 @@ def atomic_program(w, seed: int, bad: str = "", rtl: bool = True,  # noqa: ANN00
     plain = MR(tgt.pd, PG, acc)   # the target's MR without REMOTE_ATOMIC
     a, b = (req, tgt) if rtl_sends else (tgt, req)
     t_acc = acc | (0 if bad == "qp_access" else e.IBV_ACCESS_REMOTE_ATOMIC)
-    a.connect(b, "10.0.0.2", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1,
+    a.connect(b, "10.0.0.2", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=ack_timeout(w),
               access=t_acc if tgt is a else acc)
-    b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1,
+    b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=ack_timeout(w),
               access=t_acc if tgt is b else acc)
     init = rng.randbytes(SIZE)
     tgt.mr.write(init, SIZE)

@@ -26,7 +26,7 @@ import random
 import cocotb
 import pytest
 
-from hdl_tb.cosim_bench import Side, poll_wcs, reference_frames, run_program
+from hdl_tb.cosim_bench import Side, ack_timeout, poll_wcs, reference_frames, run_program
 from hdl_tb.nic_bench import TOPLEVEL
 from nicsim import hwif
 from nicsim.cosim.build import PARAMS_ENV
@@ -64,8 +64,8 @@ def read_program(w, seed: int, bad: str = "", rtl: bool = True,  # noqa: ANN001
     rng = random.Random(seed)
     acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
     a, b = Side(ha, SIZE, acc), Side(hb, SIZE, acc)
-    a.connect(b, "10.0.0.2", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1)
-    b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1)
+    a.connect(b, "10.0.0.2", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=ack_timeout(w))
+    b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=ack_timeout(w))
     reader, target = (a, b) if rtl_reads else (b, a)
     src = rng.randbytes(SIZE)
     target.mr.write(src, SIZE)
@@ -117,8 +117,8 @@ def rtl_write_read(w, seed: int, bad: str = "", rtl: bool = True) -> dict:  # no
     rng = random.Random(seed)
     acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
     a, b = Side(w.hosts["a"], SIZE, acc), Side(w.hosts["b"], SIZE, acc)
-    a.connect(b, "10.0.0.2", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1)
-    b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=1)
+    a.connect(b, "10.0.0.2", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=ack_timeout(w))
+    b.connect(a, "10.0.0.1", e.IBV_MTU_1024, psn=0xFFFFFA, timeout=ack_timeout(w))
     src = rng.randbytes(SIZE)
     a.mr.write(src, SIZE)
     b.mr.write(bytes(SIZE), SIZE)

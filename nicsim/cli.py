@@ -155,7 +155,7 @@ def _run_rtl(args: argparse.Namespace, sc: Any, source: str) -> int:
         raise UsageError("--breakdown is not available with --rtl: it traces the model NIC's "
                          "stages, and the RTL NIC has no such trace")
     try:
-        rtl.check(sc, args.rtl)
+        rtl.check(sc, args.rtl, args.rtl_width)
     except ScenarioError as e:
         raise ScenarioError(f"{source}: {e}") from None
     out = _prepare_out(args)

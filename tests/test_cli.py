@@ -127,10 +127,11 @@ def test_rtl_refuses_what_the_rtl_nic_does_not_do(capsys, scen, monkeypatch):
     from nicsim.scenario import rtl
     from nicsim.scenario.schema import OpKind, load_scenario
 
+    ten = "link: {rate_gbps: 10}\n"  # what the 64-bit RTL's port carries
     # the RTL sends and executes atomics: either side may send them
     both = scen("pcap: null\nops:\n  - {op: fetch_add, src: b, dst: a}\n"
                 "  - {op: cmp_swap, src: b, dst: a}\n  - {op: fetch_add}\n"
-                "  - {op: cmp_swap}\n")
+                "  - {op: cmp_swap}\n" + ten)
     rtl.check(load_scenario(both), "a")
     # an operation the RTL does not do (none of today's: one taken away) is named
     monkeypatch.setattr(rtl, "RTL_REQUESTER_OPS", rtl.RTL_REQUESTER_OPS - {OpKind.FETCH_ADD})
@@ -139,15 +140,20 @@ def test_rtl_refuses_what_the_rtl_nic_does_not_do(capsys, scen, monkeypatch):
         "write, write_imm, read, send, send_imm, cmp_swap)")
     monkeypatch.undo()
     assert "--rtl b: the RTL NIC takes the first host's place ('a')" in \
-        err_of(capsys, ["run", scen(OK), "--rtl", "b"])
-    star = OK + "topology: {shape: star, hosts: 3}\n"
+        err_of(capsys, ["run", scen(OK + ten), "--rtl", "b"])
+    # a link faster than the RTL's port would overflow its MAC
+    assert err_of(capsys, ["run", scen(OK), "--rtl", "a"]).endswith(
+        "link.rate_gbps: 100 is faster than the RTL NIC's 64-bit port carries at 250 MHz (its "
+        "MAC cannot be held off): set link: {rate_gbps: 10} or less, or --rtl-width 512")
+    rtl.check(load_scenario(scen(OK)), "a", 512)  # 128 Gb/s: 100 Gb/s Ethernet
+    star = OK + ten + "topology: {shape: star, hosts: 3}\n"
     assert "--rtl: the RTL NIC runs two-host scenarios (one cable); this one has 3 hosts" in \
         err_of(capsys, ["run", scen(star), "--rtl", "a"])
     inl = ("pcap: null\nqp: {max_inline_data: 64}\n"
-           "streams:\n  - {bytes: 64, inline: true, count: 4}\n")
+           "streams:\n  - {bytes: 64, inline: true, count: 4}\n" + ten)
     assert "streams[0].inline: the RTL NIC has no inline data" in \
         err_of(capsys, ["run", scen(inl), "--rtl", "a"])
-    assert err_of(capsys, ["run", scen(OK), "--rtl", "a", "--breakdown"]) == (
+    assert err_of(capsys, ["run", scen(OK + ten), "--rtl", "a", "--breakdown"]) == (
         "error: --breakdown is not available with --rtl: it traces the model NIC's stages, and "
         "the RTL NIC has no such trace")
 

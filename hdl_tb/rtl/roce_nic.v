@@ -54,6 +54,12 @@
 //   PAY_DEPTH        requester payload FIFO, in beats (power of two; >= 2 pages' worth; 0:
 //                    16 KiB from 256 bits up, else 8 KiB)
 //   SQ_OUT           WQEs outstanding per QP (unacknowledged; power of two)
+//   MAC_FIFO_DEPTH   the transmit and receive frame FIFOs (axis_frame_fifo.v), in beats
+//                    (power of two; 0: 16 KiB, two frames of a 4 KiB MTU). Transmit: store and
+//                    forward, so a frame leaves back to back however the DMA stalls (a
+//                    CMAC aborts a frame with a tvalid gap). Receive: s_axis_rx_tready is
+//                    always high (a MAC cannot be held off); a frame that finds it full is
+//                    dropped whole and counted in cnt_rx_fifo_drops
 //   CLK_NS_LOG2      log2 of the clock period in ns (transport and RNR timers)
 //
 // Ports:
@@ -62,7 +68,8 @@
 //   m_axi_*                     DMA (AXI4 master)
 //   port_up, port_speed_mbps    the Ethernet link's state and rate (QUERY_PORT reports them)
 //   m_axis_tx_*                 Ethernet frames out (AXI-Stream, packed, no FCS; tuser = 1 on
-//                               the last beat: a bad frame, to be dropped by the MAC)
+//                               the last beat: a bad frame, to be dropped by the MAC), each
+//                               one's beats back to back (tready may pause them)
 //   db_valid, db_rq, db_qpn, db_pi, arm_valid, arm_cqn, arm_solicited   accepted doorbells
 //   sq_ci[NUM_QP*16-1:0]        wqe_fetch fetch indexes
 //   s_cqe_*                     completions to write (cqe_write.v), after roce_req's
@@ -72,9 +79,10 @@
 //   mr_req_*, mr_rsp_*          translation lookups (mr_translate.v), shared with roce_req
 //   cnt_db_sq, cnt_db_rq, cnt_arm, cnt_db_drop, cnt_cmds, cnt_cmd_errors   counters
 //   s_axis_rx_*                 Ethernet frames in (AXI-Stream, no FCS; tuser on the last beat:
-//                               a bad frame)
+//                               a bad frame); tready is always high
 //   mac_addr                    the port's MAC address (frames to other addresses are dropped)
 //   cnt_req_wqes, cnt_req_pkts, cnt_req_bytes, cnt_req_errors, cnt_req_resent   requester
+//   cnt_rx_fifo_drops           frames dropped whole because the receive FIFO was full
 //   cnt_rx_packets, cnt_rx_drops   RoCE packets received, and dropped (not for us, unknown QP,
 //                               other transports, any drop of roce_rx)
 //   cnt_comp_*                  completer counters (roce_comp.v)
@@ -99,6 +107,7 @@ module roce_nic #(
     parameter TAG_WIDTH = 8,
     parameter PAY_DEPTH = 0,
     parameter SQ_OUT = 32,
+    parameter MAC_FIFO_DEPTH = 0,
     parameter CLK_NS_LOG2 = 2
 ) (
     input  wire                          clk,
@@ -180,6 +189,7 @@ module roce_nic #(
     output wire [31:0]                   cnt_req_bytes,
     output wire [31:0]                   cnt_req_errors,
     output wire [31:0]                   cnt_req_resent,
+    output wire [31:0]                   cnt_rx_fifo_drops,
     output wire [31:0]                   cnt_rx_packets,
     output wire [31:0]                   cnt_rx_drops,
     output wire [31:0]                   cnt_comp_acks,
@@ -211,6 +221,7 @@ module roce_nic #(
     localparam PAY_BYTES = DW >= 256 ? 16384 : 8192;
     localparam PAY_DEPTH_B = PAY_DEPTH != 0 ? PAY_DEPTH :
                              (PAY_BYTES >> KW_LOG) < 16 ? 16 : (PAY_BYTES >> KW_LOG);
+    localparam MAC_FIFO_B = MAC_FIFO_DEPTH != 0 ? MAC_FIFO_DEPTH : (16384 >> KW_LOG);
     // READ response payload FIFO: one 4 KiB burst
     localparam RD_DEPTH_B = (4096 >> KW_LOG) < 16 ? 16 : (4096 >> KW_LOG);
 
@@ -944,6 +955,12 @@ module roce_nic #(
     assign rr_tready = to_valid && to_head && fr_pay_tready;
     assign tx_pay_tready = to_valid && !to_head && fr_pay_tready;
 
+    // transmit frame FIFO: store and forward to the MAC
+    wire [DW-1:0] txf_tdata;
+    wire [SW-1:0] txf_tkeep;
+    wire          txf_tvalid, txf_tready, txf_tlast, txf_tuser;
+    wire [31:0]   txf_drops;  // (frames longer than the FIFO: roce_tx makes none)
+
     roce_tx #(
         .DATA_WIDTH(DW)
     ) u_tx (
@@ -990,13 +1007,46 @@ module roce_nic #(
         .s_axis_tready(fr_pay_tready),
         .s_axis_tlast(fr_pay_tlast),
         .s_axis_tuser(to_head ? rr_tuser : tx_pay_tuser),
+        .m_axis_tdata(txf_tdata),
+        .m_axis_tkeep(txf_tkeep),
+        .m_axis_tvalid(txf_tvalid),
+        .m_axis_tready(txf_tready),
+        .m_axis_tlast(txf_tlast),
+        .m_axis_tuser(txf_tuser)
+    );
+
+`ifdef BUG_TX_CUT_THROUGH
+    // A test-only bug (hdl_tb/test_cosim.py): no transmit FIFO, the framer's frames go to the
+    // MAC as it makes them, with the gaps of the DMA's stalls in them.
+    assign m_axis_tx_tdata = txf_tdata;
+    assign m_axis_tx_tkeep = txf_tkeep;
+    assign m_axis_tx_tvalid = txf_tvalid;
+    assign txf_tready = m_axis_tx_tready;
+    assign m_axis_tx_tlast = txf_tlast;
+    assign m_axis_tx_tuser = txf_tuser;
+`else
+    axis_frame_fifo #(
+        .DATA_WIDTH(DW),
+        .DEPTH(MAC_FIFO_B),
+        .DROP_WHEN_FULL(0)
+    ) u_tx_fifo (
+        .clk(clk),
+        .rst(rst),
+        .s_axis_tdata(txf_tdata),
+        .s_axis_tkeep(txf_tkeep),
+        .s_axis_tvalid(txf_tvalid),
+        .s_axis_tready(txf_tready),
+        .s_axis_tlast(txf_tlast),
+        .s_axis_tuser(txf_tuser),
         .m_axis_tdata(m_axis_tx_tdata),
         .m_axis_tkeep(m_axis_tx_tkeep),
         .m_axis_tvalid(m_axis_tx_tvalid),
         .m_axis_tready(m_axis_tx_tready),
         .m_axis_tlast(m_axis_tx_tlast),
-        .m_axis_tuser(m_axis_tx_tuser)
+        .m_axis_tuser(m_axis_tx_tuser),
+        .drops(txf_drops)
     );
+`endif
 
     // ---------------------------------------------------------------- completer
     roce_comp #(
@@ -1179,9 +1229,16 @@ module roce_nic #(
     assign cnt_rx_packets = rx_stat_packets;
     assign cnt_rx_drops = rx_dropped + rx_stat_drops;
 
-    roce_nic_rx #(
-        .DATA_WIDTH(DW)
-    ) u_rx (
+    // receive frame FIFO: takes every beat the MAC sends; drops whole frames that find no room
+    wire [DW-1:0] rxf_tdata;
+    wire [SW-1:0] rxf_tkeep;
+    wire          rxf_tvalid, rxf_tready, rxf_tlast, rxf_tuser;
+
+    axis_frame_fifo #(
+        .DATA_WIDTH(DW),
+        .DEPTH(MAC_FIFO_B),
+        .DROP_WHEN_FULL(1)
+    ) u_rx_fifo (
         .clk(clk),
         .rst(rst),
         .s_axis_tdata(s_axis_rx_tdata),
@@ -1190,6 +1247,26 @@ module roce_nic #(
         .s_axis_tready(s_axis_rx_tready),
         .s_axis_tlast(s_axis_rx_tlast),
         .s_axis_tuser(s_axis_rx_tuser),
+        .m_axis_tdata(rxf_tdata),
+        .m_axis_tkeep(rxf_tkeep),
+        .m_axis_tvalid(rxf_tvalid),
+        .m_axis_tready(rxf_tready),
+        .m_axis_tlast(rxf_tlast),
+        .m_axis_tuser(rxf_tuser),
+        .drops(cnt_rx_fifo_drops)
+    );
+
+    roce_nic_rx #(
+        .DATA_WIDTH(DW)
+    ) u_rx (
+        .clk(clk),
+        .rst(rst),
+        .s_axis_tdata(rxf_tdata),
+        .s_axis_tkeep(rxf_tkeep),
+        .s_axis_tvalid(rxf_tvalid),
+        .s_axis_tready(rxf_tready),
+        .s_axis_tlast(rxf_tlast),
+        .s_axis_tuser(rxf_tuser),
         .m_meta_valid(rxm_valid),
         .m_meta_ready(rxm_ready),
         .m_meta_dmac(rxm_dmac),

@@ -42,10 +42,9 @@ def roce_nic_sources() -> list[str]:
     """The RTL files of the whole NIC, roce_nic."""
     return ["roce_nic.v", "nic_bar.v", "nic_cmd.v", "axi_rd_arb.v", "axi_wr_arb.v",
             "mr_translate.v", "wqe_fetch.v", "cqe_write.v", "fifo_fwft.v", "dma_rd_stream.v",
-            "roce_req.v",
-            "roce_comp.v", "roce_tx.v", "roce_tx_framer.v", "roce_icrc_insert.v",
-            "roce_nic_rx.v", "roce_rx.v", "roce_rx_parser.v", "roce_icrc_check.v",
-            "roce_resp.v", "roce_path.v", *icrc_helpers()]
+            "axis_frame_fifo.v", "roce_req.v", "roce_comp.v", "roce_tx.v", "roce_tx_framer.v",
+            "roce_icrc_insert.v", "roce_nic_rx.v", "roce_rx.v", "roce_rx_parser.v",
+            "roce_icrc_check.v", "roce_resp.v", "roce_path.v", *icrc_helpers()]
 
 
 def roce_nic_params(data_width: int) -> dict[str, int]:

@@ -13,7 +13,9 @@ Accesses outside host memory get SLVERR / zero data.
 
 from __future__ import annotations
 
+import random
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import cocotb
@@ -51,6 +53,16 @@ class _Read:
     err: bool = False
 
 
+def _pauses(rng: random.Random, p: float, cycles: int | None) -> Iterator[bool]:
+    """A cocotbext-axi pause generator: True (pause) with probability `p`, for `cycles`."""
+    n = 0
+    while cycles is None or n < cycles:
+        n += 1
+        yield rng.random() < p
+    while True:
+        yield False
+
+
 class PcieDmaSlave:
     """AXI4 slave (`bus`: an AxiBus) over `mem` with PCIe timing (`cfg`), coupled by `clock`."""
 
@@ -75,6 +87,17 @@ class PcieDmaSlave:
         cocotb.start_soon(self._ar_loop())
         cocotb.start_soon(self._r_loop())
         cocotb.start_soon(self._w_loop())
+
+    def stall(self, channels: str, p: float, seed: int = 0, cycles: int | None = None) -> None:
+        """Hold channels back at random: each of `channels` (letters of "ARW": read data,
+        write address, write data) pauses in a cycle with probability `p` (its own seeded
+        stream), for the first `cycles` cycles from now or for good. The RTL must keep to
+        AXI and get every byte right whatever the stalls."""
+        models = {"R": self.r, "A": self.aw, "W": self.w}
+        for i, ch in enumerate(channels):
+            if ch not in models:
+                raise ValueError(f"stall: no channel {ch!r} (R, A for AW, W)")
+            models[ch].set_pause_generator(_pauses(random.Random(seed * 7 + i), p, cycles))
 
     def _in_mem(self, addr: int, n: int) -> bool:
         return addr >= 0 and addr + n <= self.mem.size

@@ -69,6 +69,8 @@ class ModelPeer:
     optionally the `world` to add the host to. `dut_mac`, `dut_ip`: the design's addresses
     (the peer host's neighbour entry); `dut_name`: its name in the world's ports and the
     cable's. `pcap`: a capture of both directions of the cable.
+    `strict_mac`: the MAC between the design and the cable is a CMAC's (nicsim.cosim.mac: an
+    underrun aborts a frame, the receive stream cannot be held off); False: it waits.
     `strict`: raise ProtocolViolation on the first protocol violation in the frames the design
     sends (nicsim.cosim.strict), except the rules in `tolerate`; a per-QP log of the last
     `log_depth` packets (`log`). The link's `faults` lose and corrupt frames after they left
@@ -85,7 +87,8 @@ class ModelPeer:
                  link: LinkConfig | None = None, faults: FaultConfig | None = None,
                  pcap: str | Path | None = None, seed: int = 0, mem_size: int = 64 << 20,
                  clk_ns: float = 4.0, start_clock: bool = True,
-                 costs: CpuCosts | None = None, strict: bool = False,
+                 costs: CpuCosts | None = None, strict_mac: bool = True,
+                 strict: bool = False,
                  tolerate: Iterable[Rule] = (), log_depth: int = 32) -> None:
         self.link_cfg = link or LinkConfig()
         if eth is None or clock is None:
@@ -94,7 +97,7 @@ class ModelPeer:
             clock = TimeCoupler(link_window_ns(self.link_cfg), clk_ns)
             if start_clock:
                 Clock(clk, clk_ns, unit="ns").start()
-            eth = EthMac(dut, clk, rst, clock, tx, rx)
+            eth = EthMac(dut, clk, rst, clock, tx, rx, strict=strict_mac)
         self.eth = eth
         self.clock = clock
         self.world = world if world is not None else World(seed)

@@ -39,9 +39,9 @@ def window_ns(link: LinkConfig, pcie: PcieConfig) -> float:
 
 # roce_nic's counter outputs (cnt_*), as the RTL keeps them.
 RTL_COUNTERS = ("req_pkts", "req_resent", "comp_acks", "comp_naks", "comp_timeouts",
-                "comp_resends", "comp_cqes", "rx_packets", "rx_drops", "resp_requests",
-                "resp_bytes", "resp_acks", "resp_naks", "resp_duplicates", "resp_dropped",
-                "resp_atomics")
+                "comp_resends", "comp_cqes", "rx_fifo_drops", "rx_packets", "rx_drops",
+                "resp_requests", "resp_bytes", "resp_acks", "resp_naks", "resp_duplicates",
+                "resp_dropped", "resp_atomics")
 
 
 def rtl_counters(dut) -> dict[str, int]:  # noqa: ANN001

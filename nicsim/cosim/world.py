@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nicsim.cosim.peer import ModelPeer
+from nicsim.cosim.rates import CLK_NS, port_rate_gbps
 from nicsim.cosim.rtl_nic import RtlNic
 from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.link import LinkConfig
@@ -25,14 +26,15 @@ MAC_B, IP_B = "02:00:00:00:00:0b", "10.0.0.2"
 def cosim_world(dut, *, seed: int = 0, nic: NicConfig | None = None,  # noqa: ANN001
                 link: LinkConfig | None = None, faults: FaultConfig | None = None,
                 pcie: PcieConfig | None = None, pcap: str | Path | None = None,
-                mem_size: int = 64 << 20, clk_ns: float = 4.0,
+                mem_size: int = 64 << 20, clk_ns: float = CLK_NS,
                 window: float | None = None, costs: CpuCosts | None = None
                 ) -> tuple[World, RtlNic]:
     """Hosts a (10.0.0.1, the RTL `dut`) and b (10.0.0.2, the model with `nic`) and a cable
     between them, as World.two_hosts builds them. Host b's kernel is booted; host a's is not
     (boot_rtl_host, from the driver thread). `pcap`: a capture of both directions; `costs`:
-    both hosts' CPU costs (a scenario's `cpu` section)."""
-    link_cfg = link or LinkConfig()
+    both hosts' CPU costs (a scenario's `cpu` section). The cable's rate is by default the
+    fastest Ethernet rate the design's stream ports carry at `clk_ns` (port_rate_gbps)."""
+    link_cfg = link or LinkConfig(rate_gbps=port_rate_gbps(len(dut.m_axis_tx_tdata), clk_ns))
     pcie_cfg = pcie or (nic.pcie if nic is not None else PcieConfig())
     w = World(seed)
     host_a = Host(w.env, "a", mem_size, seed=seed, costs=costs or CpuCosts())

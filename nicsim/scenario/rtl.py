@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from nicsim.cosim.rates import CLK_NS, port_rate_gbps
 from nicsim.scenario import build
 from nicsim.scenario.schema import FaultSpec, OpKind, Scenario, ScenarioError
 
@@ -27,7 +28,6 @@ RTL_REQUESTER_OPS = frozenset({OpKind.WRITE, OpKind.WRITE_IMM, OpKind.SEND, OpKi
                                OpKind.READ, OpKind.CMP_SWAP, OpKind.FETCH_ADD})
 RTL_RESPONDER_OPS = RTL_REQUESTER_OPS
 WIDTHS = (64, 512)
-RTL_CLK_NS = 4.0  # the co-simulation's clock (cosim_world): 250 MHz
 # RTL cycles per CPU second of a co-simulation on Icarus (docs/tutorials/cosim.md, "Speed";
 # Verilator is 2.5-5x faster): what the warning below estimates with.
 ICARUS_CYCLES_PER_S = 2_400
@@ -38,9 +38,16 @@ class RtlError(Exception):
     """The RTL run cannot start (tools missing) or did not finish; one line for the user."""
 
 
-def check(sc: Scenario, host: str) -> None:
-    """ScenarioError naming the first thing in `sc` the RTL NIC cannot run as `host`."""
+def check(sc: Scenario, host: str, width: int = 64) -> None:
+    """ScenarioError naming the first thing in `sc` the RTL NIC (`width` bits) cannot run as
+    `host`."""
     names = build.host_names(sc)
+    port = port_rate_gbps(width, CLK_NS)
+    if sc.link.rate_gbps > port:
+        raise ScenarioError(
+            f"link.rate_gbps: {sc.link.rate_gbps:g} is faster than the RTL NIC's {width}-bit "
+            f"port carries at {1000 / CLK_NS:g} MHz (its MAC cannot be held off): set "
+            f"link: {{rate_gbps: {port:g}}} or less, or --rtl-width 512")
     if len(names) != 2 or build.shaped(sc).shape.value != "back_to_back":
         raise ScenarioError(f"--rtl: the RTL NIC runs two-host scenarios (one cable); this one "
                             f"has {len(names)} hosts on a {sc.topology.shape} topology")
@@ -73,7 +80,7 @@ def timer_warning(sc: Scenario) -> str | None:
                 "a lost last packet or ACK is never resent and its WR never completes; "
                 "`--set qp.timeout=4` (65.5 us) retries")
     ns = 4096.0 * (1 << t)
-    cycles = ns / RTL_CLK_NS
+    cycles = ns / CLK_NS
     minutes = cycles / ICARUS_CYCLES_PER_S / 60
     if minutes < 1:
         return None
