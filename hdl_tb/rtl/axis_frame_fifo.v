@@ -74,6 +74,7 @@ module axis_frame_fifo #(
     wire pop = !empty && m_axis_tready;
     wire [AW:0] rp_n = pop ? rp1 : rp;
     wire [W-1:0] s_word = {s_axis_tuser, s_axis_tlast, s_axis_tkeep, s_axis_tdata};
+    wire unused_wrap = rp_n[AW];  // (the RAM address is the pointer's low bits)
 
     always @(posedge clk) begin
         if (push)

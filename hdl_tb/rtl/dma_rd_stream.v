@@ -194,7 +194,7 @@ module dma_rd_stream #(
     /* verilator lint_off UNUSEDSIGNAL */
     // (a chunk lies inside one burst window: its beats fit arlen + 1 <= 256, the span's top
     // bits are zero)
-    wire unused = &{1'b0, meta_count, pf_count, ch_beats[13:11]};
+    wire unused = &{1'b0, meta_count, pf_count, ch_beats};
     /* verilator lint_on UNUSEDSIGNAL */
 
 endmodule

@@ -500,8 +500,10 @@ module nic_cmd #(
 
     wire [QP_AW-1:0] mod_qp = r_mod[QP_AW-1:0];
     wire [CQ_AW-1:0] mod_cq = r_mod[CQ_AW-1:0];
-    wire mod_qp_ok = r_mod < NUM_QP && qp_valid[mod_qp];
-    wire mod_cq_ok = r_mod < NUM_CQ && cq_valid[mod_cq];
+    localparam [63:0] NUM_QP64 = {32'd0, NUM_QP[31:0]};
+    localparam [63:0] NUM_CQ64 = {32'd0, NUM_CQ[31:0]};
+    wire mod_qp_ok = r_mod < NUM_QP64 && qp_valid[mod_qp];
+    wire mod_cq_ok = r_mod < NUM_CQ64 && cq_valid[mod_cq];
     /* verilator lint_off WIDTHEXPAND */
     wire [31:0] cq_overrun_cqn32 = cq_overrun_cqn;   // zero-extended
     /* verilator lint_on WIDTHEXPAND */
@@ -979,7 +981,7 @@ module nic_cmd #(
                     op <= OP_DP_ERR;
                     qp_sel <= dp_err_qpn[QP_AW-1:0];
                     qram_rw <= 4'd0;
-                    if (dp_err_qpn < NUM_QP && qp_valid[dp_err_qpn[QP_AW-1:0]])
+                    if ({8'd0, dp_err_qpn} < NUM_QP && qp_valid[dp_err_qpn[QP_AW-1:0]])
                         state <= S_QP_RD;
                 end
             end
@@ -1400,7 +1402,7 @@ module nic_cmd #(
             end
 
             S_RZ_NEXT: begin
-                if ({1'b0, rz_j} < rz_cpc && rz_k + {29'd0, rz_j} < rz_n) begin
+                if ({1'b0, rz_j} < {1'b0, rz_cpc} && rz_k + {29'd0, rz_j} < rz_n) begin
                     rd_go <= 1'b1;
                     rd_go_addr <= rz_obase + {27'd0, rz_old_slot, 5'd0};
                     rd_go_words <= 32'd4;

@@ -223,10 +223,8 @@ module roce_comp #(
     function psn_ge;    // a at or after b
         input [23:0] a;
         input [23:0] b;
-        reg [23:0] d;
         begin
-            d = a - b;
-            psn_ge = !d[23];
+            psn_ge = ((a - b) & 24'h800000) == 24'd0;
         end
     endfunction
 
@@ -940,6 +938,9 @@ module roce_comp #(
             end
         end
     end
+
+    // (QPNs index the tables by their low bits: numbers >= NUM_QP never reach here)
+    wire unused_qpn = &{1'b0, st_qpn, cfg_qpn};
 
 endmodule
 `default_nettype wire

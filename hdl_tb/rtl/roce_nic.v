@@ -752,6 +752,7 @@ module roce_nic #(
     wire         tx_pay_tlast;
     wire         tx_pay_tuser;
 
+    wire [31:0]  req_stale;
     roce_req #(
         .DATA_WIDTH(DW),
         .ADDR_WIDTH(AW),
@@ -887,7 +888,7 @@ module roce_nic #(
         .cnt_bytes(cnt_req_bytes),
         .cnt_errors(cnt_req_errors),
         .cnt_resent(cnt_req_resent),
-        .cnt_stale()
+        .cnt_stale(req_stale)
     );
     assign rd_arid[2] = 1'b0;
     assign rd_arlock[2] = 1'b0;
@@ -1256,6 +1257,8 @@ module roce_nic #(
         .drops(cnt_rx_fifo_drops)
     );
 
+    wire          rxm_solicited;  // (a receive CQE's solicited event: no EQs yet)
+    wire [23:0]   rxm_aeth_msn;   // (the completer takes the MSN from roce_rx's own path)
     roce_nic_rx #(
         .DATA_WIDTH(DW)
     ) u_rx (
@@ -1273,6 +1276,8 @@ module roce_nic #(
         .m_meta_opcode(rxm_opcode),
         .m_meta_padcount(rxm_padcount),
         .m_meta_dqpn(rxm_dqpn),
+        .m_meta_solicited(rxm_solicited),
+        .m_meta_aeth_msn(rxm_aeth_msn),
         .m_meta_ackreq(rxm_ackreq),
         .m_meta_psn(rxm_psn),
         .m_meta_payload_len(rxm_payload_len),
@@ -1632,6 +1637,16 @@ module roce_nic #(
         .m_axi_bready(m_axi_bready),
         .idle(dma_idle)
     );
+
+    // Not used: the requester's stale-WQE count (not a counter port yet), the ID bits the
+    // arbiters add above each unit's (the units issue ID 0), WQE fields of transports the
+    // requester does not do (UD's dest QPN and Q_Key, inline data), the QPN bits above a
+    // CQE's 24, FIFO fill levels, and frames longer than the transmit FIFO (none are made).
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire unused = &{1'b0, req_stale, rd_rid, wr_bid, m_wqe_inline_len, m_wqe_dest_qpn,
+                    m_wqe_qkey, q_cqe_qpn, to_count, pr_count, txf_drops, rxm_solicited,
+                    rxm_aeth_msn};
+    /* verilator lint_on UNUSEDSIGNAL */
 
 endmodule
 `default_nettype wire

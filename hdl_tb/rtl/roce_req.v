@@ -232,7 +232,6 @@ module roce_req #(
     `NIC_CLOG2_FUNCTION
 
     localparam KW = DATA_WIDTH / 8;
-    localparam KW_LOG = clog2(KW);
     localparam QP_AW = clog2(NUM_QP);
     localparam SGE_W = MAX_SGE > 1 ? clog2(MAX_SGE + 1) : 1;
     localparam [SGE_W:0] MAX_SGE_J = MAX_SGE;
@@ -372,8 +371,6 @@ module roce_req #(
     wire        is_rdat = is_read || is_atomic;
     wire        op_ok = w_op == 8'd0 || w_op == 8'd1 || w_op == 8'd2 || w_op == 8'd3 || is_rdat;
     wire        len_bad = is_atomic && w_total != 34'd8;   // an atomic's SGEs hold 8 bytes
-    wire        is_write = w_op == 8'd0 || w_op == 8'd1;
-    wire        has_imm = w_op == 8'd1 || w_op == 8'd3;
     // CqeOpcode of the WQE's opcode (SEND for unknown ones)
     wire [7:0]  cqe_op = (w_op == 8'd0 || w_op == 8'd1) ? 8'd1 :
                          w_op == 8'd4 ? 8'd2 : w_op == 8'd5 ? 8'd3 : w_op == 8'd6 ? 8'd4 : 8'd0;
@@ -619,7 +616,7 @@ module roce_req #(
                     c_dqpn <= ctx_data[63:32];
                 end
                 4'd3: c_sqpsn <= ctx_data[23:0];
-                default: c_b[64*(cd - 4'd4) +: 64] <= ctx_data;
+                default: c_b[64*({28'd0, cd} - 32'd4) +: 64] <= ctx_data;
             endcase
         end
 
@@ -916,6 +913,7 @@ module roce_req #(
     end
 
     // ================================================================ read bursts
+    wire rd_busy;
     dma_rd_stream #(
         .DATA_WIDTH(DATA_WIDTH),
         .ADDR_WIDTH(ADDR_WIDTH),
@@ -946,12 +944,17 @@ module roce_req #(
         .m_axis_tready(tx_pay_tready),
         .m_axis_tlast(tx_pay_tlast),
         .m_axis_tuser(tx_pay_tuser),
-        .busy()
+        .busy(rd_busy)
     );
 
+    // Not used: the stream's busy flag (the requester keeps its own count), the QPN bits
+    // above the context tables' index, the WQE flags but SIGNALED, SOLICITED and INLINE
+    // (refused: the RTL has no inline data; FENCE is not kept, hwif.WqeFlags), and the
+    // widths kept for the counters' sake.
     /* verilator lint_off UNUSEDSIGNAL */
     wire unused = &{1'b0, c_scqn[31:CQN_WIDTH], w_total[33:32], to_burst[31:13],
-                    c_dqpn[31:24], hg_rem[31:16], w_pkts[33:24], w_pkts_m1[33:24], hq_count};
+                    c_dqpn[31:24], hg_rem[31:16], w_pkts[33:24], w_pkts_m1[33:24], hq_count,
+                    rd_busy, sq_psn_set_qpn, wq_cfg_qpn, w_flags};
     /* verilator lint_on UNUSEDSIGNAL */
 
 endmodule

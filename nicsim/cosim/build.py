@@ -47,6 +47,39 @@ def roce_nic_sources() -> list[str]:
             "roce_icrc_check.v", "roce_resp.v", "roce_path.v", *icrc_helpers()]
 
 
+# roce_nic keeps every QP's and CQ's ring state in flip-flops: at its default 64 QPs / 64 CQs
+# one synthesis takes several minutes and gigabytes, so it is measured at a reduced size.
+ROCE_NIC_SMALL = {"NUM_QP": 16, "NUM_CQ": 16, "MPT_DEPTH": 64, "MTT_DEPTH": 1024}
+
+
+def blocks() -> dict[str, tuple[list[str], str | None, dict[str, int]]]:
+    """The RTL's tops (its datapath blocks and the whole NIC) as benchmarks/rtl_timing.py
+    places and routes them and tests/test_rtl_lint.py lints them: each one's source files,
+    its data-width parameter (None: no width) and other parameters."""
+    h = icrc_helpers()
+    dma = ["roce_path.v", "dma_rd_stream.v", "fifo_fwft.v", "axis_keep_packer.v"]
+    return {
+        "roce_icrc_insert": (["roce_icrc_insert.v", *h], "DATA_WIDTH", {}),
+        "roce_icrc_check": (["roce_icrc_check.v", *h], "DATA_WIDTH", {}),
+        "roce_tx_framer": (["roce_tx_framer.v"], "DATA_WIDTH", {}),
+        "roce_rx_parser": (["roce_rx_parser.v"], "DATA_WIDTH", {}),
+        "roce_req": (["roce_req.v", *dma], "DATA_WIDTH", {}),
+        "roce_resp": (["roce_resp.v", *dma], "DATA_WIDTH", {}),
+        "roce_comp": (["roce_comp.v"], None, {}),
+        "mr_translate": (["mr_translate.v"], None, {}),
+        "wqe_fetch": (["wqe_fetch.v", "fifo_fwft.v"], "AXI_DATA_WIDTH", {}),
+        "cqe_write": (["cqe_write.v"], "AXI_DATA_WIDTH", {}),
+        "nic_bar": (["nic_bar.v"], None, {}),
+        "nic_cmd": (["nic_cmd.v"], "AXI_DATA_WIDTH", {}),
+        "axi_rd_arb": (["axi_rd_arb.v"], "DATA_WIDTH", {}),
+        "axi_wr_arb": (["axi_wr_arb.v"], "DATA_WIDTH", {}),
+        # roce_nic's (16 KiB at 64 bits), receive mode (drops on overflow)
+        "axis_frame_fifo": (["axis_frame_fifo.v"], "DATA_WIDTH",
+                            {"DEPTH": 2048, "DROP_WHEN_FULL": 1}),
+        "roce_nic": (roce_nic_sources(), "AXI_DATA_WIDTH", ROCE_NIC_SMALL),
+    }
+
+
 def roce_nic_params(data_width: int) -> dict[str, int]:
     """roce_nic's parameters for the driver: tables sized for what the driver asks of them
     (its MTT table holds two of the driver's WRITE_MTT chunks and then some)."""
