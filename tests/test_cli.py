@@ -125,7 +125,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
 def test_rtl_refuses_what_the_rtl_nic_does_not_do(capsys, scen, monkeypatch):
     """`run --rtl`: the scenario is checked against roce_nic before any simulator starts."""
     from nicsim.scenario import rtl
-    from nicsim.scenario.schema import OpKind, load_scenario
+    from nicsim.scenario.schema import OpKind, ScenarioError, load_scenario
 
     ten = "link: {rate_gbps: 10}\n"  # what the 64-bit RTL's port carries
     # the RTL sends and executes atomics: either side may send them
@@ -146,6 +146,8 @@ def test_rtl_refuses_what_the_rtl_nic_does_not_do(capsys, scen, monkeypatch):
         "link.rate_gbps: 100 is faster than the RTL NIC's 64-bit port carries at 250 MHz (its "
         "MAC cannot be held off): set link: {rate_gbps: 10} or less, or --rtl-width 512")
     rtl.check(load_scenario(scen(OK)), "a", 512)  # 128 Gb/s: 100 Gb/s Ethernet
+    with pytest.raises(ScenarioError, match=r"set link: \{rate_gbps: 100\} or less$"):
+        rtl.check(load_scenario(scen(OK + "link: {rate_gbps: 200}\n")), "a", 512)
     star = OK + ten + "topology: {shape: star, hosts: 3}\n"
     assert "--rtl: the RTL NIC runs two-host scenarios (one cable); this one has 3 hosts" in \
         err_of(capsys, ["run", scen(star), "--rtl", "a"])

@@ -439,3 +439,19 @@ except OSError as e:
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "True"]
     assert 0 < (tmp_path / "big.pcap").stat().st_size <= 200_000
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e9), st.integers(1, 9000)), min_size=1, max_size=40),
+       st.sampled_from([(50.0, 0.08), (0.0, 0.32), (500.0, 0.02), (37.5, 8 / 400)]))
+@settings(max_examples=50, deadline=None)
+def test_bulk_records_carry_the_links_start_of_frame(tmp_path_factory, frames, clock) -> None:
+    """What a link appends to a tap's bulk list (arrival, frame, clock) is written with the
+    start of frame nicsim.fabric.link.sof gives (the tap works it out inline)."""
+    from nicsim.fabric.link import sof
+
+    path = tmp_path_factory.mktemp("bulk") / "b.pcap"
+    with PcapTap(path) as tap:
+        for t, n in frames:
+            tap.bulk.append((t + 1e4, bytes(n), clock))
+    got = [meta.sec * 10**9 + meta.usec for _d, meta in RawPcapReader(str(path))]
+    assert got == [sof(t + 1e4, n, clock) for t, n in frames]

@@ -25,6 +25,7 @@ from nicsim.cosim.clock import TimeCoupler
 from nicsim.cosim.dma import PcieDmaSlave
 from nicsim.cosim.mac import EthMac
 from nicsim.cosim.peer import link_window_ns
+from nicsim.cosim.rates import CLK_NS
 from nicsim.fabric.link import LinkConfig
 from nicsim.host.memory import PhysMem
 from nicsim.host.pcie import MmioDevice, PcieConfig
@@ -52,7 +53,7 @@ def rtl_counters(dut) -> dict[str, int]:  # noqa: ANN001
 class RtlNic(MmioDevice):
     """The RTL NIC `dut`, its DMA served from `mem`; `connect` attaches its MAC to a link."""
 
-    def __init__(self, dut, mem: PhysMem, mac: str, *, clk_ns: float = 4.0,  # noqa: ANN001
+    def __init__(self, dut, mem: PhysMem, mac: str, *, clk_ns: float = CLK_NS,  # noqa: ANN001
                  link: LinkConfig | None = None, pcie: PcieConfig | None = None,
                  window: float | None = None) -> None:
         self.dut = dut

@@ -44,10 +44,11 @@ def check(sc: Scenario, host: str, width: int = 64) -> None:
     names = build.host_names(sc)
     port = port_rate_gbps(width, CLK_NS)
     if sc.link.rate_gbps > port:
+        wider = ", or --rtl-width 512" if width < 512 else ""
         raise ScenarioError(
             f"link.rate_gbps: {sc.link.rate_gbps:g} is faster than the RTL NIC's {width}-bit "
             f"port carries at {1000 / CLK_NS:g} MHz (its MAC cannot be held off): set "
-            f"link: {{rate_gbps: {port:g}}} or less, or --rtl-width 512")
+            f"link: {{rate_gbps: {port:g}}} or less{wider}")
     if len(names) != 2 or build.shaped(sc).shape.value != "back_to_back":
         raise ScenarioError(f"--rtl: the RTL NIC runs two-host scenarios (one cable); this one "
                             f"has {len(names)} hosts on a {sc.topology.shape} topology")
