@@ -6,7 +6,6 @@ the model (`reference_frames`), which the RTL's must equal.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 
@@ -53,8 +52,10 @@ def ack_timeout(w) -> int:  # noqa: ANN001
     """The shortest local ACK timeout (IBA 9.7.6.1.1: 4.096 us x 2^t) that outlasts twice a
     16 KiB message on the world's cable: the RTL acknowledges a message once its last packet
     is in, and a shorter timer would send again what is on its way (1 at 100 Gb/s, 3 at 10)."""
+    from nicsim.nic.requester import transport_timeout_ns
+
     ns = 2 * 16384 * 8 / w.links[0].cfg.rate_gbps
-    return max(1, math.ceil(math.log2(ns / 4096)))
+    return next(t for t in range(1, 32) if transport_timeout_ns(t) >= ns)
 
 
 def peer_psn(_peer: Side, qp: dict) -> int:

@@ -25,6 +25,13 @@ def _finish(c: PhysicsChecker) -> list[str]:
     return c.finish()
 
 
+def _stray_frame() -> bytes:
+    """A 1 KiB RDMA WRITE MIDDLE from a to b that no QP sent (a test carries it itself)."""
+    fb = FrameBuilder(Path(b"\x02" * 6, b"\x04" * 6, bytes([10, 0, 0, 1]),
+                           bytes([10, 0, 0, 2]), 0xC000))
+    return fb.build(Opcode.RC_RDMA_WRITE_MIDDLE, 0x999, 1, b"", bytes(1024))
+
+
 def test_a_clean_run_shows_nothing() -> None:
     w, a, b = pair()
     c = PhysicsChecker(w)
@@ -37,9 +44,7 @@ def test_frames_faster_than_the_wire_are_named() -> None:
     w, _a, _b = pair()
     c = PhysicsChecker(w)
     link = w.links[0]
-    fb = FrameBuilder(Path(b"\x02" * 6, b"\x04" * 6, bytes([10, 0, 0, 1]),
-                           bytes([10, 0, 0, 2]), 0xC000))
-    frame = fb.build(Opcode.RC_RDMA_WRITE_MIDDLE, 0x999, 1, b"", bytes(1024))
+    frame = _stray_frame()
     now = w.env.now
     link.carry(frame, 0, now + 100)
     link.carry(frame, 0, now + 150)  # 50 ns later: a 1 KiB frame takes 84 ns at 100 Gb/s
@@ -141,14 +146,13 @@ def test_a_switch_whose_frames_do_not_add_up_is_named() -> None:
 @pytest.mark.parametrize("early_ns", [0.6, 0.3])
 def test_a_frame_due_just_after_the_run_ends_is_in_flight(early_ns: float) -> None:
     """A run that stops a fraction of a nanosecond before a frame arrives has not delivered
-    it (the taps' start-of-frame times are whole nanoseconds; the CM fuzz test's closing
-    world once reported one frame too few received)."""
+    it (the taps' start-of-frame times are whole nanoseconds: the link, not the timestamps,
+    says what is still on its way; the CM fuzz test's closing world once reported one frame
+    too few received)."""
     w, _a, _b = pair()
     c = PhysicsChecker(w)
     link = w.links[0]
-    fb = FrameBuilder(Path(b"\x02" * 6, b"\x04" * 6, bytes([10, 0, 0, 1]),
-                           bytes([10, 0, 0, 2]), 0xC000))
-    frame = fb.build(Opcode.RC_RDMA_WRITE_MIDDLE, 0x999, 1, b"", bytes(1024))
+    frame = _stray_frame()
     last_bit = w.env.now + 100.37
     link.carry(frame, 0, last_bit)
     w.env.advance(last_bit + link.cfg.prop_ns - early_ns)

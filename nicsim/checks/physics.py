@@ -70,18 +70,8 @@ class _Wire:
 
     port: str
     ns_per_byte: float
-    prop_ns: float
     next_free: float = -1e18  # when the transmitter may start its next frame
     frames: int = 0  # frames that went onto the wire
-    # Arrival times of the frames seen before they arrived (a closing world's taps record
-    # what is in flight; the world may run on and deliver them after all).
-    early: list[float] = field(default_factory=list)
-
-    def in_flight(self, now: float) -> int:
-        """Frames on the wire that may not have arrived by `now`. (One due within the slack
-        of `now` counts as in flight: a run that stops at `now` leaves the events due then
-        unprocessed, and the taps' times are rounded.)"""
-        return sum(t > now - _SLACK_NS for t in self.early)
 
 
 @dataclass
@@ -122,7 +112,7 @@ class PhysicsChecker:
         for link in world.links:
             for end in (0, 1):
                 port = ends.get((id(link), end), f"{link.name}[{end}]")
-                w = self._wires[port] = _Wire(port, 8.0 / link.cfg.rate_gbps, link.cfg.prop_ns)
+                w = self._wires[port] = _Wire(port, 8.0 / link.cfg.rate_gbps)
                 link.end_taps[end].append(_Tap(self._on_wire(w, self._nics.get(port))))
 
     # -- reporting ----------------------------------------------------------------------------
@@ -140,8 +130,6 @@ class PhysicsChecker:
     # -- the wire -----------------------------------------------------------------------------
 
     def _on_wire(self, w: _Wire, sender: _NicWatch | None) -> Callable[[bytes, float], None]:
-        env = self.world.env
-
         def seen(frame: bytes, sof: float) -> None:
             n = len(frame)
             if sof < w.next_free - _SLACK_NS:
@@ -151,11 +139,6 @@ class PhysicsChecker:
             w.next_free = sof + slot
             w.frames += 1
             last_bit = sof + (max(n, ETH_MIN_FRAME) + ETH_FCS) * w.ns_per_byte
-            # (A tap sees a frame when it arrives, or earlier when a closing world records
-            # what is in flight. The start time is rounded, so a frame due within the slack
-            # of now either way may still be in flight.)
-            if last_bit + w.prop_ns > env.now - _SLACK_NS:
-                w.early.append(last_bit + w.prop_ns)
             if sender is not None:
                 hdr = _bth(frame)
                 if hdr is not None:
@@ -281,8 +264,8 @@ class PhysicsChecker:
                 continue
             peer = next((p for p, (lk, e) in w.ports.items() if lk is link and e == 1 - end),
                         None)
-            wire = self._wires[name]
-            delivered = wire.frames - wire.in_flight(w.env.now)
+            # (a closing world's taps record what is still on its way: the link knows which)
+            delivered = self._wires[name].frames - link.undelivered(1 - end)
             got = self._nics[peer].frames_in if peer in self._nics else \
                 self._received(peer) if peer is not None else None
             # (A test may hand a receiver frames of its own: at least the wire's reached it.)

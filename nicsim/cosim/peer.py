@@ -41,6 +41,7 @@ from cocotb.task import bridge
 
 from nicsim.cosim.clock import TimeCoupler
 from nicsim.cosim.mac import EthMac
+from nicsim.cosim.rates import CLK_NS
 from nicsim.cosim.strict import Entry, StrictChecker, format_log
 from nicsim.fabric.faults import FaultConfig
 from nicsim.fabric.link import Link, LinkConfig
@@ -86,7 +87,7 @@ class ModelPeer:
                  nic: NicConfig | None = None, pcie: PcieConfig | None = None,
                  link: LinkConfig | None = None, faults: FaultConfig | None = None,
                  pcap: str | Path | None = None, seed: int = 0, mem_size: int = 64 << 20,
-                 clk_ns: float = 4.0, start_clock: bool = True,
+                 clk_ns: float = CLK_NS, start_clock: bool = True,
                  costs: CpuCosts | None = None, strict_mac: bool = True,
                  strict: bool = False,
                  tolerate: Iterable[Rule] = (), log_depth: int = 32) -> None:

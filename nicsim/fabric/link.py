@@ -252,6 +252,10 @@ class Link:
         if what & _DELIVER:
             self.ends[to](frame)
 
+    def undelivered(self, to: int) -> int:
+        """Frames on their way to end `to` that it has not received yet."""
+        return sum(1 for e in self._flight[to] if e[3] & _DELIVER)
+
     def flush_taps(self) -> None:
         """Record the frames still in flight (sent, not yet arrived), in time order; the
         link carries on delivering them, unrecorded."""
