@@ -7,10 +7,12 @@ the model (`reference_frames`), which the RTL's must equal.
 from __future__ import annotations
 
 import os
+import random
 import time
 
 from cocotb.task import bridge
 
+from nicsim.cosim.dma import pauses
 from nicsim.cosim.rtl_nic import rtl_counters
 
 
@@ -48,6 +50,31 @@ class Side:
                               retry_cnt=qp.get("retry_cnt", 7), rnr_retry=7, max_rd_atomic=4))
 
 
+def seed_offset() -> int:
+    """NICSIM_SEED (default 0): added to every bench's seeds, so a run can be repeated with
+    other random stalls, reordering, traffic and faults (CI sweeps a few)."""
+    return int(os.environ.get("NICSIM_SEED", "0"))
+
+
+STRESS_P = 0.2  # each channel's chance of a pause in a cycle under `stress`
+
+
+def stress(rtl, seed: int, p: float = STRESS_P) -> None:  # noqa: ANN001
+    """Random backpressure on every channel the bench drives and an out-of-order DMA: the
+    DMA slave pauses each of its five channels (nicsim.cosim.dma.PcieDmaSlave.stall) and
+    answers out of order across IDs with interleaved read beats (reorder); the host's AXI4-Lite
+    master pauses its address, data and response channels; the MAC pauses transmit and leaves
+    idle cycles inside received frames (nicsim.cosim.mac.EthMac.pause). What the benches
+    assert (memory, completions, CQEs, the frames) must hold whatever the timing."""
+    rtl.dma.stall("all", p, seed)
+    rtl.dma.reorder(seed)
+    rtl.mac.pause(p, seed)
+    wr, rd = rtl.axil.write_if, rtl.axil.read_if
+    for i, ch in enumerate((wr.aw_channel, wr.w_channel, wr.b_channel, rd.ar_channel,
+                            rd.r_channel)):
+        ch.set_pause_generator(pauses(random.Random(seed * 11 + i), p))
+
+
 def ack_timeout(w) -> int:  # noqa: ANN001
     """The shortest local ACK timeout (IBA 9.7.6.1.1: 4.096 us x 2^t) that outlasts twice a
     16 KiB message on the world's cable: the RTL acknowledges a message once its last packet
@@ -74,15 +101,15 @@ def speed_line(dut, rtl, what: str, res: dict, wall: float) -> None:  # noqa: AN
 
 async def run_program(dut, program, what: str, seed: int, bad: str = "",  # noqa: ANN001
                       faults=None, pcap: str | None = None,  # noqa: ANN001
-                      injector=None, stall: tuple = (), mac_ok: bool = True  # noqa: ANN001
-                      ) -> dict:
+                      injector=None, stall: tuple = (), mac_ok: bool = True,  # noqa: ANN001
+                      stressed: bool = True) -> dict:
     """Run driver `program(w, seed, bad)` with host a's NIC the RTL: its result, with the
     link's faults, the late crossings, the frames the RTL sent and the MAC's counters.
     `injector`: the link's fault injector for both directions (an object with FaultInjector's
     apply and counters), instead of `faults`' random ones. `stall`: PcieDmaSlave.stall's
     arguments (channels, probability[, cycles]). `mac_ok`: fail on anything the strict MAC
     holds against the RTL (an underrun, a receive beat not taken, a frame that found no room
-    in the MAC)."""
+    in the MAC). `stressed`: under `stress` (the default)."""
     from nicsim.cosim import cosim_world
 
     w, rtl = cosim_world(dut, seed=seed, faults=faults, pcap=pcap)
@@ -90,6 +117,8 @@ async def run_program(dut, program, what: str, seed: int, bad: str = "",  # noqa
         w.links[0].faults = [injector, injector]
     rtl.mac.keep_sent = True
     await rtl.reset()
+    if stressed:
+        stress(rtl, seed)
     if stall:
         rtl.dma.stall(stall[0], stall[1], seed, *stall[2:])
     rtl.clock.couple(w.env)

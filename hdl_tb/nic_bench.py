@@ -36,7 +36,6 @@ import random
 import cocotb
 import simpy
 from cocotb.clock import Clock
-from cocotb.handle import Immediate
 from cocotb.simtime import get_sim_time
 from cocotb.task import resume
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
@@ -142,7 +141,11 @@ class NicTB:
         self.rng = random.Random(seed)
         self.params = default_params()
         self.width = len(dut.m_axi_wdata)
-        dut.rst.value = Immediate(1)  # the bus models stay idle until reset is released
+        # The bus models stay idle until reset is released. (Not Immediate: an Icarus net
+        # assigned from rst can stay X after a time-0 vpiNoDelay put, as roce_rx_parser's
+        # tready did, which the protocol checkers stop at.)
+        dut.rst.value = 1
+        dut.s_axis_rx_tvalid.value = 0
         Clock(dut.clk, CLK_NS, unit="ns").start()
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
         self.hold_b = [False]

@@ -28,14 +28,22 @@ import cocotb
 import pytest
 from cocotb.task import bridge
 
-from hdl_tb.cosim_bench import Side, ack_timeout, assert_mac_ok, run_program, speed_line
+from hdl_tb.cosim_bench import (
+    Side,
+    ack_timeout,
+    assert_mac_ok,
+    run_program,
+    seed_offset,
+    speed_line,
+    stress,
+)
 from hdl_tb.nic_bench import TOPLEVEL
 from nicsim import hwif
 from nicsim.cosim.build import PARAMS_ENV
 from nicsim.cosim.build import roce_nic_params as bench_params
 from nicsim.cosim.rtl_nic import rtl_counters as counters
 
-SEED = 11
+SEED = 11 + seed_offset()  # (NICSIM_SEED)
 SPOOF_AT = 15 * 4096 + 3000   # a's MR: no job writes here
 
 
@@ -130,6 +138,7 @@ async def test_rtl_to_model(dut):
     strict = StrictChecker(w.nics["b"])  # raises ProtocolViolation out of the program
     rtl.mac.keep_sent = True
     await rtl.reset()
+    stress(rtl, SEED)
     rtl.clock.couple(w.env)
     t0 = time.perf_counter()
     res = await bridge(rtl_to_model)(w, SEED)
@@ -199,6 +208,7 @@ async def test_loss_recovery(dut):
     faults = FaultConfig(loss=0.06, corrupt=0.04, seed=5)
     w, rtl = cosim_world(dut, seed=SEED + 1, faults=faults)
     await rtl.reset()
+    stress(rtl, SEED)
     rtl.clock.couple(w.env)
     t0 = time.perf_counter()
     res = await bridge(rtl_to_model)(w, SEED + 1, 1, 7)   # timeout 1: 8.2 us
@@ -225,6 +235,7 @@ async def test_retry_exhausted(dut):
 
     w, rtl = cosim_world(dut, seed=SEED + 2, faults=FaultConfig(loss=1.0, seed=1))
     await rtl.reset()
+    stress(rtl, SEED)
     rtl.clock.couple(w.env)
     t0 = time.perf_counter()
     res = await bridge(rtl_to_model)(w, SEED + 2, 1, 2, 2)   # timeout 1, retry_cnt 2, 2 WRs
@@ -247,6 +258,7 @@ async def test_remote_access_nak(dut):
 
     w, rtl = cosim_world(dut, seed=SEED + 3)
     await rtl.reset()
+    stress(rtl, SEED)
     rtl.clock.couple(w.env)
     t0 = time.perf_counter()
     res = await bridge(rtl_to_model)(w, SEED + 3, 14, 7, 3, 1)  # job 1 (of 3): bad rkey
@@ -578,6 +590,19 @@ def test_cosim(data_width, tests, tmp_path):
     run("roce_nic", roce_nic_sources(), "test_cosim", params,
         extra_env={PARAMS_ENV: json.dumps(params), "COSIM_PCAP_DIR": str(tmp_path)},
         test_filter=tests)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_cosim_seeds(seed, tmp_path):
+    """Both directions' traffic at 64 bits under other seeds (NICSIM_SEED): other traffic,
+    other stalls, another order of the DMA's answers (cosim_bench.stress)."""
+    from hdl_tb.cocotb_run import roce_nic_sources, run
+
+    params = bench_params(64)
+    run("roce_nic", roce_nic_sources(), "test_cosim", params,
+        extra_env={PARAMS_ENV: json.dumps(params), "COSIM_PCAP_DIR": str(tmp_path),
+                   "NICSIM_SEED": str(seed)},
+        test_filter="test_model_to_rtl$|test_rtl_to_model$", build_dir=tmp_path / "build")
 
 
 def test_strict_mac_sees_an_underrun(tmp_path):

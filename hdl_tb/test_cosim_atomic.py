@@ -31,14 +31,21 @@ import struct
 import cocotb
 import pytest
 
-from hdl_tb.cosim_bench import Side, ack_timeout, poll_wcs, reference_frames, run_program
+from hdl_tb.cosim_bench import (
+    Side,
+    ack_timeout,
+    poll_wcs,
+    reference_frames,
+    run_program,
+    seed_offset,
+)
 from hdl_tb.nic_bench import TOPLEVEL
 from nicsim import hwif
 from nicsim.cosim.build import PARAMS_ENV
 from nicsim.cosim.build import roce_nic_params as bench_params
 from nicsim.cosim.rtl_nic import rtl_counters as counters
 
-SEED = 41
+SEED = 41 + seed_offset()  # (NICSIM_SEED)
 PG = 4096
 SIZE = 4 * PG
 RES = 3 * PG        # b's MR: the original values, 8 bytes per job

@@ -26,14 +26,21 @@ import random
 import cocotb
 import pytest
 
-from hdl_tb.cosim_bench import Side, ack_timeout, poll_wcs, reference_frames, run_program
+from hdl_tb.cosim_bench import (
+    Side,
+    ack_timeout,
+    poll_wcs,
+    reference_frames,
+    run_program,
+    seed_offset,
+)
 from hdl_tb.nic_bench import TOPLEVEL
 from nicsim import hwif
 from nicsim.cosim.build import PARAMS_ENV
 from nicsim.cosim.build import roce_nic_params as bench_params
 from nicsim.cosim.rtl_nic import rtl_counters as counters
 
-SEED = 31
+SEED = 31 + seed_offset()  # (NICSIM_SEED)
 PG = 4096
 SIZE = 16 * PG
 # (offset in a's MR, length, b's SGEs [(offset in b's MR, length)])

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from nicsim.cosim.build import RTL, blocks, icrc_helpers, roce_tx_sources, verilator_env
+from nicsim.cosim.build import CHECKERS, RTL, blocks, icrc_helpers, roce_tx_sources, verilator_env
 
 # Tops beyond the timing benchmark's blocks: the pieces the benches drive on their own.
 EXTRA = {
@@ -29,7 +29,7 @@ def test_top_lints_clean(top: str, width: int) -> None:
     params = dict(params) | ({wparam: width} if wparam else {})
     p = subprocess.run(["verilator", "--lint-only", "-Wall", f"-I{RTL}", "--top-module", top,
                         *(f"-G{k}={v}" for k, v in params.items()),
-                        *(str(RTL / s) for s in sources)],
+                        *(str(RTL / s) for s in [*sources, *CHECKERS])],
                        capture_output=True, text=True, timeout=600, check=False)
     found = [line for line in p.stderr.splitlines() if line.startswith("%")]
     assert p.returncode == 0 and not found, "\n".join(found[:20])

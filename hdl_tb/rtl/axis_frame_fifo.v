@@ -123,5 +123,9 @@ module axis_frame_fifo #(
     assign m_axis_tlast = head[DATA_WIDTH + KW];
     assign m_axis_tuser = head[DATA_WIDTH + KW + 1];
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXIS_IN("axis_frame_fifo in", DATA_WIDTH, DATA_WIDTH/8, 1)
+    `NIC_CHECK_AXIS_OUT("axis_frame_fifo out", DATA_WIDTH, DATA_WIDTH/8, 1)
+
 endmodule
 `default_nettype wire

@@ -213,6 +213,10 @@ always @(posedge clk) begin
     end
 end
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXIS_IN("axis_keep_packer in", DATA_WIDTH, KEEP_WIDTH, 0)
+    `NIC_CHECK_AXIS_OUT("axis_keep_packer out", DATA_WIDTH, KEEP_WIDTH, 1)
+
 endmodule
 
 `default_nettype wire

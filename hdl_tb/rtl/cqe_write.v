@@ -265,5 +265,8 @@ module cqe_write #(
     wire unused = &{1'b0, m_axi_bid, cfg_mask[32], w_lane};
     /* verilator lint_on UNUSEDSIGNAL */
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXI_WR_MASTER("cqe_write DMA", AXI_ID_WIDTH, AXI_ADDR_WIDTH, AXI_DATA_WIDTH)
+
 endmodule
 `default_nettype wire

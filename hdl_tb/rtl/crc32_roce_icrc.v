@@ -459,6 +459,10 @@ assign {m_axis_tdata, m_axis_tkeep, m_axis_tlast, m_axis_tuser, m_ip, m_bad, m_c
     g_un[LW-1].pay;
 assign m_crc = g_un[LW-1].crc;
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXIS_IN("crc32_roce_icrc in", DATA_WIDTH, KEEP_WIDTH, 0)
+    `NIC_CHECK_AXIS_OUT("crc32_roce_icrc out", DATA_WIDTH, KEEP_WIDTH, 0)
+
 endmodule
 
 `default_nettype wire

@@ -197,5 +197,8 @@ module dma_rd_stream #(
     wire unused = &{1'b0, meta_count, pf_count, ch_beats};
     /* verilator lint_on UNUSEDSIGNAL */
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXIS_OUT("dma_rd_stream out", DATA_WIDTH, DATA_WIDTH/8, 0)
+
 endmodule
 `default_nettype wire

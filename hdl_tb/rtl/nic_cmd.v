@@ -1516,5 +1516,8 @@ module nic_cmd #(
                     sq_lstride[7:4], sq_lsize[7:5]};
     /* verilator lint_on UNUSEDSIGNAL */
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXI_MASTER("nic_cmd DMA", AXI_ID_WIDTH, AXI_ADDR_WIDTH, AXI_DATA_WIDTH)
+
 endmodule
 `default_nettype wire

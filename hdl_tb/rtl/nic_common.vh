@@ -29,6 +29,18 @@
 //   `NIC_ROCE_TX_HDR_PORTS          s_hdr_*: the transmit header descriptor (roce_tx_framer.v)
 //   `NIC_ROCE_RX_META_PORTS         m_meta_*: a received packet's metadata (roce_rx_parser.v)
 //   `NIC_ROCE_RX_STAT_PORTS(KIND)   stat_*: the receive parser's counters (roce_rx_parser.v)
+//
+// Protocol checkers on those ports (axis_check.v, axi4_check.v, axil_check.v): each macro, in
+// a module body after the ports, instantiates one on the ports of that name, and expands to
+// nothing in synthesis (Yosys defines SYNTHESIS). LABEL is a string for the messages; PACKED
+// (1 or 0) whether the stream's beats must be packed (axis_check's S3).
+//   `NIC_CHECK_AXIS_IN(LABEL, DATA_W, KEEP_W, PACKED)     on s_axis_* (no tuser)
+//   `NIC_CHECK_AXIS_OUT(LABEL, DATA_W, KEEP_W, PACKED)    on m_axis_* (no tuser)
+//   `NIC_CHECK_AXI_MASTER(LABEL, ID_W, ADDR_W, DATA_W)    on m_axi_* (both directions)
+//   `NIC_CHECK_AXI_RD_MASTER(LABEL, ID_W, ADDR_W, DATA_W) on m_axi_ar*, m_axi_r*
+//   `NIC_CHECK_AXI_RD_MASTER_NOID(LABEL, ADDR_W, DATA_W)  the same without IDs
+//   `NIC_CHECK_AXI_WR_MASTER(LABEL, ID_W, ADDR_W, DATA_W) on m_axi_aw*, m_axi_w*, m_axi_b*
+//   `NIC_CHECK_AXIL_SLAVE(LABEL, ADDR_W, DATA_W)          on s_axil_*
 
 `ifndef NIC_COMMON_VH
 `define NIC_COMMON_VH
@@ -223,5 +235,86 @@
     output KIND [31:0]               stat_drop_short_headers, \
     output KIND [31:0]               stat_drop_bad_padcount, \
     output KIND [31:0]               stat_drop_oversize
+
+// In a checker (axis_check.v, ...): its violation count `errors` and task fail(what), which
+// counts one and stops the simulation ($fatal) unless the checker's FATAL is 0, naming the
+// instance, the checker's NAME, PROTOCOL and what broke.
+`define NIC_CHECK_FAIL_TASK(PROTOCOL) \
+    integer errors; \
+    initial errors = 0; \
+    task automatic fail(input [8*80-1:0] what); \
+        begin \
+            errors = errors + 1; \
+            if (FATAL != 0) \
+                $fatal(1, "%m (%0s): %0s %0s at %0t", NAME, PROTOCOL, what, $time); \
+            else \
+                $display("%m (%0s): %0s %0s at %0t", NAME, PROTOCOL, what, $time); \
+        end \
+    endtask
+
+`ifdef SYNTHESIS
+`define NIC_CHECK_AXIS_IN(LABEL, DATA_W, KEEP_W, IS_PACKED)
+`define NIC_CHECK_AXIS_OUT(LABEL, DATA_W, KEEP_W, IS_PACKED)
+`define NIC_CHECK_AXI_MASTER(LABEL, ID_W, ADDR_W, DATA_W)
+`define NIC_CHECK_AXI_RD_MASTER(LABEL, ID_W, ADDR_W, DATA_W)
+`define NIC_CHECK_AXI_RD_MASTER_NOID(LABEL, ADDR_W, DATA_W)
+`define NIC_CHECK_AXI_WR_MASTER(LABEL, ID_W, ADDR_W, DATA_W)
+`define NIC_CHECK_AXIL_SLAVE(LABEL, ADDR_W, DATA_W)
+`else
+`define NIC_CHECK_AXIS_IN(LABEL, DATA_W, KEEP_W, IS_PACKED) \
+    axis_check #(.DATA_WIDTH(DATA_W), .KEEP_WIDTH(KEEP_W), .PACKED(IS_PACKED), .NAME(LABEL)) \
+    chk_s_axis (.clk(clk), .rst(rst), .tdata(s_axis_tdata), .tkeep(s_axis_tkeep), \
+                .tvalid(s_axis_tvalid), .tready(s_axis_tready), .tlast(s_axis_tlast), \
+                .tuser(1'b0));
+`define NIC_CHECK_AXIS_OUT(LABEL, DATA_W, KEEP_W, IS_PACKED) \
+    axis_check #(.DATA_WIDTH(DATA_W), .KEEP_WIDTH(KEEP_W), .PACKED(IS_PACKED), .NAME(LABEL)) \
+    chk_m_axis (.clk(clk), .rst(rst), .tdata(m_axis_tdata), .tkeep(m_axis_tkeep), \
+                .tvalid(m_axis_tvalid), .tready(m_axis_tready), .tlast(m_axis_tlast), \
+                .tuser(1'b0));
+`define NIC_CHECK_AXI_RD_PORTS(ARID, RID) \
+    .arid(ARID), .araddr(m_axi_araddr), .arlen(m_axi_arlen), .arsize(m_axi_arsize), \
+    .arburst(m_axi_arburst), .arvalid(m_axi_arvalid), .arready(m_axi_arready), \
+    .rid(RID), .rdata(m_axi_rdata), .rresp(m_axi_rresp), .rlast(m_axi_rlast), \
+    .rvalid(m_axi_rvalid), .rready(m_axi_rready)
+`define NIC_CHECK_AXI_WR_PORTS \
+    .awid(m_axi_awid), .awaddr(m_axi_awaddr), .awlen(m_axi_awlen), .awsize(m_axi_awsize), \
+    .awburst(m_axi_awburst), .awvalid(m_axi_awvalid), .awready(m_axi_awready), \
+    .wdata(m_axi_wdata), .wstrb(m_axi_wstrb), .wlast(m_axi_wlast), .wvalid(m_axi_wvalid), \
+    .wready(m_axi_wready), .bid(m_axi_bid), .bresp(m_axi_bresp), .bvalid(m_axi_bvalid), \
+    .bready(m_axi_bready)
+`define NIC_CHECK_AXI_WR_IDLE(ID_W, ADDR_W, DATA_W) \
+    .awid({(ID_W){1'b0}}), .awaddr({(ADDR_W){1'b0}}), .awlen(8'd0), .awsize(3'd0), \
+    .awburst(2'b01), .awvalid(1'b0), .awready(1'b0), .wdata({(DATA_W){1'b0}}), \
+    .wstrb({(DATA_W)/8{1'b0}}), .wlast(1'b0), .wvalid(1'b0), .wready(1'b0), \
+    .bid({(ID_W){1'b0}}), .bresp(2'b00), .bvalid(1'b0), .bready(1'b0)
+`define NIC_CHECK_AXI_RD_IDLE(ID_W, ADDR_W, DATA_W) \
+    .arid({(ID_W){1'b0}}), .araddr({(ADDR_W){1'b0}}), .arlen(8'd0), .arsize(3'd0), \
+    .arburst(2'b01), .arvalid(1'b0), .arready(1'b0), .rid({(ID_W){1'b0}}), \
+    .rdata({(DATA_W){1'b0}}), .rresp(2'b00), .rlast(1'b0), .rvalid(1'b0), .rready(1'b0)
+`define NIC_CHECK_AXI_MASTER(LABEL, ID_W, ADDR_W, DATA_W) \
+    axi4_check #(.ID_WIDTH(ID_W), .ADDR_WIDTH(ADDR_W), .DATA_WIDTH(DATA_W), .NAME(LABEL)) \
+    chk_m_axi (.clk(clk), .rst(rst), `NIC_CHECK_AXI_WR_PORTS, \
+               `NIC_CHECK_AXI_RD_PORTS(m_axi_arid, m_axi_rid));
+`define NIC_CHECK_AXI_RD_MASTER(LABEL, ID_W, ADDR_W, DATA_W) \
+    axi4_check #(.ID_WIDTH(ID_W), .ADDR_WIDTH(ADDR_W), .DATA_WIDTH(DATA_W), .NAME(LABEL)) \
+    chk_m_axi_rd (.clk(clk), .rst(rst), `NIC_CHECK_AXI_WR_IDLE(ID_W, ADDR_W, DATA_W), \
+                  `NIC_CHECK_AXI_RD_PORTS(m_axi_arid, m_axi_rid));
+`define NIC_CHECK_AXI_RD_MASTER_NOID(LABEL, ADDR_W, DATA_W) \
+    axi4_check #(.ID_WIDTH(1), .ADDR_WIDTH(ADDR_W), .DATA_WIDTH(DATA_W), .NAME(LABEL)) \
+    chk_m_axi_rd (.clk(clk), .rst(rst), `NIC_CHECK_AXI_WR_IDLE(1, ADDR_W, DATA_W), \
+                  `NIC_CHECK_AXI_RD_PORTS(1'b0, 1'b0));
+`define NIC_CHECK_AXI_WR_MASTER(LABEL, ID_W, ADDR_W, DATA_W) \
+    axi4_check #(.ID_WIDTH(ID_W), .ADDR_WIDTH(ADDR_W), .DATA_WIDTH(DATA_W), .NAME(LABEL)) \
+    chk_m_axi_wr (.clk(clk), .rst(rst), `NIC_CHECK_AXI_WR_PORTS, \
+                  `NIC_CHECK_AXI_RD_IDLE(ID_W, ADDR_W, DATA_W));
+`define NIC_CHECK_AXIL_SLAVE(LABEL, ADDR_W, DATA_W) \
+    axil_check #(.ADDR_WIDTH(ADDR_W), .DATA_WIDTH(DATA_W), .NAME(LABEL)) \
+    chk_s_axil (.clk(clk), .rst(rst), .awaddr(s_axil_awaddr), .awvalid(s_axil_awvalid), \
+                .awready(s_axil_awready), .wdata(s_axil_wdata), .wstrb(s_axil_wstrb), \
+                .wvalid(s_axil_wvalid), .wready(s_axil_wready), .bresp(s_axil_bresp), \
+                .bvalid(s_axil_bvalid), .bready(s_axil_bready), .araddr(s_axil_araddr), \
+                .arvalid(s_axil_arvalid), .arready(s_axil_arready), .rdata(s_axil_rdata), \
+                .rresp(s_axil_rresp), .rvalid(s_axil_rvalid), .rready(s_axil_rready));
+`endif
 
 `endif

@@ -159,6 +159,10 @@ always @(posedge clk) begin
     end
 end
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXIS_IN("roce_icrc_insert in", DATA_WIDTH, KEEP_WIDTH, 0)
+    `NIC_CHECK_AXIS_OUT("roce_icrc_insert out", DATA_WIDTH, KEEP_WIDTH, 1)
+
 endmodule
 
 `default_nettype wire

@@ -1648,5 +1648,19 @@ module roce_nic #(
                     rxm_aeth_msn};
     /* verilator lint_on UNUSEDSIGNAL */
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh, axis_check.v)
+    `NIC_CHECK_AXIL_SLAVE("roce_nic BAR0", AXIL_ADDR_WIDTH, 64)
+    `NIC_CHECK_AXI_MASTER("roce_nic DMA", AXI_ID_WIDTH, AXI_ADDR_WIDTH, AXI_DATA_WIDTH)
+`ifndef SYNTHESIS
+    axis_check #(.DATA_WIDTH(AXI_DATA_WIDTH), .NAME("roce_nic tx")) chk_tx (
+        .clk(clk), .rst(rst), .tdata(m_axis_tx_tdata), .tkeep(m_axis_tx_tkeep),
+        .tvalid(m_axis_tx_tvalid), .tready(m_axis_tx_tready), .tlast(m_axis_tx_tlast),
+        .tuser(m_axis_tx_tuser));
+    axis_check #(.DATA_WIDTH(AXI_DATA_WIDTH), .NAME("roce_nic rx")) chk_rx (
+        .clk(clk), .rst(rst), .tdata(s_axis_rx_tdata), .tkeep(s_axis_rx_tkeep),
+        .tvalid(s_axis_rx_tvalid), .tready(s_axis_rx_tready), .tlast(s_axis_rx_tlast),
+        .tuser(s_axis_rx_tuser));
+`endif
+
 endmodule
 `default_nettype wire

@@ -151,5 +151,9 @@ module roce_nic_rx #(
     wire unused = &{1'b0, byp_tdata, byp_tkeep, byp_tvalid, byp_tlast, byp_tuser};
     /* verilator lint_on UNUSEDSIGNAL */
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXIS_IN("roce_nic_rx in", DATA_WIDTH, DATA_WIDTH/8, 1)
+    `NIC_CHECK_AXIS_OUT("roce_nic_rx out", DATA_WIDTH, DATA_WIDTH/8, 0)
+
 endmodule
 `default_nettype wire

@@ -957,5 +957,8 @@ module roce_req #(
                     rd_busy, sq_psn_set_qpn, wq_cfg_qpn, w_flags};
     /* verilator lint_on UNUSEDSIGNAL */
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXI_RD_MASTER_NOID("roce_req DMA", ADDR_WIDTH, DATA_WIDTH)
+
 endmodule
 `default_nettype wire

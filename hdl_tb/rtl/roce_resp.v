@@ -1785,5 +1785,8 @@ module roce_resp #(
                     win_sh[2*DATA_WIDTH-1:DATA_WIDTH], rd_arsize, rd_arburst};
     /* verilator lint_on UNUSEDSIGNAL */
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXI_RD_MASTER_NOID("roce_resp DMA", ADDR_WIDTH, DATA_WIDTH)
+
 endmodule
 `default_nettype wire

@@ -152,6 +152,10 @@ module roce_rx #(
         .stat_drop_oversize(stat_drop_oversize)
     );
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXIS_IN("roce_rx in", DATA_WIDTH, KEEP_WIDTH, 1)
+    `NIC_CHECK_AXIS_OUT("roce_rx out", DATA_WIDTH, KEEP_WIDTH, 0)
+
 endmodule
 
 `default_nettype wire

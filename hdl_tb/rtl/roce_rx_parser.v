@@ -708,6 +708,10 @@ module roce_rx_parser #(
     assign m_meta_imm = x_imm[XT -: 32];
     assign m_meta_ieth_rkey = x_ieth[XT -: 32];
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXIS_IN("roce_rx_parser in", DATA_WIDTH, KEEP_WIDTH, 1)
+    `NIC_CHECK_AXIS_OUT("roce_rx_parser out", DATA_WIDTH, KEEP_WIDTH, 0)
+
 endmodule
 
 `default_nettype wire

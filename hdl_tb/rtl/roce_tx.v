@@ -120,6 +120,10 @@ roce_icrc_insert #(
     .m_axis_tuser(m_axis_tuser)
 );
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXIS_IN("roce_tx payload", DATA_WIDTH, KEEP_WIDTH, 0)
+    `NIC_CHECK_AXIS_OUT("roce_tx out", DATA_WIDTH, KEEP_WIDTH, 1)
+
 endmodule
 
 `default_nettype wire

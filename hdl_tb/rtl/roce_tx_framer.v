@@ -340,6 +340,9 @@ always @(posedge clk) begin
     end
 end
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXIS_OUT("roce_tx_framer out", DATA_WIDTH, KEEP_WIDTH, 1)
+
 endmodule
 
 `default_nettype wire

@@ -410,5 +410,8 @@ module wqe_fetch #(
                     fifo_count};
     /* verilator lint_on UNUSEDSIGNAL */
 
+    // Protocol checkers on the ports (simulation only: nic_common.vh)
+    `NIC_CHECK_AXI_RD_MASTER("wqe_fetch DMA", AXI_ID_WIDTH, AXI_ADDR_WIDTH, AXI_DATA_WIDTH)
+
 endmodule
 `default_nettype wire

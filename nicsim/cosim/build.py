@@ -33,6 +33,11 @@ def icrc_helpers() -> list[str]:
                   if p.name.startswith(("axis_keep_packer", "crc32_")))
 
 
+# The protocol checkers the modules instantiate on their ports in simulation (nic_common.vh):
+# every simulation build and lint takes them; synthesis does not see them.
+CHECKERS = ["axis_check.v", "axi4_check.v", "axil_check.v"]
+
+
 def roce_tx_sources() -> list[str]:
     """The RTL files of roce_tx (framer + ICRC insertion)."""
     return ["roce_icrc_insert.v", *icrc_helpers(), "roce_tx_framer.v", "roce_tx.v"]
@@ -153,9 +158,10 @@ def run(toplevel: str, sources: list[str], test_module: str,
     for d in (str(HDL_TB), str(HDL_TB.parent)):
         if d not in sys.path:
             sys.path.insert(0, d)
-    runner.build(sources=[RTL / s for s in sources], includes=[RTL], hdl_toplevel=toplevel,
-                 parameters=parameters, defines=defines, build_dir=build_dir, build_args=build_args,
-                 timescale=("1ns", "1ps"), waves=waves, always=True)
+    runner.build(sources=[RTL / s for s in [*sources, *CHECKERS]], includes=[RTL],
+                 hdl_toplevel=toplevel, parameters=parameters, defines=defines,
+                 build_dir=build_dir, build_args=build_args, timescale=("1ns", "1ps"),
+                 waves=waves, always=True)
     xml = runner.test(test_module=test_module, hdl_toplevel=toplevel,
                       hdl_toplevel_lang="verilog", parameters=parameters, build_dir=build_dir,
                       test_dir=build_dir, waves=waves, extra_env=dict(extra_env or {}),

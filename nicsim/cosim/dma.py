@@ -9,6 +9,13 @@ memory after its TLPs and the latency (PhysMem.post: a CPU polling that memory w
 B response is returned at once, as a PCIe endpoint acknowledges a posted write locally. The
 timing is nicsim.host.pcie.Pcie's, on the RTL's clock (its own calendar for this device).
 Accesses outside host memory get SLVERR / zero data.
+
+Out of the box it answers in order, as fast as that timing allows. `stall` holds any of the
+five channels back at random; `reorder` answers out of order across AXI IDs (as a root complex
+returns completions of different tags): each read's data and each write's B response comes
+after a random extra delay, reads of different IDs overtake each other with their beats
+interleaved, and B responses of different IDs come back in any order. One ID's reads and
+writes stay in order (AXI A5.3.1, A5.3.2).
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ class _Clock:
         self.now = 0.0
 
 
+CHANNELS = ("AR", "R", "AW", "W", "B")
+
+
 @dataclass
 class _Read:
     rid: int
@@ -51,9 +61,17 @@ class _Read:
     ready_at: float  # SimPy time the last completion has arrived
     data: bytes | None = None
     err: bool = False
+    sent: int = 0  # beats sent (reorder: a read's beats may interleave with other IDs')
 
 
-def _pauses(rng: random.Random, p: float, cycles: int | None) -> Iterator[bool]:
+@dataclass
+class _Resp:
+    bid: int
+    bresp: int
+    ready_at: float  # SimPy time it may go (reorder)
+
+
+def pauses(rng: random.Random, p: float, cycles: int | None = None) -> Iterator[bool]:
     """A cocotbext-axi pause generator: True (pause) with probability `p`, for `cycles`."""
     n = 0
     while cycles is None or n < cycles:
@@ -81,23 +99,38 @@ class PcieDmaSlave:
         self.lanes = len(self.r.bus.rdata) // 8
         self.last_land = 0.0  # when the latest posted write lands (SimPy time)
         self.reads: deque[_Read] = deque()
-        self._more = Event()
+        self.resps: list[_Resp] = []  # B responses waiting (reorder)
+        self._more = Event()  # reads to answer
+        self._more_b = Event()  # B responses waiting (reorder)
+        self._rng: random.Random | None = None  # reorder's, or None: in order
+        self._spread_ns = 0.0
         self.counters = {"reads": 0, "read_bytes": 0, "writes": 0, "write_bytes": 0,
                          "errors": 0}
         cocotb.start_soon(self._ar_loop())
         cocotb.start_soon(self._r_loop())
         cocotb.start_soon(self._w_loop())
+        cocotb.start_soon(self._b_loop())
 
     def stall(self, channels: str, p: float, seed: int = 0, cycles: int | None = None) -> None:
-        """Hold channels back at random: each of `channels` (letters of "ARW": read data,
-        write address, write data) pauses in a cycle with probability `p` (its own seeded
-        stream), for the first `cycles` cycles from now or for good. The RTL must keep to
-        AXI and get every byte right whatever the stalls."""
-        models = {"R": self.r, "A": self.aw, "W": self.w}
-        for i, ch in enumerate(channels):
+        """Hold channels back at random: each of `channels` (AXI channel names, "AR R AW W
+        B", separated by spaces or commas; "all" for the five) pauses in a cycle with
+        probability `p` (its own seeded stream), for the first `cycles` cycles from now or for
+        good: the slave's ready low on AR, AW and W, its valid withheld on R and B. The RTL
+        must keep to AXI and get every byte right whatever the stalls."""
+        models = {"AR": self.ar, "R": self.r, "AW": self.aw, "W": self.w, "B": self.b}
+        names = CHANNELS if channels == "all" else channels.replace(",", " ").split()
+        for ch in names:
             if ch not in models:
-                raise ValueError(f"stall: no channel {ch!r} (R, A for AW, W)")
-            models[ch].set_pause_generator(_pauses(random.Random(seed * 7 + i), p, cycles))
+                raise ValueError(f"stall: no channel {ch!r} (one of {', '.join(CHANNELS)})")
+            i = CHANNELS.index(ch)
+            models[ch].set_pause_generator(pauses(random.Random(seed * 7 + i), p, cycles))
+
+    def reorder(self, seed: int, spread_ns: float = 400.0) -> None:
+        """From now on answer out of order (see the module): each read's data and each B
+        response is held a further uniform 0..`spread_ns` ns, and whatever of different IDs
+        is ready goes in a random order, read beats interleaved."""
+        self._rng = random.Random(seed)
+        self._spread_ns = spread_ns
 
     def _in_mem(self, addr: int, n: int) -> bool:
         return addr >= 0 and addr + n <= self.mem.size
@@ -118,6 +151,8 @@ class PcieDmaSlave:
             nreq = pcie.tlps(n, pcie.cfg.mrrs)
             at_mem = t + nreq * pcie.cfg.tlp_overhead / pcie._bpns + pcie.cfg.latency_ns \
                 + pcie.cfg.host_mem_ns / 2
+            if self._rng is not None:
+                done += self._rng.random() * self._spread_ns
             rd = _Read(int(ar.arid), addr, beats, done)
             self.reads.append(rd)
             self._more.set()
@@ -148,19 +183,46 @@ class PcieDmaSlave:
                 self._more.clear()
                 await self._more.wait()
                 continue
+            if self._rng is not None:
+                await self._r_mixed()
+                continue
             rd = self.reads[0]
             await clock.until(rd.ready_at)
             while rd.data is None:  # (the request's event is always earlier: a safeguard)
                 await RisingEdge(self.clk)
             self.reads.popleft()
-            if rd.err:
-                self.counters["errors"] += 1
-            lanes = self.lanes
-            for i in range(rd.beats):
-                await self.r.send(AxiRTransaction(
-                    rid=rd.rid, rdata=int.from_bytes(rd.data[i * lanes:(i + 1) * lanes],
-                                                     "little"),
-                    rresp=2 if rd.err else 0, rlast=int(i == rd.beats - 1)))
+            while rd.sent < rd.beats:
+                await self.r.send(self._beat(rd))
+
+    async def _r_mixed(self) -> None:
+        """reorder: one beat of a random ready read, each the oldest of its ID, per cycle."""
+        rng = self._rng
+        assert rng is not None
+        now = self.clock.now()
+        heads: dict[int, _Read] = {}
+        for rd in self.reads:
+            heads.setdefault(rd.rid, rd)
+        ready = [rd for rd in heads.values() if rd.ready_at <= now and rd.data is not None]
+        if not ready:  # (sleep until the first is due, not cycle by cycle)
+            await self.clock.until(min(rd.ready_at for rd in heads.values()))
+        elif self.r.count() < 2:  # (a short queue: the next choice stays open)
+            rd = rng.choice(ready)
+            self.r.send_nowait(self._beat(rd))
+            if rd.sent == rd.beats:
+                self.reads.remove(rd)
+        await RisingEdge(self.clk)
+
+    def _beat(self, rd: _Read) -> AxiRTransaction:
+        """Read `rd`'s next beat."""
+        i, lanes = rd.sent, self.lanes
+        rd.sent += 1
+        if rd.err and i == 0:
+            self.counters["errors"] += 1
+        assert rd.data is not None
+        return AxiRTransaction(rid=rd.rid, rresp=2 if rd.err else 0,
+                               rdata=int.from_bytes(rd.data[i * lanes:(i + 1) * lanes],
+                                                    "little"),
+                               rlast=int(i == rd.beats - 1))
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -202,4 +264,32 @@ class PcieDmaSlave:
                 self.counters["write_bytes"] += nbytes
             elif not ok:
                 self.counters["errors"] += 1
-            await self.b.send(AxiBTransaction(bid=int(aw.awid), bresp=0 if ok else 2))
+            resp = _Resp(int(aw.awid), 0 if ok else 2, clock.now())
+            if self._rng is None:
+                await self.b.send(AxiBTransaction(bid=resp.bid, bresp=resp.bresp))
+            else:
+                resp.ready_at += self._rng.random() * self._spread_ns
+                self.resps.append(resp)
+                self._more_b.set()
+
+    async def _b_loop(self) -> None:
+        """reorder: one random ready B response, each the oldest of its ID, per cycle."""
+        while True:
+            if not self.resps:
+                self._more_b.clear()
+                await self._more_b.wait()
+                continue
+            rng = self._rng
+            assert rng is not None
+            now = self.clock.now()
+            heads: dict[int, _Resp] = {}
+            for b in self.resps:
+                heads.setdefault(b.bid, b)
+            ready = [b for b in heads.values() if b.ready_at <= now]
+            if not ready:
+                await self.clock.until(min(b.ready_at for b in heads.values()))
+            elif self.b.count() < 2:
+                b = rng.choice(ready)
+                self.resps.remove(b)
+                self.b.send_nowait(AxiBTransaction(bid=b.bid, bresp=b.bresp))
+            await RisingEdge(self.clk)

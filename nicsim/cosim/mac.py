@@ -22,12 +22,16 @@ its last bit arrives, without FCS, back to back.
   that always takes, and drops whole frames when full). A frame that arrives while the MAC
   still has more than `rx_buffer` bytes to drive in (the link is faster than the design's
   port) is dropped and counted in `rx_overflow`.
+`pause(p, seed)` adds the backpressure AXI-Stream allows a MAC on top: transmit tready low in
+a random cycle in 1/p, and idle cycles between the beats of a received frame at the same rate
+(a CMAC's receive stream has them), which the design must take as they come.
 Not strict: the design may pause transmit frames (the MAC waits for the rest) and hold off
 receive beats (the MAC waits; the delay is counted as `rx_stalled_ns`), with no buffer bounds.
 """
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from typing import Any
 
@@ -91,6 +95,8 @@ class EthMac:
         self.sent: list[bytes] = []  # every good frame the design sent (keep_sent)
         self.sent_at: list[int] = []  # the RTL time (ps) of each one's first beat
         self.keep_sent = False
+        self._rng: random.Random | None = None  # pause's
+        self._p = 0.0
         self._rxq: deque[tuple[float, bytes]] = deque()
         self._rx_more = Event()
         clock.hooks.append(self._wake_rx)
@@ -105,6 +111,14 @@ class EthMac:
         self._end = link.attach(self._receive)
         self._ns_per_byte = 8.0 / link.cfg.rate_gbps
         return self._end
+
+    def pause(self, p: float, seed: int) -> None:
+        """From now on, random backpressure (see the module) with probability `p` a cycle."""
+        self._rng = random.Random(seed)
+        self._p = p
+
+    def _paused(self) -> bool:
+        return self._rng is not None and self._rng.random() < self._p
 
     # -- transmit ----------------------------------------------------------------------------
 
@@ -145,7 +159,7 @@ class EthMac:
                 c["tx_underrun"] += 1  # (PG203: a tvalid gap inside a packet)
                 cur, aborted = bytearray(), True
             if self.strict:
-                r = int(self._tx_room())
+                r = int(self._tx_room() and not self._paused())
                 if r != ready:
                     ready = r
                     s.tready.value = r
@@ -218,6 +232,9 @@ class EthMac:
         nb = s.nbytes
         await edge
         for i in range(0, len(frame), nb):
+            while i and self._paused():  # an idle cycle inside the frame
+                s.tvalid.value = 0
+                await edge
             chunk = frame[i:i + nb]
             s.tdata.value = int.from_bytes(chunk, "little")
             if s.tkeep is not None:
