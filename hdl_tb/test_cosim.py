@@ -595,10 +595,11 @@ def test_cosim(data_width, tests, tmp_path):
 @pytest.mark.parametrize("seed", [1, 2])
 def test_cosim_seeds(seed, tmp_path):
     """Both directions' traffic at 64 bits under other seeds (NICSIM_SEED): other traffic,
-    other stalls, another order of the DMA's answers (cosim_bench.stress)."""
+    other stalls, another order of the DMA's answers (cosim_bench.stress); BAR0 on a 32-bit
+    AXI4-Lite bus, every doorbell as two words."""
     from hdl_tb.cocotb_run import roce_nic_sources, run
 
-    params = bench_params(64)
+    params = bench_params(64, 32)
     run("roce_nic", roce_nic_sources(), "test_cosim", params,
         extra_env={PARAMS_ENV: json.dumps(params), "COSIM_PCAP_DIR": str(tmp_path),
                    "NICSIM_SEED": str(seed)},

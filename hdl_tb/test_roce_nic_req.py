@@ -303,10 +303,12 @@ async def test_frames_vs_model(dut):
 # ================================================================ pytest entry point
 
 
-@pytest.mark.parametrize("data_width", [64, 512])
-def test_roce_nic_req(data_width):
+# (data width, BAR0's AXI4-Lite width): the 64-bit build takes its doorbells on a 32-bit bus
+@pytest.mark.parametrize(("data_width", "axil_width"), [(64, 32), (512, 64)],
+                         ids=["64-axil32", "512"])
+def test_roce_nic_req(data_width, axil_width):
     from hdl_tb.cocotb_run import roce_nic_sources, run
 
-    params = bench_params(data_width)
+    params = bench_params(data_width, axil_width)
     run("roce_nic", roce_nic_sources(), "test_roce_nic_req", params,
         extra_env={PARAMS_ENV: json.dumps(params)})

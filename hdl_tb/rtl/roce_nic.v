@@ -45,6 +45,8 @@
 //   AXI_ADDR_WIDTH   DMA address width (<= 64)
 //   AXI_ID_WIDTH     DMA ID width (>= 3)
 //   AXIL_ADDR_WIDTH  BAR0 address width (>= 12 + clog2(MAX_UAR + 1))
+//   AXIL_DATA_WIDTH  BAR0 data width: 64, or 32 for a PCIe bridge's 32-bit AXI4-Lite master
+//                    (64-bit registers as two words: see nic_bar.v)
 //   NUM_QP, NUM_CQ   QP / CQ contexts (powers of two, >= 2)
 //   MPT_DEPTH, MTT_DEPTH   translation tables (powers of two)
 //   MAX_UAR, MAX_QP_WR, MAX_SGE, MAX_CQE, MAX_QP_RD_ATOM, MAX_INLINE   QUERY_DEVICE
@@ -64,7 +66,7 @@
 //
 // Ports:
 //   clk, rst                    clock, synchronous active-high reset
-//   s_axil_*                    BAR0 (AXI4-Lite slave, 64-bit data; see nic_bar.v)
+//   s_axil_*                    BAR0 (AXI4-Lite slave, AXIL_DATA_WIDTH-bit data; see nic_bar.v)
 //   m_axi_*                     DMA (AXI4 master)
 //   port_up, port_speed_mbps    the Ethernet link's state and rate (QUERY_PORT reports them)
 //   m_axis_tx_*                 Ethernet frames out (AXI-Stream, packed, no FCS; tuser = 1 on
@@ -92,6 +94,7 @@ module roce_nic #(
     parameter AXI_ADDR_WIDTH = 64,
     parameter AXI_ID_WIDTH = 4,
     parameter AXIL_ADDR_WIDTH = 23,
+    parameter AXIL_DATA_WIDTH = 64,
     parameter NUM_QP = 64,
     parameter NUM_CQ = 64,
     parameter MPT_DEPTH = 256,
@@ -113,7 +116,7 @@ module roce_nic #(
     input  wire                          clk,
     input  wire                          rst,
 
-    `NIC_AXIL_SLAVE_PORTS(AXIL_ADDR_WIDTH, 64),
+    `NIC_AXIL_SLAVE_PORTS(AXIL_ADDR_WIDTH, AXIL_DATA_WIDTH),
 
     `NIC_AXI_WR_MASTER_PORTS(AXI_ID_WIDTH, AXI_ADDR_WIDTH, AXI_DATA_WIDTH),
     `NIC_AXI_RD_MASTER_PORTS(AXI_ID_WIDTH, AXI_ADDR_WIDTH, AXI_DATA_WIDTH),
@@ -240,6 +243,7 @@ module roce_nic #(
 
     nic_bar #(
         .AXIL_ADDR_WIDTH(AXIL_ADDR_WIDTH),
+        .AXIL_DATA_WIDTH(AXIL_DATA_WIDTH),
         .MAX_UAR(MAX_UAR),
         .NUM_QP(NUM_QP),
         .NUM_CQ(NUM_CQ),
@@ -1649,7 +1653,7 @@ module roce_nic #(
     /* verilator lint_on UNUSEDSIGNAL */
 
     // Protocol checkers on the ports (simulation only: nic_common.vh, axis_check.v)
-    `NIC_CHECK_AXIL_SLAVE("roce_nic BAR0", AXIL_ADDR_WIDTH, 64)
+    `NIC_CHECK_AXIL_SLAVE("roce_nic BAR0", AXIL_ADDR_WIDTH, AXIL_DATA_WIDTH)
     `NIC_CHECK_AXI_MASTER("roce_nic DMA", AXI_ID_WIDTH, AXI_ADDR_WIDTH, AXI_DATA_WIDTH)
 `ifndef SYNTHESIS
     axis_check #(.DATA_WIDTH(AXI_DATA_WIDTH), .NAME("roce_nic tx")) chk_tx (

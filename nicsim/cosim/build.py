@@ -85,15 +85,17 @@ def blocks() -> dict[str, tuple[list[str], str | None, dict[str, int]]]:
     }
 
 
-def roce_nic_params(data_width: int) -> dict[str, int]:
+def roce_nic_params(data_width: int, axil_width: int = 64) -> dict[str, int]:
     """roce_nic's parameters for the driver: tables sized for what the driver asks of them
-    (its MTT table holds two of the driver's WRITE_MTT chunks and then some)."""
+    (its MTT table holds two of the driver's WRITE_MTT chunks and then some); `axil_width`:
+    BAR0's AXI4-Lite data width (32: each 64-bit register access as two words)."""
     from nicsim.driver.kernel.hw.objects import MTT_PER_CMD
 
     mtt = 1 << (2 * MTT_PER_CMD + 5 + 64).bit_length()
     return {"AXI_DATA_WIDTH": data_width, "NUM_QP": 32, "NUM_CQ": 16, "MPT_DEPTH": 64,
             "MTT_DEPTH": mtt, "MAX_UAR": 16, "AXIL_ADDR_WIDTH": 17, "MAX_QP_WR": 1024,
-            "MAX_SGE": 4, "MAX_CQE": 4096, "MAX_QP_RD_ATOM": 8, "MAX_INLINE": 128}
+            "MAX_SGE": 4, "MAX_CQE": 4096, "MAX_QP_RD_ATOM": 8, "MAX_INLINE": 128,
+            "AXIL_DATA_WIDTH": axil_width}
 
 
 def verilator_env() -> bool:
