@@ -46,12 +46,13 @@ def text_report(r: RunResult) -> str:
                        f"{w.nbytes:>9} {w.msg.sges:>4} "
                        f"{'-' if lat is None else f'{lat:.1f}':>11}  {status_name(w.status)}")
     else:
-        out.append(f"{'group':<12} {'what':<44} {'WRs':>9} {'ok':>9} {'p50 us':>9} "
+        ww = max([44] + [len(g.what) for g in r.groups])
+        out.append(f"{'group':<12} {'what':<{ww}} {'WRs':>9} {'ok':>9} {'p50 us':>9} "
                    f"{'p99 us':>9} {'max us':>9}  statuses")
         for g in r.groups:
             q = g.latency
             sts = ", ".join(f"{k} {v:,}" for k, v in sorted(g.statuses.items()))
-            out.append(f"{g.name:<12} {g.what[:44]:<44} {g.count:>9,} {g.ok:>9,} "
+            out.append(f"{g.name:<12} {g.what:<{ww}} {g.count:>9,} {g.ok:>9,} "
                        f"{_us(_div(q.quantile(0.5))):>9} {_us(_div(q.quantile(0.99))):>9} "
                        f"{_us(_div(q.max if q.n else None)):>9}  {sts}")
     until = "last completion" if r.stop_reason == "done" else "the stop"

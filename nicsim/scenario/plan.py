@@ -7,11 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from nicsim.hwif import recv_wqe_stride, send_wqe_stride
 from nicsim.scenario.buffers import PAGE, ceil_page
-from nicsim.scenario.build import check, host_names
-from nicsim.scenario.schema import PatternKind, Scenario, ScenarioError
+from nicsim.scenario.build import check, host_names, host_rate_gbps, nic_config
+from nicsim.scenario.schema import FlowsSpec, PatternKind, Scenario, ScenarioError
 from nicsim.workloads.cdf import Cdf, CdfError, load_cdf
+from nicsim.workloads.flows import poisson_flows
 
 SLOTS = 256  # buffers of a closed loop beyond its depth: WRs completed, waiting to be checked
 MAX_REGISTERED = 4 << 30  # what the NIC's 2^20 MTT entries of 4 KiB pages map
@@ -26,10 +29,36 @@ class Plan:
     arena: dict[str, int]  # bytes of buffers each host registers
     cdfs: dict[int, Cdf] = field(default_factory=dict)  # by flows index
     mem_size: int = 0
+    # Of each pair's pool, the first `shared` QPs take traffic without a QP of its own (the
+    # least loaded); after them, each qp_per_flow entry's own QPs, from flow_base[i][pair].
+    shared: dict[tuple[str, str], int] = field(default_factory=dict)
+    flow_base: dict[int, dict[tuple[str, str], int]] = field(default_factory=dict)
 
     @property
     def qps(self) -> int:
         return sum(self.pools.values())
+
+
+def flow_rng(seed: int, i: int) -> np.random.Generator:
+    """The random stream of flows entry `i` with qp_per_flow: the plan draws its flows to
+    count their QPs, the run draws the same ones."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0xF10, i)))
+
+
+def flow_rate_gbps(sc: Scenario, hosts: list[str]) -> float:
+    """The rate a flows entry's `load` is a fraction of: its slowest host's link."""
+    return min(host_rate_gbps(sc, h) for h in hosts)
+
+
+def flows_per_pair(sc: Scenario, i: int, f: FlowsSpec, hosts: list[str], cdf: Cdf
+                   ) -> dict[tuple[str, str], int]:
+    """How many of flows entry `i`'s flows each (src, dst) pair has (qp_per_flow)."""
+    n: dict[tuple[str, str], int] = {}
+    for fl in poisson_flows(cdf, hosts, f.load, flow_rate_gbps(sc, hosts),
+                            flow_rng(sc.seed, i), f.dst, f.count,
+                            f.duration_us * 1000.0 if f.duration_us is not None else None):
+        n[(fl.src, fl.dst)] = n.get((fl.src, fl.dst), 0) + 1
+    return n
 
 
 def _check_host(hosts: list[str], name: str | None, where: str) -> None:
@@ -49,6 +78,7 @@ def plan(sc: Scenario, base: Path | None = None) -> Plan:
     arena = dict.fromkeys(hosts, 0)
     groups: list[tuple[str, str]] = []
     cdfs: dict[int, Cdf] = {}
+    own: dict[int, dict[tuple[str, str], int]] = {}  # qp_per_flow entries' flows per pair
 
     def pool(src: str, dst: str, n: int) -> None:
         pools[(src, dst)] = max(pools.get((src, dst), 0), n, sc.qps_per_pair)
@@ -125,23 +155,45 @@ def plan(sc: Scenario, base: Path | None = None) -> Plan:
         except CdfError as e:
             raise ScenarioError(f"{where}.cdf: {e}") from None
         pairs = [(s, d) for s in fh for d in fh if s != d and (f.dst is None or d == f.dst)]
-        for s, d in pairs:
-            pool(s, d, f.qps)
+        if f.qp_per_flow:
+            own[i] = flows_per_pair(sc, i, f, fh, cdf)
+        else:
+            for s, d in pairs:
+                pool(s, d, f.qps)
         # Flows in flight at once are not known in advance: room for a few of the largest
         # and then some (a flow waits for room, and the report says so; host.buffer_mib).
         for h in {x for pr in pairs for x in pr}:
             need(h, (64 << 20) + 4 * ceil_page(cdf.max), where)
         bound = f"{f.count:,} flows" if f.count is not None else f"for {f.duration_us:g} us"
-        groups.append((where, f"{cdf.name} {f.op.value} at load {f.load:g}, {bound}"))
+        qps = "a QP per flow" if f.qp_per_flow else f"pool of {f.qps} QPs"
+        groups.append((where, f"{cdf.name} {f.op.value} at load {f.load:g}, {bound}, {qps}"))
     for i, st in enumerate(sc.pfc_storms):
         _check_host(hosts, st.host, f"pfc_storms[{i}].host")
     if sc.host.buffer_mib is not None:
         for h in arena:
             if arena[h]:
                 arena[h] = sc.host.buffer_mib << 20
-    pl = Plan(hosts, groups, pools, arena, cdfs)
+    pl = Plan(hosts, groups, pools, arena, cdfs, shared=dict(pools))
+    for i, per_pair in own.items():
+        base: dict[tuple[str, str], int] = {}
+        for pair, n in per_pair.items():
+            base[pair] = pools.get(pair, 0)
+            pools[pair] = base[pair] + n
+        pl.flow_base[i] = base
+    _check_qps(sc, pl)
     pl.mem_size = _mem_size(sc, pl)
     return pl
+
+
+def _check_qps(sc: Scenario, pl: Plan) -> None:
+    """Each host's QPs (one per connection it is an end of) fit its NIC's QP numbers."""
+    room = nic_config(sc).max_qp - 2  # (QPNs 0 and 1 are not handed out)
+    for h in pl.hosts:
+        n = sum(k for (s, d), k in pl.pools.items() if h in (s, d))
+        if n > room:
+            raise ScenarioError(
+                f"flows: host {h} needs {n:,} QPs (qp_per_flow: one per flow) and its NIC "
+                f"has {room:,} (nic.max_qp); fewer flows, or qp_per_flow: false")
 
 
 def _rings(sc: Scenario, pl: Plan, host: str) -> int:

@@ -33,7 +33,16 @@ from nicsim.scenario import build
 from nicsim.scenario.buffers import POOL, Arena, DataPool
 from nicsim.scenario.collect import KEEP_WRS, Collector, FlowWriter
 from nicsim.scenario.ideal import Ideal, IdealConfig
-from nicsim.scenario.plan import KERNEL_MEM, MAX_REGISTERED, SLOTS, Plan, cq_size, plan
+from nicsim.scenario.plan import (
+    KERNEL_MEM,
+    MAX_REGISTERED,
+    SLOTS,
+    Plan,
+    cq_size,
+    flow_rate_gbps,
+    flow_rng,
+    plan,
+)
 from nicsim.scenario.progress import Progress
 from nicsim.scenario.schema import ATOMICS, OpKind, Scenario, ScenarioError
 from nicsim.scenario.traffic import (
@@ -192,6 +201,7 @@ class Runner:
         cap = QPCap(q.max_send_wr, q.max_recv_wr, q.max_send_sge, q.max_recv_sge,
                     q.max_inline_data)
         self.pools: dict[tuple[str, str], list[Conn]] = {}
+        self.shared = pl.shared  # of each pool, the QPs open to any traffic (Plan)
         self.recv_conn: dict[tuple[str, int], Conn] = {}
         for (s, d), n in pl.pools.items():
             conns = []
@@ -234,12 +244,12 @@ class Runner:
             g += 1
         for i, f in enumerate(sc.flows):
             hosts = f.hosts or pl.hosts
-            rate = min(build.host_rate_gbps(sc, h) for h in hosts)
-            out.append(FlowSource(g, pl.cdfs[i], hosts, f.load, rate, f.op,
-                                  np.random.default_rng(next(seeds)), ids, f.start_us * 1000.0,
-                                  f.dst, f.count,
+            seed = next(seeds)  # (drawn either way: the other entries' streams stay put)
+            rng = flow_rng(sc.seed, i) if f.qp_per_flow else np.random.default_rng(seed)
+            out.append(FlowSource(g, pl.cdfs[i], hosts, f.load, flow_rate_gbps(sc, hosts),
+                                  f.op, rng, ids, f.start_us * 1000.0, f.dst, f.count,
                                   f.duration_us * 1000.0 if f.duration_us is not None
-                                  else None))
+                                  else None, qp_base=pl.flow_base.get(i)))
             g += 1
         # Sources count time from the start of the traffic.
         for s in out:
@@ -465,7 +475,8 @@ class Runner:
     def _post(self, w: Wr) -> bool:
         """Post `w` if its QP has room and its buffers can be had; False to try later."""
         conns = self.pools[(w.src, w.dst)]
-        c = conns[w.qp] if w.qp is not None else min(conns, key=lambda x: x.outstanding)
+        c = conns[w.qp] if w.qp is not None else \
+            min(conns[:self.shared[(w.src, w.dst)]], key=lambda x: x.outstanding)
         if c.outstanding >= c.sq_cap:
             return False
         recv = w.consumes_recv

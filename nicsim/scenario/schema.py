@@ -290,6 +290,10 @@ class FlowsSpec(Strict):
         "when arrivals start, us from the start of the traffic"))] = 0.0
     qps: Annotated[int, Field(ge=1, le=1024, description=(
         "QPs for flows in each pair's pool; a flow takes the least loaded"))] = 8
+    qp_per_flow: bool = Field(False, description=(
+        "each flow on a QP of its own that nothing else uses, all connected before the "
+        "traffic starts (HPCC's ns-3 model); false: each pair's pool of `qps`, a flow on the "
+        "least loaded, where a small flow may wait behind a large one"))
 
     @model_validator(mode="after")
     def _consistent(self) -> FlowsSpec:

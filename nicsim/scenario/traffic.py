@@ -307,11 +307,14 @@ class FlowSource(Source):
     dst: str | None = None
     count: int | None = None
     duration_ns: float | None = None
+    # qp_per_flow: each pair's first QP of this entry's own (Plan.flow_base); None: a pool's
+    qp_base: dict[tuple[str, str], int] | None = None
     _it: Iterator = field(init=False)
     _next: object = field(init=False)
 
     def __post_init__(self) -> None:
         self.msg = Msg(self.op)
+        self._taken: dict[tuple[str, str], int] = {}  # flows so far per pair (qp_per_flow)
         self._it = poisson_flows(self.cdf, self.hosts, self.load, self.rate_gbps, self.rng,
                                  self.dst, self.count, self.duration_ns)
         self._next = next(self._it, None)
@@ -324,8 +327,13 @@ class FlowSource(Source):
         out = []
         while self._next is not None and self.start + self._next.t_ns <= now:
             f = self._next
+            qp = None
+            if self.qp_base is not None:
+                k = self._taken.get((f.src, f.dst), 0)
+                self._taken[(f.src, f.dst)] = k + 1
+                qp = self.qp_base[(f.src, f.dst)] + k
             out.append(Wr(self.ids.next(), self.group, self.msg, f.size, f.src, f.dst, True,
-                          self, None, start_ns=self.start + f.t_ns))
+                          self, qp, start_ns=self.start + f.t_ns))
             self._next = next(self._it, None)
         self.finished = self._next is None
         return out
