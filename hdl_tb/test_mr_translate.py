@@ -32,7 +32,7 @@ CmdBus, CmdTransaction, CmdSource, _, _ = define_stream(
     "MrCmd", signals=["valid", "ready", "op", "index", "data"])
 
 OP_WRITE_MPT, OP_WRITE_MTT, OP_INVALIDATE_MPT = 0, 1, 2
-LATENCY = 4  # documented in mr_translate.v: request handshake -> first response handshake
+LATENCY = 7  # documented in mr_translate.v: request handshake -> first response handshake
 
 Seg = tuple[int, int, int, int]  # (status, pa, len, last)
 

