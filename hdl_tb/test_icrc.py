@@ -24,6 +24,7 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 
 from hdl_tb.cocotb_run import run
 from hdl_tb.gen_crc32_matrix import render as render_crc32_matrix
+from nicsim.cosim.dma import pauses
 from nicsim.wire import (
     EXT_FIELDS,
     OPCODES,
@@ -220,10 +221,6 @@ def shaped(rng: random.Random, data: bytes, lanes: int, mode: str) -> tuple[AxiS
     tuser = [rng.getrandbits(1) for _ in tdata]
     return AxiStreamFrame(bytes(tdata), tkeep=tkeep, tuser=tuser), tuser[-1]
 
-
-def pauses(rng: random.Random, p: float):
-    while True:
-        yield rng.random() < p
 
 
 # --- testbench --------------------------------------------------------------------------------

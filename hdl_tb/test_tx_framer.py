@@ -27,6 +27,7 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 from hdl_tb.gen_opcode_table import RTL_EXT_FIELDS as EXT_FIELDS
 from hdl_tb.gen_opcode_table import RTL_OPCODES as OPCODES
 from hdl_tb.streams import HDR_FIELDS, HdrBus, HdrSource, HdrTransaction
+from nicsim.cosim.dma import pauses
 from nicsim.wire import (
     Ecn,
     FrameBuilder,
@@ -91,10 +92,6 @@ def make_job(rng: random.Random, opcode: int, ipv6: bool, plen: int, tuser: int 
         payload_len=plen if info.has_payload else rng.choice((0, 0, rng.getrandbits(16))))
     return Job(path, opcode, values, payload, frame, tuser, desc)
 
-
-def pauses(rng: random.Random, prob: float):
-    while True:
-        yield rng.random() < prob
 
 
 class TB:

@@ -26,6 +26,7 @@ from cocotbext.axi.stream import define_stream
 
 from hdl_tb.streams import CqeInBus, CqeInSource, CqeInTransaction, WqeBus, WqeSink
 from nicsim import hwif
+from nicsim.cosim.dma import pauses
 
 TOPLEVEL = os.environ.get("COCOTB_TOPLEVEL", "")
 
@@ -40,11 +41,6 @@ CTRL_FIELDS = ["opcode", "flags", "num_sge", "imm_inv", "remote_addr", "rkey", "
                "compare_add", "swap", "dest_qpn", "qkey"]
 MEM_SIZE = 1 << 20
 
-
-def pauses(rng: random.Random, p: float):
-    """A pause generator: True (pause) with probability p each cycle."""
-    while True:
-        yield rng.random() < p
 
 
 def bench_line(block: str, data_width: int, frame_bytes: int, packets: int, cycles: int,

@@ -68,3 +68,14 @@ def test_too_few_qps_for_the_flows_is_one_line() -> None:
         plan(scenario(True, "nic: {max_qp: 32}\n"))
     msg = str(e.value)
     assert "\n" not in msg and "qp_per_flow" in msg and "nic.max_qp" in msg, msg
+
+
+def test_a_billion_flows_stop_at_the_first_host_out_of_qps() -> None:
+    """The plan stops drawing once a host is past its NIC's QPs: one line, at once."""
+    sc = parse_scenario(SCENARIO.format(per_flow="true").replace("count: 60",
+                                                                 "count: 1000000000"))
+    with pytest.raises(ScenarioError) as e:
+        plan(sc)
+    msg = str(e.value)
+    assert msg.startswith("flows[0]: host ") and "at least 65,535 QPs" in msg, msg
+

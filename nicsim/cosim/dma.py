@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import cocotb
 from cocotb.triggers import Event, RisingEdge
@@ -196,21 +197,28 @@ class PcieDmaSlave:
 
     async def _r_mixed(self) -> None:
         """reorder: one beat of a random ready read, each the oldest of its ID, per cycle."""
-        rng = self._rng
-        assert rng is not None
-        now = self.clock.now()
-        heads: dict[int, _Read] = {}
-        for rd in self.reads:
-            heads.setdefault(rd.rid, rd)
-        ready = [rd for rd in heads.values() if rd.ready_at <= now and rd.data is not None]
-        if not ready:  # (sleep until the first is due, not cycle by cycle)
-            await self.clock.until(min(rd.ready_at for rd in heads.values()))
-        elif self.r.count() < 2:  # (a short queue: the next choice stays open)
-            rd = rng.choice(ready)
+        rd = await self._pick(self.reads, lambda r: r.rid, self.r, lambda r: r.data is not None)
+        if rd is not None:
             self.r.send_nowait(self._beat(rd))
             if rd.sent == rd.beats:
                 self.reads.remove(rd)
         await RisingEdge(self.clk)
+
+    async def _pick(self, waiting: Iterable[Any], id_of: Callable[[Any], int], source: Any,
+                    filled: Callable[[Any], bool] = lambda _x: True) -> Any:  # noqa: ANN401
+        """reorder: a random one of `waiting`'s answers that are due (and `filled`), each the
+        oldest of its ID (AXI keeps one ID in order), if `source`'s queue is short (the next
+        choice stays open); None, after sleeping until the first is due when none is."""
+        assert self._rng is not None
+        now = self.clock.now()
+        heads: dict[int, Any] = {}
+        for x in waiting:
+            heads.setdefault(id_of(x), x)
+        ready = [x for x in heads.values() if x.ready_at <= now and filled(x)]
+        if not ready:  # (not cycle by cycle)
+            await self.clock.until(min(x.ready_at for x in heads.values()))
+            return None
+        return self._rng.choice(ready) if source.count() < 2 else None
 
     def _beat(self, rd: _Read) -> AxiRTransaction:
         """Read `rd`'s next beat."""
@@ -264,12 +272,11 @@ class PcieDmaSlave:
                 self.counters["write_bytes"] += nbytes
             elif not ok:
                 self.counters["errors"] += 1
-            resp = _Resp(int(aw.awid), 0 if ok else 2, clock.now())
             if self._rng is None:
-                await self.b.send(AxiBTransaction(bid=resp.bid, bresp=resp.bresp))
+                await self.b.send(AxiBTransaction(bid=int(aw.awid), bresp=0 if ok else 2))
             else:
-                resp.ready_at += self._rng.random() * self._spread_ns
-                self.resps.append(resp)
+                self.resps.append(_Resp(int(aw.awid), 0 if ok else 2,
+                                        clock.now() + self._rng.random() * self._spread_ns))
                 self._more_b.set()
 
     async def _b_loop(self) -> None:
@@ -279,17 +286,8 @@ class PcieDmaSlave:
                 self._more_b.clear()
                 await self._more_b.wait()
                 continue
-            rng = self._rng
-            assert rng is not None
-            now = self.clock.now()
-            heads: dict[int, _Resp] = {}
-            for b in self.resps:
-                heads.setdefault(b.bid, b)
-            ready = [b for b in heads.values() if b.ready_at <= now]
-            if not ready:
-                await self.clock.until(min(b.ready_at for b in heads.values()))
-            elif self.b.count() < 2:
-                b = rng.choice(ready)
+            b = await self._pick(self.resps, lambda x: x.bid, self.b)
+            if b is not None:
                 self.resps.remove(b)
                 self.b.send_nowait(AxiBTransaction(bid=b.bid, bresp=b.bresp))
             await RisingEdge(self.clk)

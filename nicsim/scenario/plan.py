@@ -52,13 +52,32 @@ def flow_rate_gbps(sc: Scenario, hosts: list[str]) -> float:
 
 def flows_per_pair(sc: Scenario, i: int, f: FlowsSpec, hosts: list[str], cdf: Cdf
                    ) -> dict[tuple[str, str], int]:
-    """How many of flows entry `i`'s flows each (src, dst) pair has (qp_per_flow)."""
+    """How many of flows entry `i`'s flows each (src, dst) pair has (qp_per_flow); a
+    ScenarioError as soon as a host has more than its NIC's QPs (not after a billion draws)."""
     n: dict[tuple[str, str], int] = {}
+    per_host = dict.fromkeys(hosts, 0)
+    room = _qp_room(sc)
     for fl in poisson_flows(cdf, hosts, f.load, flow_rate_gbps(sc, hosts),
                             flow_rng(sc.seed, i), f.dst, f.count,
                             f.duration_us * 1000.0 if f.duration_us is not None else None):
         n[(fl.src, fl.dst)] = n.get((fl.src, fl.dst), 0) + 1
+        for h in (fl.src, fl.dst):
+            per_host[h] += 1
+            if per_host[h] > room:
+                raise _too_many_qps(f"flows[{i}]", h, per_host[h], room)
     return n
+
+
+def _qp_room(sc: Scenario) -> int:
+    """QPs a host's NIC hands out (QPNs 0 and 1 are not)."""
+    return nic_config(sc).max_qp - 2
+
+
+def _too_many_qps(where: str, host: str, n: int, room: int) -> ScenarioError:
+    more = "at least " if where != "flows" else ""
+    return ScenarioError(
+        f"{where}: host {host} needs {more}{n:,} QPs (qp_per_flow: one per flow) and its NIC "
+        f"has {room:,} (nic.max_qp); fewer flows, or qp_per_flow: false")
 
 
 def _check_host(hosts: list[str], name: str | None, where: str) -> None:
@@ -187,13 +206,11 @@ def plan(sc: Scenario, base: Path | None = None) -> Plan:
 
 def _check_qps(sc: Scenario, pl: Plan) -> None:
     """Each host's QPs (one per connection it is an end of) fit its NIC's QP numbers."""
-    room = nic_config(sc).max_qp - 2  # (QPNs 0 and 1 are not handed out)
+    room = _qp_room(sc)
     for h in pl.hosts:
         n = sum(k for (s, d), k in pl.pools.items() if h in (s, d))
         if n > room:
-            raise ScenarioError(
-                f"flows: host {h} needs {n:,} QPs (qp_per_flow: one per flow) and its NIC "
-                f"has {room:,} (nic.max_qp); fewer flows, or qp_per_flow: false")
+            raise _too_many_qps("flows", h, n, room)
 
 
 def _rings(sc: Scenario, pl: Plan, host: str) -> int:

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from nicsim.cosim.rates import CLK_NS, port_rate_gbps
+from nicsim.nic.requester import transport_timeout_ns
 from nicsim.scenario import build
 from nicsim.scenario.schema import FaultSpec, OpKind, Scenario, ScenarioError
 
@@ -76,11 +77,11 @@ def timer_warning(sc: Scenario) -> str | None:
     if all(f.loss == 0 and f.corrupt == 0 for f in faults if f != FaultSpec()):
         return None
     t = sc.qp.timeout
-    if t == 0:
+    ns = transport_timeout_ns(t)
+    if ns is None:
         return ("warning: --rtl with link faults and qp.timeout 0 (the transport timer is off): "
                 "a lost last packet or ACK is never resent and its WR never completes; "
                 "`--set qp.timeout=4` (65.5 us) retries")
-    ns = 4096.0 * (1 << t)
     cycles = ns / CLK_NS
     minutes = cycles / ICARUS_CYCLES_PER_S / 60
     if minutes < 1:
